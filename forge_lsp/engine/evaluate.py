@@ -1,0 +1,141 @@
+"""The engine's front door: evaluate candidates against a task on a device.
+
+    with Evaluator(device="cuda:0") as ev:
+        verdict = ev.evaluate(load_task("softmax.py"), load_candidate("softmax_triton.py"))
+
+`evaluate_many` overlaps compilation with timing: a pool of build workers (no GPU) executes
+queued candidate modules first — load_inline and NVRTC builds land in the shared compile
+cache — while the device worker verifies and times the candidates already built.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .candidate import Backend, Candidate
+from .options import EvalOptions
+from .pool import Worker, default_cache_dir
+from .protocol import BuildResult
+from .task import Task
+from .verdict import Status, Verdict
+
+StageCallback = Callable[[Candidate, str], None]
+
+
+def resolve_device(device: str) -> str:
+    """'auto' means the first CUDA device when an NVIDIA driver is present, else the CPU.
+
+    Decided without importing torch in the engine's process (it may be a language server).
+    """
+    if device != "auto":
+        return device
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return "cpu"
+    if Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi"):
+        return "cuda:0"
+    return "cpu"
+
+
+class Evaluator:
+    def __init__(self, device: str = "auto", *, options: EvalOptions | None = None,
+                 cache_dir: Path | None = None, build_workers: int | None = None,
+                 python: str | None = None) -> None:
+        self.device = resolve_device(device)
+        self.options = (options or EvalOptions()).model_copy(update={"device": self.device})
+        self.cache_dir = Path(cache_dir or default_cache_dir())
+        self.python = python
+        self.worker = Worker(self.device, cache_dir=self.cache_dir, python=python,
+                             startup_timeout=self.options.timeouts.startup,
+                             log_limit_bytes=self.options.log_limit_bytes)
+        self.n_builders = build_workers if build_workers is not None else max(1, min(4, (os.cpu_count() or 2) // 2))
+        self._builders: list[Worker] = []
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.worker.close()
+        for b in self._builders:
+            b.close()
+
+    def cancel(self) -> None:
+        """Kill the workers of the evaluation in flight; it raises `Cancelled`."""
+        self.worker.cancel()
+        for b in self._builders:
+            b.cancel()
+
+    def evaluate(self, task: Task, candidate: Candidate, options: EvalOptions | None = None,
+                 on_stage: StageCallback | None = None) -> Verdict:
+        opts = (options or self.options).model_copy(update={"device": self.device})
+        t0 = time.perf_counter()
+        verdict = self.worker.evaluate(task, candidate, opts,
+                                       on_stage=(lambda s: on_stage(candidate, s)) if on_stage else None)
+        verdict.stages["total"] = round(time.perf_counter() - t0, 4)
+        return verdict
+
+    # ------------------------------------------------------------ overlapped batch
+    def _builder_env(self) -> dict[str, str]:
+        env = {"CUDA_VISIBLE_DEVICES": ""}  # builders compile; they never touch the GPU
+        hello = self.worker.ensure_started()
+        if hello.arch:
+            major, minor = hello.arch.removeprefix("sm_")[:-1], hello.arch[-1]
+            env["FORGE_CUDA_ARCH"] = hello.arch
+            env["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
+        return env
+
+    def _build(self, cand: Candidate) -> BuildResult:
+        builder = self._idle.get()
+        try:
+            return builder.build(cand, timeout=self.options.timeouts.compile)
+        finally:
+            self._idle.put(builder)
+
+    def evaluate_many(self, task: Task, candidates: Iterable[Candidate], options: EvalOptions | None = None,
+                      on_stage: StageCallback | None = None,
+                      on_verdict: Callable[[Candidate, Verdict], None] | None = None) -> list[Verdict]:
+        cands = list(candidates)
+        needs_build = [c for c in cands if c.backend in (Backend.cuda_inline, Backend.cpp_inline, Backend.nvrtc)]
+        if len(cands) < 2 or not needs_build or self.n_builders == 0:
+            out = []
+            for c in cands:
+                v = self.evaluate(task, c, options, on_stage)
+                if on_verdict:
+                    on_verdict(c, v)
+                out.append(v)
+            return out
+        if not self._builders:
+            env = self._builder_env()
+            self._builders = [Worker("cpu", cache_dir=self.cache_dir, python=self.python, env=env)
+                              for _ in range(self.n_builders)]
+            self._idle: queue.Queue[Worker] = queue.Queue()
+            for b in self._builders:
+                self._idle.put(b)
+        futures: dict[int, Future[BuildResult]] = {}
+        verdicts: list[Verdict] = []
+        with ThreadPoolExecutor(max_workers=len(self._builders)) as pool:
+            for i, c in enumerate(cands):
+                if c in needs_build:
+                    futures[i] = pool.submit(self._build, c)
+            for i, c in enumerate(cands):
+                build = futures[i].result() if i in futures else None
+                if build is not None and not build.ok and build.compile_error:
+                    v = Verdict(status=Status.compile_error, reason=build.reason, traceback=build.traceback,
+                                device=self.device, backend=c.backend.value, task_sha=task.sha,
+                                candidate_sha=c.sha, stages={"build": round(build.seconds, 4)})
+                else:
+                    v = self.evaluate(task, c, options, on_stage)
+                    if build is not None:
+                        v.stages["build"] = round(build.seconds, 4)
+                if on_verdict:
+                    on_verdict(c, v)
+                verdicts.append(v)
+        return verdicts

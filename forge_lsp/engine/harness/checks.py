@@ -1,0 +1,132 @@
+"""Anti-cheat checks that run around candidate calls inside the worker."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any, Iterable
+
+import torch
+
+from .compare import tensors_of
+
+
+# ---------------------------------------------------------------- inputs and aliasing
+def clone_inputs(inputs: list[Any]) -> list[Any]:
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().contiguous().reshape(-1)
+    return t.view(torch.uint8) if t.numel() else t
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN-safe), for "inputs unchanged" and "repeatable" checks."""
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_bits(a), _bits(b))
+
+
+def changed_inputs(before: list[Any], after: list[Any]) -> list[int]:
+    return [
+        i
+        for i, (b, a) in enumerate(zip(before, after))
+        if isinstance(b, torch.Tensor) and not same_bits(b, a)
+    ]
+
+
+def _span(t: torch.Tensor) -> tuple[int, int] | None:
+    storage = t.untyped_storage()
+    if storage.nbytes() == 0:
+        return None
+    start = storage.data_ptr()
+    return start, start + storage.nbytes()
+
+
+def aliased_outputs(outputs: Any, inputs: Iterable[Any]) -> list[str]:
+    """Outputs whose memory overlaps an input's memory (returning an input or a view of it)."""
+    spans = [s for x in inputs if isinstance(x, torch.Tensor) and (s := _span(x))]
+    found = []
+    for i, t in enumerate(tensors_of(outputs)):
+        s = _span(t)
+        if s and any(s[0] < e and b < s[1] for b, e in spans):
+            found.append(f"output tensor {i}")
+    return found
+
+
+# ---------------------------------------------------------------- monkeypatching
+_WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "torch.nn.modules.module", "math", "time")
+
+
+class PatchGuard:
+    """Snapshot of attributes a candidate could replace to fool the harness or the reference."""
+
+    def __init__(self, extra: dict[str, Any] | None = None) -> None:
+        """`extra`: more objects (modules, classes) whose attributes must stay put."""
+        self._names = list(_WATCHED_MODULES)
+        self._extra = dict(extra or {})
+        self._snap = self._take()
+
+    def _objects(self):
+        for name in self._names:
+            mod = sys.modules.get(name)
+            if mod is not None:
+                yield name, vars(mod)
+        yield "torch.Tensor", dict(vars(torch.Tensor))
+        yield "torch.nn.Module", dict(vars(torch.nn.Module))
+        yield "torch.cuda.Event", dict(vars(torch.cuda.Event))
+        for name, obj in self._extra.items():
+            yield name, dict(vars(obj))
+
+    def _take(self) -> dict[str, dict[str, int]]:
+        snap = {}
+        for name, ns in self._objects():
+            snap[name] = {
+                k: id(v)
+                for k, v in list(ns.items())
+                if not k.startswith("__") and not isinstance(v, types.ModuleType)
+            }
+        return snap
+
+    def changes(self) -> list[str]:
+        now = self._take()
+        changed = []
+        for name, before in self._snap.items():
+            after = now.get(name, {})
+            for key, ident in before.items():
+                if after.get(key) != ident:
+                    changed.append(f"{name}.{key}")
+        return changed
+
+
+# ---------------------------------------------------------------- poisoning freed memory
+def poison_free_cuda_memory(device: torch.device) -> int:
+    """Fill the caching allocator's free blocks with 0xFF bytes (NaN in every float format).
+
+    A candidate that returns uninitialized memory hoping it still holds the reference's
+    output then returns NaN instead. Returns the number of bytes poisoned.
+    """
+    torch.cuda.synchronize(device)
+    blocks = []
+    for seg in torch.cuda.memory_snapshot():
+        if seg.get("device") != device.index:
+            continue
+        for blk in seg.get("blocks", []):
+            if blk.get("state") == "inactive" and blk.get("size", 0) > 0:
+                blocks.append(int(blk["size"]))
+    held = []
+    total = 0
+    with torch.cuda.device(device):
+        for size in sorted(blocks, reverse=True):
+            t = torch.empty(size, dtype=torch.uint8, device=device)
+            t.fill_(0xFF)
+            held.append(t)
+            total += size
+    torch.cuda.synchronize(device)
+    del held
+    return total
+
+
+def poison_free_cpu_memory(nbytes: int) -> None:
+    """Best effort on CPU: leave NaN-filled chunks in the allocator's free lists."""
+    held = [torch.full((max(nbytes // 4, 1),), float("nan")) for _ in range(2)]
+    del held

@@ -1,0 +1,144 @@
+"""Interleaved timing of reference and candidate, with a speedup confidence interval.
+
+CUDA: each sample is a pair of device events around one call, with the L2 cache flushed
+before it; after the end event the whole device is synchronized and the host time of the
+same region is kept too, so work left running on another stream shows up (see
+`side_stream_gap`). Reference and candidate alternate A B B A ... so drift cancels.
+CPU: `time.perf_counter_ns` with the same interleaving.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..verdict import Timing, TimingStats
+
+
+@dataclass
+class Samples:
+    device_ms: list[float] = field(default_factory=list)  # events (or perf_counter on CPU)
+    host_ms: list[float] = field(default_factory=list)  # host time incl. a device-wide sync
+
+
+def stats(xs: list[float]) -> TimingStats:
+    a = np.asarray(xs, dtype=np.float64)
+    return TimingStats(
+        median_ms=float(np.median(a)), mean_ms=float(a.mean()), min_ms=float(a.min()),
+        p10_ms=float(np.percentile(a, 10)), p90_ms=float(np.percentile(a, 90)), n=len(xs),
+    )
+
+
+def speedup_ci(ref: list[float], cand: list[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval of median(ref)/median(cand), resampling interleaved pairs together."""
+    r, c = np.asarray(ref), np.asarray(cand)
+    n = min(len(r), len(c))
+    r, c = r[:n], c[:n]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    ratios = np.median(r[idx], axis=1) / np.median(c[idx], axis=1)
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+class CudaTimer:
+    def __init__(self, device: torch.device, l2_flush: bool) -> None:
+        self.device = device
+        self.flush_buf = None
+        if l2_flush:
+            l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
+            self.flush_buf = torch.empty(max(4 * l2, 256 << 20) // 4, dtype=torch.float32, device=device)
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def sample(self, fn: Callable[[], Any], into: Samples) -> None:
+        if self.flush_buf is not None:
+            self.flush_buf.zero_()
+        stream = torch.cuda.current_stream(self.device)
+        self.start.record(stream)
+        t0 = time.perf_counter_ns()
+        fn()
+        self.end.record(stream)
+        torch.cuda.synchronize(self.device)  # every stream of the device
+        t1 = time.perf_counter_ns()
+        into.device_ms.append(self.start.elapsed_time(self.end))
+        into.host_ms.append((t1 - t0) / 1e6)
+
+
+class GraphTimer(CudaTimer):
+    """Times replays of a captured CUDA graph: no launch gaps, for kernels of a few microseconds."""
+
+    def __init__(self, device: torch.device, l2_flush: bool, fn: Callable[[], Any]) -> None:
+        super().__init__(device, l2_flush)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream(device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self._keep = fn()
+        torch.cuda.synchronize(device)
+
+    def sample(self, fn: Callable[[], Any], into: Samples) -> None:  # noqa: ARG002 - replays the graph
+        super().sample(self.graph.replay, into)
+
+
+def run_interleaved(
+    ref_sample: Callable[[Samples], None],
+    cand_sample: Callable[[Samples], None],
+    *,
+    warmup: int,
+    min_reps: int,
+    max_reps: int,
+    budget_s: float,
+) -> tuple[Samples, Samples]:
+    ref, cand = Samples(), Samples()
+    scratch = Samples()
+    for _ in range(warmup):
+        ref_sample(scratch)
+        cand_sample(scratch)
+    t_end = time.monotonic() + budget_s
+    i = 0
+    while i < max_reps and (i < min_reps or time.monotonic() < t_end):
+        if i % 2 == 0:  # A B, then B A: order effects cancel
+            ref_sample(ref)
+            cand_sample(cand)
+        else:
+            cand_sample(cand)
+            ref_sample(ref)
+        i += 1
+    return ref, cand
+
+
+def cpu_sampler(fn: Callable[[], Any]) -> Callable[[Samples], None]:
+    def sample(into: Samples) -> None:
+        t0 = time.perf_counter_ns()
+        fn()
+        t1 = time.perf_counter_ns()
+        into.device_ms.append((t1 - t0) / 1e6)
+        into.host_ms.append((t1 - t0) / 1e6)
+
+    return sample
+
+
+def side_stream_gap(ref: Samples, cand: Samples) -> float:
+    """How much longer (ms) the candidate keeps the device busy after its stream's end event,
+    beyond the reference's own sync overhead. Large values mean unjoined work on other streams."""
+    ref_gap = statistics.median(h - d for h, d in zip(ref.host_ms, ref.device_ms))
+    cand_gap = statistics.median(h - d for h, d in zip(cand.host_ms, cand.device_ms))
+    return cand_gap - ref_gap
+
+
+def summarize(mode: str, ref: Samples, cand: Samples, l2_flush: bool, notes: list[str]) -> Timing:
+    r, c = stats(ref.device_ms), stats(cand.device_ms)
+    return Timing(
+        mode=mode, reference=r, candidate=c, speedup=r.median_ms / c.median_ms,
+        speedup_ci95=speedup_ci(ref.device_ms, cand.device_ms), l2_flush=l2_flush, notes=notes,
+    )

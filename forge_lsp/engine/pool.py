@@ -1,0 +1,280 @@
+"""Worker processes seen from the engine: spawn, talk, time out, kill, respawn.
+
+A `Worker` owns one subprocess (``python -m forge_lsp.engine.worker``) bound to one device.
+The subprocess gets a scrubbed environment (no API keys), its own process group, two pipes
+for typed messages, and a log file for everything it prints. Whatever the candidate does —
+crash, hang, exhaust memory, print forever — the caller gets a `Verdict`, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from . import protocol
+from .candidate import Candidate
+from .options import EvalOptions
+from .protocol import BuildRequest, BuildResult, EvaluateRequest, EvaluateResult, Hello, StageStarted
+from .task import Task
+from .verdict import Status, Verdict
+
+#: Environment variables never passed to workers (the candidate could read or print them).
+SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.IGNORECASE)
+_EXCERPT = 6000
+
+
+class Cancelled(Exception):
+    """The evaluation was cancelled by the caller; its worker was killed."""
+
+
+class WorkerStartError(RuntimeError):
+    """A worker process could not start (bad interpreter, no GPU, torch missing)."""
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge-lsp")
+
+
+def worker_env(device: str, cache_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)}
+    env.update({
+        "PYTHONUNBUFFERED": "1",
+        "FORGE_CACHE_DIR": str(cache_dir),
+        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+        "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
+    })
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    # the package must be importable in the worker even when run from a source checkout
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra or {})
+    return env
+
+
+def _signal_name(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+class Worker:
+    """One persistent worker subprocess for one device. Thread-safe; one request at a time."""
+
+    def __init__(self, device: str = "cpu", *, cache_dir: Path | None = None, python: str | None = None,
+                 env: dict[str, str] | None = None, startup_timeout: float = 180.0,
+                 log_limit_bytes: int = 64 * 1024 * 1024) -> None:
+        self.device = device
+        self.cache_dir = Path(cache_dir or default_cache_dir())
+        self.python = python or sys.executable
+        self.extra_env = env or {}
+        self.startup_timeout = startup_timeout
+        self.log_limit = log_limit_bytes
+        self.hello: Hello | None = None
+        self.proc: subprocess.Popen | None = None
+        self.restarts = 0
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+        self._log_path = self.cache_dir / "logs" / f"worker-{device.replace(':', '')}-{os.getpid()}-{id(self):x}.log"
+
+    # --------------------------------------------------------------- lifecycle
+    def start(self) -> Hello:
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        p2c_r, p2c_w = os.pipe()
+        c2p_r, c2p_w = os.pipe()
+        self._log = open(self._log_path, "wb")
+        try:
+            self.proc = subprocess.Popen(
+                [self.python, "-m", "forge_lsp.engine.worker", "--device", self.device,
+                 "--in-fd", str(p2c_r), "--out-fd", str(c2p_w)],
+                pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                env=worker_env(self.device, self.cache_dir, self.extra_env), start_new_session=True,
+                cwd=str(self.cache_dir),
+            )
+        finally:
+            os.close(p2c_r)
+            os.close(c2p_w)
+        self._to, self._from = p2c_w, c2p_r
+        self._rx = protocol.Receiver(c2p_r, protocol.REPLY)
+        try:
+            msg = self._rx.recv(time.monotonic() + self.startup_timeout)
+        except protocol.ChannelClosed:
+            msg = None
+        if not isinstance(msg, Hello):
+            code = self.proc.poll()
+            self.kill()
+            raise WorkerStartError(
+                f"worker for {self.device} did not start ({_signal_name(code)}):\n{self._tail(0)}")
+        self.hello = msg
+        return msg
+
+    def ensure_started(self) -> Hello:
+        if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                self.restarts += 1
+            return self.start()
+        assert self.hello is not None
+        return self.hello
+
+    def kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+        if proc is not None:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        for fd in ("_to", "_from"):
+            if getattr(self, fd, None) is not None:
+                try:
+                    os.close(getattr(self, fd))
+                except OSError:
+                    pass
+                setattr(self, fd, None)
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+            self._log = None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                protocol.send(self._to, protocol.ShutdownRequest())
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def cancel(self) -> None:
+        """Stop the request in flight now: the worker is killed and restarted on next use."""
+        self._cancelled.set()
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    # --------------------------------------------------------------- requests
+    def _tail(self, offset: int) -> str:
+        try:
+            with open(self._log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                end = f.tell()
+                start = max(offset, end - _EXCERPT)
+                f.seek(start)
+                data = f.read(end - start)
+        except OSError:
+            return ""
+        text = data.decode("utf-8", errors="replace")
+        return ("...\n" if start > offset else "") + text
+
+    def _log_size(self) -> int:
+        try:
+            return os.path.getsize(self._log_path)
+        except OSError:
+            return 0
+
+    def _exchange(self, request, timeouts: dict[str, float], first_stage: str, on_stage=None):
+        """Send one request, follow its stages; returns (reply | None, failure_status, reason, stage)."""
+        if self._log_size() > self.log_limit // 2:  # rotate between requests
+            self.kill()
+        self.ensure_started()
+        self._cancelled.clear()
+        offset = self._log_size()
+        stage = first_stage
+        deadline = time.monotonic() + timeouts.get(stage, 600.0)
+        protocol.send(self._to, request)
+        while True:
+            if self._cancelled.is_set():
+                self.kill()
+                raise Cancelled()
+            tick = min(deadline, time.monotonic() + 0.25)
+            try:
+                msg = self._rx.recv(tick)
+            except protocol.ChannelClosed:
+                if self._cancelled.is_set():
+                    self.kill()
+                    raise Cancelled() from None
+                code = self.proc.wait(timeout=10) if self.proc else None
+                reason = f"the worker process died during stage {stage!r} ({_signal_name(code)})"
+                excerpt = self._tail(offset)
+                self.kill()
+                return None, Status.crashed, reason, stage, excerpt
+            if msg is None:
+                if self._log_size() - offset > self.log_limit:
+                    excerpt = self._tail(offset)
+                    self.kill()
+                    return None, Status.runtime_error, (
+                        f"output limit exceeded: the candidate printed more than {self.log_limit >> 20} MiB"
+                    ), stage, excerpt
+                if time.monotonic() >= deadline:
+                    excerpt = self._tail(offset)
+                    self.kill()
+                    return None, Status.timeout, (
+                        f"stage {stage!r} exceeded its {timeouts.get(stage, 600.0):g} s limit; worker killed"
+                    ), stage, excerpt
+                continue
+            if isinstance(msg, StageStarted):
+                stage = msg.stage
+                deadline = time.monotonic() + timeouts.get(stage, 600.0)
+                if on_stage is not None:
+                    on_stage(stage)
+                continue
+            return msg, None, "", stage, self._tail(offset)
+
+    def evaluate(self, task: Task, candidate: Candidate, options: EvalOptions, on_stage=None) -> Verdict:
+        """Evaluate in the worker; every failure mode becomes a `Verdict`. Raises only `Cancelled`."""
+        with self._lock:
+            timeouts = options.timeouts.model_dump()
+            try:
+                msg, status, reason, stage, excerpt = self._exchange(
+                    EvaluateRequest(task=task, candidate=candidate, options=options), timeouts, "load_task", on_stage)
+            except WorkerStartError as exc:
+                return Verdict(status=Status.crashed, reason=f"worker could not start: {exc}".splitlines()[0],
+                               log_excerpt=str(exc)[-_EXCERPT:], device=self.device,
+                               backend=candidate.backend.value, task_sha=task.sha, candidate_sha=candidate.sha)
+            if msg is None:
+                return Verdict(status=status, reason=reason, failed_check=None, log_excerpt=excerpt,
+                               device=self.device, backend=candidate.backend.value, stages={stage: -1.0},
+                               task_sha=task.sha, candidate_sha=candidate.sha,
+                               device_name=self.hello.device_name if self.hello else "")
+            assert isinstance(msg, EvaluateResult)
+            verdict = msg.verdict
+            if verdict.status is not Status.correct:
+                verdict.log_excerpt = excerpt
+            if msg.worker_unusable:
+                self.kill()  # it exits by itself; make sure, and respawn on next use
+            return verdict
+
+    def build(self, candidate: Candidate, timeout: float = 600.0) -> BuildResult:
+        """Execute the candidate module only (fills compile caches). Never raises but `Cancelled`."""
+        with self._lock:
+            try:
+                msg, status, reason, _stage, excerpt = self._exchange(
+                    BuildRequest(candidate=candidate), {"build": timeout}, "build")
+            except WorkerStartError as exc:
+                return BuildResult(ok=False, reason=str(exc).splitlines()[0])
+            if msg is None:
+                return BuildResult(ok=False, reason=reason, traceback=excerpt)
+            assert isinstance(msg, BuildResult)
+            if not msg.ok and msg.compile_error:
+                msg.traceback = (msg.traceback + "\n--- build log ---\n" + excerpt)[-2 * _EXCERPT:]
+            return msg

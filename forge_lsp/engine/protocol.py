@@ -1,0 +1,126 @@
+"""Typed messages between the engine and its worker processes.
+
+Frames on a pipe: 4-byte big-endian length, then the JSON of one message. Candidate output
+never shares these pipes: a worker's stdout/stderr go to its log file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+import time
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from .candidate import Candidate
+from .options import EvalOptions
+from .task import Task
+from .verdict import Verdict
+
+
+class EvaluateRequest(BaseModel):
+    kind: Literal["evaluate"] = "evaluate"
+    task: Task
+    candidate: Candidate
+    options: EvalOptions
+
+
+class BuildRequest(BaseModel):
+    """Execute the candidate module only, so compile caches fill without touching a GPU."""
+
+    kind: Literal["build"] = "build"
+    candidate: Candidate
+
+
+class ShutdownRequest(BaseModel):
+    kind: Literal["shutdown"] = "shutdown"
+
+
+Request = Annotated[Union[EvaluateRequest, BuildRequest, ShutdownRequest], Field(discriminator="kind")]
+
+
+class Hello(BaseModel):
+    kind: Literal["hello"] = "hello"
+    pid: int
+    device: str
+    device_name: str
+    arch: str | None = None
+    torch_version: str
+    cuda_version: str | None = None
+
+
+class StageStarted(BaseModel):
+    kind: Literal["stage"] = "stage"
+    stage: str
+
+
+class EvaluateResult(BaseModel):
+    kind: Literal["result"] = "result"
+    verdict: Verdict
+    worker_unusable: bool = False
+
+
+class BuildResult(BaseModel):
+    kind: Literal["built"] = "built"
+    ok: bool
+    compile_error: bool = False
+    reason: str = ""
+    traceback: str = ""
+    seconds: float = 0.0
+
+
+Reply = Annotated[Union[Hello, StageStarted, EvaluateResult, BuildResult], Field(discriminator="kind")]
+
+REQUEST = TypeAdapter(Request)
+REPLY = TypeAdapter(Reply)
+_HEADER = struct.Struct(">I")
+
+
+class ChannelClosed(EOFError):
+    """The other end of the pipe went away."""
+
+
+def send(fd: int, message: BaseModel) -> None:
+    data = message.model_dump_json().encode()
+    buf = _HEADER.pack(len(data)) + data
+    while buf:
+        n = os.write(fd, buf)
+        buf = buf[n:]
+
+
+class Receiver:
+    """Reads frames from a pipe fd, with an optional deadline per read."""
+
+    def __init__(self, fd: int, adapter: TypeAdapter) -> None:
+        self.fd = fd
+        self.adapter = adapter
+        self._buf = b""
+
+    def _fill(self, n: int, deadline: float | None) -> bool:
+        while len(self._buf) < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                ready, _, _ = select.select([self.fd], [], [], left)
+                if not ready:
+                    return False
+            chunk = os.read(self.fd, max(65536, n - len(self._buf)))
+            if not chunk:
+                raise ChannelClosed()
+            self._buf += chunk
+        return True
+
+    def recv(self, deadline: float | None = None):
+        """The next message, or None when `deadline` (monotonic seconds) passes first."""
+        if not self._fill(_HEADER.size, deadline):
+            return None
+        (length,) = _HEADER.unpack(self._buf[: _HEADER.size])
+        if not self._fill(_HEADER.size + length, deadline):
+            return None
+        data = self._buf[_HEADER.size : _HEADER.size + length]
+        self._buf = self._buf[_HEADER.size + length :]
+        return self.adapter.validate_python(json.loads(data))
