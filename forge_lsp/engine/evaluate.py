@@ -86,10 +86,9 @@ class Evaluator:
     def _builder_env(self) -> dict[str, str]:
         env = {"CUDA_VISIBLE_DEVICES": ""}  # builders compile; they never touch the GPU
         hello = self.worker.ensure_started()
-        if hello.arch:
-            major, minor = hello.arch.removeprefix("sm_")[:-1], hello.arch[-1]
+        if hello.arch and hello.capability:
             env["FORGE_CUDA_ARCH"] = hello.arch
-            env["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
+            env["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*hello.capability)
         return env
 
     def _build(self, cand: Candidate) -> BuildResult:

@@ -13,6 +13,7 @@ class StageTimeouts(BaseModel):
     startup: float = 180.0
     load_task: float = 120.0
     compile: float = 600.0  # load_inline builds of CUDA sources can take minutes cold
+    first_call: float = 180.0  # includes Triton's JIT compilation
     verify: float = 120.0
     time: float = 180.0
 

@@ -27,6 +27,7 @@ from .verdict import Status, Verdict
 #: Environment variables never passed to workers (the candidate could read or print them).
 SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.IGNORECASE)
 _EXCERPT = 6000
+_ERROR_LINE = re.compile(r"\berror\b|Error:|FAILED", re.IGNORECASE)
 
 
 class Cancelled(Exception):
@@ -85,7 +86,7 @@ class Worker:
         self.log_limit = log_limit_bytes
         self.hello: Hello | None = None
         self.proc: subprocess.Popen | None = None
-        self.restarts = 0
+        self.starts = 0
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
         self._log_path = self.cache_dir / "logs" / f"worker-{device.replace(':', '')}-{os.getpid()}-{id(self):x}.log"
@@ -120,12 +121,17 @@ class Worker:
             raise WorkerStartError(
                 f"worker for {self.device} did not start ({_signal_name(code)}):\n{self._tail(0)}")
         self.hello = msg
+        self.starts += 1
         return msg
+
+    @property
+    def restarts(self) -> int:
+        """How many times a worker was started again after the first (crash, timeout, cancel)."""
+        return max(0, self.starts - 1)
 
     def ensure_started(self) -> Hello:
         if self.proc is None or self.proc.poll() is not None:
-            if self.proc is not None:
-                self.restarts += 1
+            self.kill()
             return self.start()
         assert self.hello is not None
         return self.hello
@@ -184,7 +190,16 @@ class Worker:
         except OSError:
             return ""
         text = data.decode("utf-8", errors="replace")
-        return ("...\n" if start > offset else "") + text
+        if start > offset:  # cut: keep the compiler's error lines from the part left out
+            try:
+                with open(self._log_path, "rb") as f:
+                    f.seek(offset)
+                    head = f.read(min(start - offset, 4 * self.log_limit)).decode("utf-8", errors="replace")
+            except OSError:
+                head = ""
+            errors = [ln for ln in head.splitlines() if _ERROR_LINE.search(ln)][:20]
+            text = "\n".join(errors) + ("\n" if errors else "") + "...\n" + text
+        return text
 
     def _log_size(self) -> int:
         try:

@@ -47,7 +47,8 @@ class Hello(BaseModel):
     pid: int
     device: str
     device_name: str
-    arch: str | None = None
+    arch: str | None = None  # NVRTC/nvcc target, e.g. sm_90a
+    capability: tuple[int, int] | None = None
     torch_version: str
     cuda_version: str | None = None
 

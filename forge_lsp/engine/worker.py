@@ -371,8 +371,10 @@ class Evaluation:
                     detail="reference state_dict loaded with strict=True" if models.compatible else
                     f"load_state_dict(strict=True) failed, fell back to same-seed construction: {models.note}"))
                 # not a failure: reported, and such a candidate cannot be reintegrated
+                self.stage_done()
+                self.stage("first_call")  # Triton JIT-compiles here; a hang here is a timeout, not a compile
                 self.call(models.cand, [x.clone() if isinstance(x, torch.Tensor) else x for x in cases[0].inputs], "candidate")
-                self.sync()  # first call: Triton JIT compiles here
+                self.sync()
                 self.stage_done()
                 changes = guard.changes()
                 self.check("no_monkeypatch", not changes,
@@ -445,20 +447,22 @@ def main(argv: list[str] | None = None) -> int:
 
     device = torch.device(args.device)
     arch = None
+    capability = None
     name = "cpu"
     if device.type == "cuda":
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
-        major, minor = torch.cuda.get_device_capability(device)
-        arch = f"sm_{major}{minor}"
+        major, minor = capability = torch.cuda.get_device_capability(device)
+        # the 'a' targets unlock Hopper+ instructions (wgmma); a cubin only runs on this device anyway
+        arch = f"sm_{major}{minor}" + ("a" if major >= 9 else "")
         os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
         os.environ["FORGE_CUDA_ARCH"] = arch
         name = torch.cuda.get_device_name(device)
         torch.empty(1, device=device)  # create the context now, not in the first candidate
     elif os.environ.get("FORGE_CUDA_ARCH"):
         arch = os.environ["FORGE_CUDA_ARCH"]
-    protocol.send(args.out_fd, Hello(pid=os.getpid(), device=str(device), device_name=name, arch=arch,
+    protocol.send(args.out_fd, Hello(pid=os.getpid(), device=str(device), device_name=name, arch=arch, capability=capability,
                                      torch_version=torch.__version__, cuda_version=torch.version.cuda))
     state = WorkerState(device=device)
     receiver = protocol.Receiver(args.in_fd, protocol.REQUEST)

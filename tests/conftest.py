@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run `pytest -m gpu` on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("forge-cache")
+
+
+@pytest.fixture(scope="session")
+def fast_options():
+    from forge_lsp.engine import EvalOptions, StageTimeouts
+
+    return EvalOptions(timing_budget_s=0.2, min_reps=5, max_reps=30, warmup=1,
+                       timeouts=StageTimeouts(compile=300, first_call=60, verify=60, time=60))
+
+
+@pytest.fixture(scope="session")
+def cpu_evaluator(cache_dir, fast_options):
+    from forge_lsp.engine import Evaluator
+
+    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1)
+    yield ev
+    ev.close()
+
+
+@pytest.fixture()
+def softmax_task():
+    from forge_lsp.engine import load_task
+
+    return load_task(FIXTURES / "softmax_small.py")

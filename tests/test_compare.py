@@ -1,0 +1,105 @@
+"""Output comparison: every output, exact metadata, per-dtype tolerances, NaN/Inf positions."""
+
+import pytest
+import torch
+
+from forge_lsp.engine.harness.compare import compare_outputs
+from forge_lsp.engine.task import DEFAULT_TOLERANCES
+
+
+def tol(dtype: str):
+    return DEFAULT_TOLERANCES.get(dtype.removeprefix("torch."))
+
+
+def cmp(expected, actual):
+    return compare_outputs(expected, actual, tol, "set")[0]
+
+
+def test_equal_tensors_match():
+    x = torch.randn(32, 32)
+    assert cmp(x, x.clone()) is None
+
+
+def test_fp32_error_beyond_tolerance_is_reported_with_location():
+    x = torch.randn(8, 8)
+    y = x.clone()
+    y[3, 5] += 1e-2
+    m = cmp(x, y)
+    assert m.problem == "values" and m.index == [3, 5]
+    assert m.max_abs_error == pytest.approx(1e-2, rel=1e-3)
+
+
+def test_fp32_rounding_noise_passes():
+    x = torch.randn(1000)
+    assert cmp(x, x * (1 + 1e-6)) is None
+
+
+def test_atol_scales_with_output_magnitude():
+    x = torch.randn(1000, dtype=torch.float32) * 1e4  # e.g. a long reduction
+    assert cmp(x, x + 0.5) is None  # 0.5 abs on rms 1e4 is fp32 rounding territory
+    assert cmp(x, x + 50.0) is not None
+
+
+def test_bf16_uses_loose_tolerance_fp32_strict():
+    x = torch.randn(100)
+    assert cmp(x.bfloat16(), (x * 1.005).bfloat16()) is None
+    assert cmp(x, x * 1.005) is not None
+
+
+def test_dtype_shape_device_must_match_exactly():
+    x = torch.randn(4, 4)
+    assert cmp(x, x.double()).problem == "dtype"
+    assert cmp(x, x.reshape(16)).problem == "shape"
+    assert cmp(x, x.to("meta")).problem == "device"
+
+
+def test_stride_agnostic():
+    x = torch.randn(6, 9)
+    y = x.t().contiguous().t()  # same values, column-major strides
+    assert y.stride() != x.stride()
+    assert cmp(x, y) is None
+
+
+def test_nan_positions_must_match_and_never_pass_alone():
+    x = torch.randn(10)
+    y = x.clone()
+    y[4] = float("nan")
+    assert cmp(x, y).problem == "nan"
+    both = x.clone()
+    both[4] = float("nan")
+    assert cmp(both, both.clone()) is None  # NaN where the reference has NaN is fine
+    all_nan = torch.full((5,), float("nan"))
+    assert cmp(all_nan, all_nan.clone()).problem == "nan"  # nothing to verify is not a pass
+
+
+def test_inf_positions_and_signs():
+    x = torch.tensor([1.0, float("inf"), -float("inf")])
+    assert cmp(x, x.clone()) is None
+    assert cmp(x, torch.tensor([1.0, -float("inf"), -float("inf")])).problem == "inf"
+
+
+def test_every_output_of_a_tuple_is_compared():
+    a, b = torch.randn(3), torch.randn(3)
+    m = cmp((a, b), (a.clone(), torch.zeros(3)))
+    assert m is not None and m.output == "out[1]"
+
+
+def test_dict_outputs_and_structure():
+    a = {"h": torch.randn(3), "c": torch.randn(2)}
+    assert cmp(a, {k: v.clone() for k, v in a.items()}) is None
+    assert cmp(a, {"h": a["h"].clone()}).problem == "structure"
+    m = cmp(a, {"h": a["h"].clone(), "c": a["c"] + 1})
+    assert m.output == "out['c']"
+
+
+def test_integer_outputs_exact():
+    x = torch.arange(10)
+    y = x.clone()
+    y[7] += 1
+    assert cmp(x, y).problem == "values"
+
+
+def test_list_and_tuple_interchangeable_but_lengths_not():
+    a = torch.randn(2)
+    assert cmp((a, a), [a.clone(), a.clone()]) is None
+    assert cmp((a, a), (a.clone(),)).problem == "structure"

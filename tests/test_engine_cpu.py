@@ -1,0 +1,251 @@
+"""End to end on the CPU: real worker processes, real C++ builds, the real Triton interpreter."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+import torch
+
+import candidates as C
+from conftest import FIXTURES
+from forge_lsp.engine import Candidate, Cancelled, EvalOptions, Evaluator, StageTimeouts, Status, load_task
+
+
+def ev_cand(evaluator, task, source, name="cand", **opts):
+    options = evaluator.options.model_copy(update=opts) if opts else None
+    return evaluator.evaluate(task, Candidate.from_source(source, name), options)
+
+
+# ----------------------------------------------------------------------------- C++ (load_inline)
+def test_cpp_correct_candidate_is_verified_and_timed(cpu_evaluator, softmax_task):
+    v = ev_cand(cpu_evaluator, softmax_task, C.CPP_CORRECT)
+    assert v.status is Status.correct, v.reason + v.traceback + v.log_excerpt
+    assert v.backend == "cpp_inline"
+    names = {c.name for c in v.checks if c.passed}
+    assert {"outputs_match", "inputs_unchanged", "no_output_aliasing", "no_result_reuse", "repeatable",
+            "no_monkeypatch", "checkpoint_compatible"} <= names
+    detail = next(c.detail for c in v.checks if c.name == "outputs_match")
+    assert "random#3" in detail and "batch_size=7" in detail  # trials + the varied size
+    assert v.timing is not None and v.timing.mode == "cpu" and v.timing.candidate.n >= 5
+    lo, hi = v.timing.speedup_ci95
+    assert lo <= v.timing.speedup <= hi
+    assert {"load_task", "compile", "first_call", "verify", "time"} <= set(v.stages)
+
+
+def test_cpp_cached_build_is_fast(cpu_evaluator, softmax_task):
+    ev_cand(cpu_evaluator, softmax_task, C.CPP_CORRECT)  # built (or cached) already
+    v = ev_cand(cpu_evaluator, softmax_task, C.CPP_CORRECT, timing=False)
+    assert v.status is Status.correct
+    assert v.stages["compile"] < 5.0  # a cached extension loads; a rebuild takes ~30 s here
+
+
+def test_cpp_incorrect_candidate_names_the_failed_check(cpu_evaluator, softmax_task):
+    v = ev_cand(cpu_evaluator, softmax_task, C.CPP_INCORRECT)
+    assert v.status is Status.incorrect
+    assert v.failed_check == "outputs_match"
+    assert v.mismatch.problem == "values" and v.mismatch.max_abs_error > 1e-4
+    assert v.mismatch.index is not None and v.timing is None
+
+
+def test_cpp_compile_error_carries_the_compiler_log(cpu_evaluator, softmax_task):
+    v = ev_cand(cpu_evaluator, softmax_task, C.CPP_COMPILE_ERROR)
+    assert v.status is Status.compile_error
+    assert re.search(r"main\.cpp:5:\d+: error: expected .;. before", v.log_excerpt), v.log_excerpt
+
+
+def test_cpp_crash_is_a_verdict_and_the_worker_comes_back(cpu_evaluator, softmax_task):
+    before = cpu_evaluator.worker.restarts
+    v = ev_cand(cpu_evaluator, softmax_task, C.CPP_CRASH)
+    assert v.status is Status.crashed
+    assert "SIGSEGV" in v.reason and "first_call" in v.reason
+    v2 = ev_cand(cpu_evaluator, softmax_task, C.CPP_CORRECT, timing=False)
+    assert v2.status is Status.correct
+    assert cpu_evaluator.worker.restarts == before + 1
+
+
+def test_cpp_hang_times_out_per_stage(cpu_evaluator, softmax_task):
+    opts = cpu_evaluator.options.model_copy(update={"timeouts": StageTimeouts(compile=300, first_call=3)})
+    t0 = time.monotonic()
+    v = cpu_evaluator.evaluate(softmax_task, Candidate.from_source(C.CPP_HANG, "hang"), opts)
+    assert v.status is Status.timeout and "first_call" in v.reason and "3 s" in v.reason
+    assert time.monotonic() - t0 < 60
+    assert ev_cand(cpu_evaluator, softmax_task, C.CPP_CORRECT, timing=False).correct
+
+
+# ----------------------------------------------------------------------------- cheats
+CALLS = "CALLS_BEFORE_DRIFT"
+
+
+@pytest.mark.parametrize("source, task_file, failed_check, words", [
+    (C.CHEAT_MUTATES_INPUT, "softmax_small.py", "inputs_unchanged", "modified input"),
+    (C.CHEAT_RETURNS_INPUT, "relu_nonneg.py", "no_output_aliasing", "share memory with an input"),
+    (C.CHEAT_CACHES_RESULT, "softmax_small.py", "no_result_reuse", "same result as for an earlier"),
+    (C.CHEAT_SHARED_OUTPUT_BUFFER, "softmax_small.py", "no_result_reuse", "changed after later calls"),
+    (C.CHEAT_MONKEYPATCH, "softmax_small.py", "no_monkeypatch", "torch.softmax"),
+    (C.CHEAT_NONDETERMINISTIC.replace(CALLS, "5"), "softmax_small.py", "repeatable", "disagree"),
+    (C.CHEAT_WRONG_DTYPE, "softmax_small.py", "outputs_match", "dtype torch.float64"),
+    (C.CHEAT_FIRST_OUTPUT_ONLY, "two_outputs.py", "outputs_match", "out[1]"),
+    (C.CHEAT_SHAPE_SPECIALIZED, "softmax_small.py", "outputs_match", "batch_size=7"),
+    (C.TRITON_CHEAT_IN_PLACE, "softmax_small.py", "inputs_unchanged", "modified input"),
+], ids=["mutates-input", "returns-input", "caches-result", "shared-output-buffer", "monkeypatch",
+        "nondeterministic", "wrong-dtype", "first-output-only", "shape-specialized", "triton-in-place"])
+def test_cheats_are_rejected_for_the_right_reason(cpu_evaluator, source, task_file, failed_check, words):
+    task = load_task(FIXTURES / task_file)
+    v = ev_cand(cpu_evaluator, task, source, timing=False)
+    assert v.status is Status.incorrect, v.reason + v.traceback
+    assert v.failed_check == failed_check, v.reason
+    assert words in v.reason
+    assert any(c.name == failed_check and not c.passed for c in v.checks)
+
+
+def test_monkeypatching_candidate_does_not_poison_the_next_evaluation(cpu_evaluator, softmax_task):
+    v = ev_cand(cpu_evaluator, softmax_task, C.CHEAT_MONKEYPATCH, timing=False)
+    assert v.failed_check == "no_monkeypatch"
+    # the patched worker was replaced: an honest candidate is judged by an unpatched reference
+    v2 = ev_cand(cpu_evaluator, softmax_task, C.CPP_INCORRECT, timing=False)
+    assert v2.failed_check == "outputs_match"
+
+
+# ----------------------------------------------------------------------------- Triton (interpreter)
+def test_triton_correct(cpu_evaluator, softmax_task):
+    v = ev_cand(cpu_evaluator, softmax_task, C.TRITON_CORRECT)
+    assert v.status is Status.correct, v.reason + v.traceback + v.log_excerpt
+    assert v.backend == "triton" and v.timing is not None
+
+
+def test_triton_incorrect(cpu_evaluator, softmax_task):
+    v = ev_cand(cpu_evaluator, softmax_task, C.TRITON_INCORRECT, timing=False)
+    assert v.status is Status.incorrect and v.failed_check == "outputs_match"
+
+
+def test_triton_compile_error(cpu_evaluator, softmax_task):
+    v = ev_cand(cpu_evaluator, softmax_task, C.TRITON_COMPILE_ERROR, timing=False)
+    assert v.status is Status.compile_error
+    assert "SyntaxError" in v.reason and "line" in v.traceback
+
+
+def test_triton_crash(cpu_evaluator, softmax_task):
+    v = ev_cand(cpu_evaluator, softmax_task, C.TRITON_CRASH, timing=False)
+    assert v.status is Status.crashed and "SIGSEGV" in v.reason
+
+
+def test_triton_hang(cpu_evaluator, softmax_task):
+    opts = cpu_evaluator.options.model_copy(update={"timeouts": StageTimeouts(first_call=3)})
+    v = cpu_evaluator.evaluate(softmax_task, Candidate.from_source(C.TRITON_HANG, "hang"), opts)
+    assert v.status is Status.timeout and "first_call" in v.reason
+
+
+# ----------------------------------------------------------------------------- verification details
+def test_checkpoint_compatibility_and_same_seed_fallback(cpu_evaluator):
+    task = load_task(FIXTURES / "linear_task.py")
+    same_names = '''
+import torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.proj = nn.Linear(d_in, d_out)
+    def forward(self, x):
+        return torch.clamp_min(x @ self.proj.weight.t() + self.proj.bias, 0)
+'''
+    renamed = '''
+import torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        lin = nn.Linear(d_in, d_out)          # same RNG draws as the reference, other names
+        self.w, self.b = lin.weight, lin.bias
+    def forward(self, x):
+        return torch.relu(x @ self.w.t() + self.b)
+'''
+    v = ev_cand(cpu_evaluator, task, same_names, timing=False)
+    assert v.correct and v.checkpoint_compatible is True
+    v = ev_cand(cpu_evaluator, task, renamed, timing=False)
+    assert v.correct and v.checkpoint_compatible is False
+    check = next(c for c in v.checks if c.name == "checkpoint_compatible")
+    assert "same-seed" in check.detail and "proj.weight" in check.detail
+
+
+def test_captured_input_sets_are_verified(cpu_evaluator, tmp_path):
+    captured = tmp_path / "real_batch.pt"
+    torch.save([torch.randn(5, 100) * 10], captured)
+    task = load_task(FIXTURES / "softmax_small.py", input_sets=[captured])
+    wrong_on_batch_5 = C.TORCH_CORRECT.replace(
+        "return torch.softmax(x, dim=1)", "return torch.softmax(x, dim=1) * (1.1 if x.shape[0] == 5 else 1.0)")
+    v = ev_cand(cpu_evaluator, task, wrong_on_batch_5, timing=False)
+    assert v.failed_check == "outputs_match" and v.mismatch.input_set == "captured:real_batch"
+    v = ev_cand(cpu_evaluator, task, C.TORCH_CORRECT, timing=False)
+    assert v.correct and "captured:real_batch" in next(c.detail for c in v.checks if c.name == "outputs_match")
+
+
+# ----------------------------------------------------------------------------- isolation
+def test_worker_environment_carries_no_api_keys(monkeypatch, cache_dir, fast_options, softmax_task):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("FORGE_ANTHROPIC_TOKEN", "tok")
+    leak_check = C.TORCH_CORRECT.replace("class ModelNew", '''
+import os
+leaked = [k for k, v in os.environ.items() if "sk-test-secret" in v or k.endswith("_TOKEN")]
+if leaked:
+    raise RuntimeError(f"secrets visible: {leaked}")
+
+class ModelNew''')
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir) as ev:
+        v = ev.evaluate(softmax_task, Candidate.from_source(leak_check, "leak"))
+    assert v.status is Status.correct, v.reason
+
+
+def test_output_is_captured_and_size_limited(cache_dir, fast_options, softmax_task):
+    chatty = C.TORCH_CORRECT.replace("return torch.softmax(x, dim=1)", "while True:\n            print('x' * 4096)")
+    opts = fast_options.model_copy(update={"log_limit_bytes": 1 << 20})
+    with Evaluator("cpu", options=opts, cache_dir=cache_dir) as ev:
+        v = ev.evaluate(softmax_task, Candidate.from_source(chatty, "chatty"))
+    assert v.status is Status.runtime_error and "output limit" in v.reason
+    assert 0 < len(v.log_excerpt) <= 10_000 and "xxxx" in v.log_excerpt
+
+
+def test_runtime_error_reports_the_exception(cpu_evaluator, softmax_task):
+    bad = C.TORCH_CORRECT.replace("return torch.softmax(x, dim=1)", "return x @ x")
+    v = ev_cand(cpu_evaluator, softmax_task, bad, timing=False)
+    assert v.status is Status.runtime_error and "RuntimeError" in v.reason
+    assert "mat1 and mat2 shapes cannot be multiplied" in v.traceback
+
+
+def test_cancel_kills_the_worker_promptly(cache_dir, fast_options, softmax_task):
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir) as ev:
+        stages: list[str] = []
+        result: dict = {}
+
+        def run():
+            try:
+                ev.evaluate(softmax_task, Candidate.from_source(C.TRITON_HANG, "hang"),
+                            on_stage=lambda c, s: stages.append(s))
+            except Cancelled:
+                result["cancelled"] = time.monotonic()
+
+        t = threading.Thread(target=run)
+        t.start()
+        deadline = time.monotonic() + 60
+        while "first_call" not in stages and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = ev.worker.proc.pid
+        t_cancel = time.monotonic()
+        ev.cancel()
+        t.join(10)
+        assert "cancelled" in result and result["cancelled"] - t_cancel < 2.0
+        import os
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        # and the evaluator still works afterwards
+        assert ev.evaluate(softmax_task, Candidate.from_source(C.TORCH_CORRECT, "ok")).correct
+
+
+def test_evaluate_many_prebuilds_and_reports_compile_errors_early(cpu_evaluator, softmax_task):
+    cands = [Candidate.from_source(C.CPP_COMPILE_ERROR, "broken"), Candidate.from_source(C.CPP_CORRECT, "good"),
+             Candidate.from_source(C.TORCH_CORRECT, "torch")]
+    seen = []
+    vs = cpu_evaluator.evaluate_many(softmax_task, cands, on_verdict=lambda c, v: seen.append(c.name))
+    assert [v.status for v in vs] == [Status.compile_error, Status.correct, Status.correct]
+    assert "build" in vs[0].stages and "build" in vs[1].stages and "build" not in vs[2].stages
+    assert seen == ["broken", "good", "torch"]
