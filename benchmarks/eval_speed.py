@@ -1,0 +1,118 @@
+"""Engine speed and timing stability on a GPU (run on the GPU machine; results go in BENCHMARKS.md).
+
+    python benchmarks/eval_speed.py [--out results.json]
+
+1. Triton + NVRTC candidates of benchmarks/tasks: cold compile cache, evaluated with
+   `evaluate_many` (builds overlap timing); per-stage seconds and the median total.
+2. The load_inline CUDA candidate: cold (fresh cache, single arch), then cached.
+3. Stability: the same candidate timed twice; the two speedups must agree within 3%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from forge_lsp.cli.eval_cmd import pair_directory  # noqa: E402
+from forge_lsp.engine import EvalOptions, Evaluator, load_candidate, load_task  # noqa: E402
+
+TASKS, CANDS = ROOT / "benchmarks" / "tasks", ROOT / "benchmarks" / "candidates"
+
+
+def row(name, v):
+    s = v.stages
+    return {
+        "candidate": name, "status": v.status.value, "backend": v.backend,
+        "build": s.get("build", 0.0), "compile": s.get("compile", 0.0), "first_call": s.get("first_call", 0.0),
+        "verify": s.get("verify", 0.0), "time": s.get("time", 0.0), "total": s.get("total", 0.0) + s.get("build", 0.0),
+        "ref_ms": v.timing.reference.median_ms if v.timing else None,
+        "cand_ms": v.timing.candidate.median_ms if v.timing else None,
+        "speedup": v.speedup, "ci": v.timing.speedup_ci95 if v.timing else None,
+        "mode": v.timing.mode if v.timing else None, "reason": v.reason[:120],
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--skip-inline", action="store_true")
+    args = ap.parse_args()
+    results: dict = {"device": None, "date": time.strftime("%Y-%m-%d"), "fast": [], "inline": [], "stability": []}
+    opts = EvalOptions(timing_budget_s=0.5)
+
+    # 1. Triton + NVRTC, cold cache, overlapped builds
+    with tempfile.TemporaryDirectory() as cache, Evaluator("cuda:0", options=opts, cache_dir=Path(cache)) as ev:
+        hello = ev.worker.ensure_started()
+        results["device"] = hello.device_name
+        t_all = time.perf_counter()
+        for task_path, cand_paths in pair_directory(TASKS, CANDS):
+            task = load_task(task_path)
+            cands = [load_candidate(p) for p in cand_paths if p.stem.endswith(("_triton", "_nvrtc"))]
+            for c, v in zip(cands, ev.evaluate_many(task, cands)):
+                results["fast"].append(row(c.name, v))
+                print(f"{c.name:28s} {v.status.value:10s} total {results['fast'][-1]['total']:.2f}s "
+                      f"speedup {v.speedup or 0:.3f} {v.reason[:80]}", flush=True)
+        results["fast_wall_s"] = time.perf_counter() - t_all
+
+        # 3. stability: same candidate twice (a kernel >= 50 us)
+        for name in ("softmax_triton", "layernorm_nvrtc", "row_sum_triton"):
+            path = CANDS / f"{name}.py"
+            if not path.exists():
+                continue
+            task = load_task(TASKS / f"{name.rsplit('_', 1)[0]}.py")
+            a = ev.evaluate(task, load_candidate(path))
+            b = ev.evaluate(task, load_candidate(path))
+            if a.timing and b.timing:
+                results["stability"].append({
+                    "candidate": name, "cand_ms": a.timing.candidate.median_ms, "speedup_1": a.speedup,
+                    "speedup_2": b.speedup, "diff_pct": abs(a.speedup - b.speedup) / a.speedup * 100,
+                })
+
+    # 2. load_inline CUDA: cold then cached, single arch (the worker sets TORCH_CUDA_ARCH_LIST)
+    inline = CANDS / "softmax_load_inline.py"
+    if inline.exists() and not args.skip_inline:
+        task = load_task(TASKS / "softmax.py")
+        for pch in ("0", "1"):
+            os.environ["FORGE_LOAD_INLINE_PCH"] = pch
+            with tempfile.TemporaryDirectory() as cache, Evaluator("cuda:0", options=opts, cache_dir=Path(cache)) as ev:
+                cold = ev.evaluate(task, load_candidate(inline))
+                warm = ev.evaluate(task, load_candidate(inline))
+            results["inline"].append({"pch": pch, "cold": row("softmax_load_inline", cold),
+                                      "cached": row("softmax_load_inline", warm)})
+
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+
+    fast = results["fast"]
+    totals = [r["total"] for r in fast if r["status"] == "correct"]
+    print(f"\n== forge eval speed on {results['device']} ({results['date']}) ==")
+    print(f"{'candidate':28s} {'status':9s} {'build':>6s} {'compile':>7s} {'1stcall':>7s} {'verify':>6s} "
+          f"{'time':>5s} {'total':>6s} {'ref ms':>8s} {'cand ms':>8s} {'speedup':>7s}")
+    for r in fast:
+        print(f"{r['candidate']:28s} {r['status'][:9]:9s} {r['build']:6.2f} {r['compile']:7.2f} {r['first_call']:7.2f} "
+              f"{r['verify']:6.2f} {r['time']:5.2f} {r['total']:6.2f} {r['ref_ms'] or 0:8.4f} {r['cand_ms'] or 0:8.4f} "
+              f"{r['speedup'] or 0:7.3f}")
+    if totals:
+        print(f"median total per candidate (Triton+NVRTC, {len(totals)} correct): {statistics.median(totals):.2f} s; "
+              f"batch wall {results['fast_wall_s']:.1f} s")
+    for r in results["inline"]:
+        c, w = r["cold"], r["cached"]
+        print(f"load_inline pch={r['pch']}: cold compile {c['compile']:.1f}s total {c['total']:.1f}s ({c['status']}); "
+              f"cached compile {w['compile']:.2f}s total {w['total']:.2f}s")
+    for r in results["stability"]:
+        print(f"stability {r['candidate']}: {r['cand_ms'] * 1000:.1f} us, speedups {r['speedup_1']:.4f} / "
+              f"{r['speedup_2']:.4f}, diff {r['diff_pct']:.2f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
