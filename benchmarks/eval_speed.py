@@ -45,6 +45,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path)
     ap.add_argument("--skip-inline", action="store_true")
+    ap.add_argument("--skip-fast", action="store_true")
+    ap.add_argument("--pch", nargs="*", default=["0", "1"], help="FORGE_LOAD_INLINE_PCH values to try")
     args = ap.parse_args()
     results: dict = {"device": None, "date": time.strftime("%Y-%m-%d"), "fast": [], "inline": [], "stability": []}
     opts = EvalOptions(timing_budget_s=0.5)
@@ -54,7 +56,7 @@ def main() -> int:
         hello = ev.worker.ensure_started()
         results["device"] = hello.device_name
         t_all = time.perf_counter()
-        for task_path, cand_paths in pair_directory(TASKS, CANDS):
+        for task_path, cand_paths in ([] if args.skip_fast else pair_directory(TASKS, CANDS)):
             task = load_task(task_path)
             cands = [load_candidate(p) for p in cand_paths if p.stem.endswith(("_triton", "_nvrtc"))]
             for c, v in zip(cands, ev.evaluate_many(task, cands)):
@@ -64,7 +66,8 @@ def main() -> int:
         results["fast_wall_s"] = time.perf_counter() - t_all
 
         # 3. stability: same candidate twice (a kernel >= 50 us)
-        for name in ("softmax_triton", "layernorm_nvrtc", "row_sum_triton"):
+        for name in ("softmax_triton", "softmax_nvrtc", "layernorm_nvrtc", "layernorm_triton", "row_sum_triton",
+                     "bias_gelu_nvrtc", "rmsnorm_triton"):
             path = CANDS / f"{name}.py"
             if not path.exists():
                 continue
@@ -75,19 +78,25 @@ def main() -> int:
                 results["stability"].append({
                     "candidate": name, "cand_ms": a.timing.candidate.median_ms, "speedup_1": a.speedup,
                     "speedup_2": b.speedup, "diff_pct": abs(a.speedup - b.speedup) / a.speedup * 100,
+                    "runs": [v.timing.model_dump() for v in (a, b)],
                 })
 
     # 2. load_inline CUDA: cold then cached, single arch (the worker sets TORCH_CUDA_ARCH_LIST)
     inline = CANDS / "softmax_load_inline.py"
     if inline.exists() and not args.skip_inline:
         task = load_task(TASKS / "softmax.py")
-        for pch in ("0", "1"):
+        for pch in args.pch:
             os.environ["FORGE_LOAD_INLINE_PCH"] = pch
             with tempfile.TemporaryDirectory() as cache, Evaluator("cuda:0", options=opts, cache_dir=Path(cache)) as ev:
                 cold = ev.evaluate(task, load_candidate(inline))
                 warm = ev.evaluate(task, load_candidate(inline))
+                steps = {}
+                for log in Path(cache).glob("torch_extensions/*/.ninja_log"):
+                    for line in log.read_text().splitlines()[1:]:
+                        start, end, _, target, _ = line.split("\t")
+                        steps[target] = (int(end) - int(start)) / 1000
             results["inline"].append({"pch": pch, "cold": row("softmax_load_inline", cold),
-                                      "cached": row("softmax_load_inline", warm)})
+                                      "cached": row("softmax_load_inline", warm), "ninja_steps_s": steps})
 
     if args.out:
         args.out.write_text(json.dumps(results, indent=2))
@@ -107,10 +116,13 @@ def main() -> int:
     for r in results["inline"]:
         c, w = r["cold"], r["cached"]
         print(f"load_inline pch={r['pch']}: cold compile {c['compile']:.1f}s total {c['total']:.1f}s ({c['status']}); "
-              f"cached compile {w['compile']:.2f}s total {w['total']:.2f}s")
+              f"cached compile {w['compile']:.2f}s total {w['total']:.2f}s; ninja steps "
+              + ", ".join(f"{k} {v:.1f}s" for k, v in r["ninja_steps_s"].items()))
     for r in results["stability"]:
-        print(f"stability {r['candidate']}: {r['cand_ms'] * 1000:.1f} us, speedups {r['speedup_1']:.4f} / "
-              f"{r['speedup_2']:.4f}, diff {r['diff_pct']:.2f}%")
+        a, b = r["runs"]
+        print(f"stability {r['candidate']:18s}: cand {a['candidate']['median_ms'] * 1000:.1f}/{b['candidate']['median_ms'] * 1000:.1f} us"
+              f" ref {a['reference']['median_ms'] * 1000:.1f}/{b['reference']['median_ms'] * 1000:.1f} us, speedups "
+              f"{r['speedup_1']:.4f} / {r['speedup_2']:.4f}, diff {r['diff_pct']:.2f}% (n={a['candidate']['n']}, {a['mode']})")
     return 0
 
 

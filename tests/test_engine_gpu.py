@@ -200,7 +200,7 @@ def test_illegal_memory_access_respawns_the_worker(gpu_evaluator, task):
     before = gpu_evaluator.worker.restarts
     v = run(gpu_evaluator, task, ILLEGAL_ADDRESS, timing=False)
     assert v.status in (Status.runtime_error, Status.crashed), v.reason
-    assert "illegal" in (v.reason + v.traceback).lower()
+    assert "CUDA error" in v.reason  # illegal address / unsupported operation: a sticky error
     ok = run(gpu_evaluator, task, C.TRITON_CORRECT, timing=False)
     assert ok.correct
     assert gpu_evaluator.worker.restarts == before + 1

@@ -1,7 +1,7 @@
 """Interleaved timing of reference and candidate, with a speedup confidence interval.
 
 CUDA: each sample is a pair of device events around one call, with the L2 cache flushed
-before it; after the end event the whole device is synchronized and the host time of the
+and the device idle before it (so launch overhead is always counted); after the end event the whole device is synchronized and the host time of the
 same region is kept too, so work left running on another stream shows up (see
 `side_stream_gap`). Reference and candidate alternate A B B A ... so drift cancels.
 CPU: `time.perf_counter_ns` with the same interleaving.
@@ -59,6 +59,10 @@ class CudaTimer:
     def sample(self, fn: Callable[[], Any], into: Samples) -> None:
         if self.flush_buf is not None:
             self.flush_buf.zero_()
+        # Start from an idle device: the call's own launch overhead is then always inside the
+        # measurement. (Left queued behind the flush, it would be hidden on some samples and
+        # not on others, and two timings of one candidate could differ by tens of percent.)
+        torch.cuda.synchronize(self.device)
         stream = torch.cuda.current_stream(self.device)
         self.start.record(stream)
         t0 = time.perf_counter_ns()
