@@ -61,6 +61,8 @@ class Timing(BaseModel):
     speedup: float = Field(description="median(reference) / median(candidate)")
     speedup_ci95: tuple[float, float]
     l2_flush: bool
+    reference_host_ms: float | None = Field(None, description="host-side time per call (launch overhead)")
+    candidate_host_ms: float | None = None
     notes: list[str] = []
 
 

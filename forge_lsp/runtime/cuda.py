@@ -682,6 +682,8 @@ _thread_state = threading.local()
 @cache
 def _libcuda_launch() -> Any:
     """``cuLaunchKernel`` from the driver library through ctypes, or None where it cannot load."""
+    if os.environ.get("FORGE_NVRTC_LAUNCH") == "bindings":
+        return None
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -760,6 +762,13 @@ class _Loaded:
     function: Any
     max_dynamic_shared: int = STATIC_SHARED_MEM_LIMIT
 
+    @property
+    def function_ptr(self) -> int:
+        ptr = self.__dict__.get("_ptr")
+        if ptr is None:
+            ptr = self.__dict__["_ptr"] = int(self.function)
+        return ptr
+
 
 @dataclass(eq=False)
 class Kernel:
@@ -812,7 +821,7 @@ class Kernel:
         addresses = (ctypes.c_void_p * len(marshalled))(*(address for _, address in marshalled))
         launch = _libcuda_launch()
         if launch is not None:  # direct ctypes call: a few microseconds less per launch
-            err = launch(int(function), *grid3, *block3, int(shared_mem), handle,
+            err = launch(self._loaded[device].function_ptr, *grid3, *block3, int(shared_mem), handle,
                          addresses if marshalled else None, None)
         else:
             err, *_ = driver.cuLaunchKernel(

@@ -1,9 +1,9 @@
 """Interleaved timing of reference and candidate, with a speedup confidence interval.
 
-CUDA: each sample is a pair of device events around one call, with the L2 cache flushed
-and the device idle before it (so launch overhead is always counted); after the end event the whole device is synchronized and the host time of the
-same region is kept too, so work left running on another stream shows up (see
-`side_stream_gap`). Reference and candidate alternate A B B A ... so drift cancels.
+CUDA: each sample is a pair of device events around one call (see `CudaTimer`), followed by
+a synchronization of the whole device; a separate pass from an idle device compares host
+and event time, so work left running on another stream shows up (`idle_start_gap`).
+Reference and candidate alternate A B B A ... so drift cancels.
 CPU: `time.perf_counter_ns` with the same interleaving.
 """
 
@@ -47,6 +47,15 @@ def speedup_ci(ref: list[float], cand: list[float], n_boot: int = 2000, seed: in
 
 
 class CudaTimer:
+    """Device time of one call, with the call's host-side launch work hidden.
+
+    Before each sample the L2 is flushed and the stream is given a GPU-side delay longer than
+    the call's host overhead, so every kernel of the call is already queued when the start
+    event fires: the events measure the kernels and the gaps between them, not how fast the
+    Python side of this machine happens to be. The host overhead is measured and reported
+    separately (`host_ms`).
+    """
+
     def __init__(self, device: torch.device, l2_flush: bool) -> None:
         self.device = device
         self.flush_buf = None
@@ -55,23 +64,62 @@ class CudaTimer:
             self.flush_buf = torch.empty(max(4 * l2, 256 << 20) // 4, dtype=torch.float32, device=device)
         self.start = torch.cuda.Event(enable_timing=True)
         self.end = torch.cuda.Event(enable_timing=True)
+        self.delay_cycles = 0
+        self.cycles_per_ms = self._calibrate_sleep()
+
+    def _calibrate_sleep(self) -> float:
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles // 10)  # warm up
+        self.start.record()
+        torch.cuda._sleep(cycles)
+        self.end.record()
+        torch.cuda.synchronize(self.device)
+        return cycles / max(self.start.elapsed_time(self.end), 1e-3)
+
+    def hide_host_overhead(self, *fns: Callable[[], Any]) -> float:
+        """Size the GPU-side delay from the slowest host overhead among `fns` (ms, returned)."""
+        worst = 0.0
+        for fn in fns:
+            times = []
+            for _ in range(5):
+                torch.cuda.synchronize(self.device)
+                t0 = time.perf_counter_ns()
+                fn()
+                times.append((time.perf_counter_ns() - t0) / 1e6)
+            torch.cuda.synchronize(self.device)
+            worst = max(worst, statistics.median(times))
+        self.delay_cycles = int((2.0 * worst + 0.05) * self.cycles_per_ms)
+        return worst
 
     def sample(self, fn: Callable[[], Any], into: Samples) -> None:
         if self.flush_buf is not None:
             self.flush_buf.zero_()
-        # Start from an idle device: the call's own launch overhead is then always inside the
-        # measurement. (Left queued behind the flush, it would be hidden on some samples and
-        # not on others, and two timings of one candidate could differ by tens of percent.)
-        torch.cuda.synchronize(self.device)
+        if self.delay_cycles:
+            torch.cuda._sleep(self.delay_cycles)
         stream = torch.cuda.current_stream(self.device)
         self.start.record(stream)
         t0 = time.perf_counter_ns()
         fn()
+        t1 = time.perf_counter_ns()
         self.end.record(stream)
         torch.cuda.synchronize(self.device)  # every stream of the device
-        t1 = time.perf_counter_ns()
         into.device_ms.append(self.start.elapsed_time(self.end))
         into.host_ms.append((t1 - t0) / 1e6)
+
+    def idle_start_gap(self, fn: Callable[[], Any], n: int = 10) -> float:
+        """Median ms the device stays busy after `fn`'s stream has finished (no delay, idle start)."""
+        gaps = []
+        stream = torch.cuda.current_stream(self.device)
+        for _ in range(n):
+            torch.cuda.synchronize(self.device)
+            self.start.record(stream)
+            t0 = time.perf_counter_ns()
+            fn()
+            self.end.record(stream)
+            torch.cuda.synchronize(self.device)
+            t1 = time.perf_counter_ns()
+            gaps.append((t1 - t0) / 1e6 - self.start.elapsed_time(self.end))
+        return statistics.median(gaps)
 
 
 class GraphTimer(CudaTimer):
@@ -132,17 +180,14 @@ def cpu_sampler(fn: Callable[[], Any]) -> Callable[[Samples], None]:
     return sample
 
 
-def side_stream_gap(ref: Samples, cand: Samples) -> float:
-    """How much longer (ms) the candidate keeps the device busy after its stream's end event,
-    beyond the reference's own sync overhead. Large values mean unjoined work on other streams."""
-    ref_gap = statistics.median(h - d for h, d in zip(ref.host_ms, ref.device_ms))
-    cand_gap = statistics.median(h - d for h, d in zip(cand.host_ms, cand.device_ms))
-    return cand_gap - ref_gap
-
-
 def summarize(mode: str, ref: Samples, cand: Samples, l2_flush: bool, notes: list[str]) -> Timing:
     r, c = stats(ref.device_ms), stats(cand.device_ms)
+    ref_host, cand_host = statistics.median(ref.host_ms), statistics.median(cand.host_ms)
+    if mode != "cpu" and cand_host > c.median_ms:
+        notes.append(f"launch-bound: the candidate's host side takes {cand_host * 1000:.0f} us per call, longer "
+                     f"than its {c.median_ms * 1000:.0f} us of device time (CUDA graphs would hide it)")
     return Timing(
         mode=mode, reference=r, candidate=c, speedup=r.median_ms / c.median_ms,
-        speedup_ci95=speedup_ci(ref.device_ms, cand.device_ms), l2_flush=l2_flush, notes=notes,
+        speedup_ci95=speedup_ci(ref.device_ms, cand.device_ms), l2_flush=l2_flush,
+        reference_host_ms=ref_host, candidate_host_ms=cand_host, notes=notes,
     )

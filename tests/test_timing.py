@@ -1,0 +1,29 @@
+"""Timing statistics and interleaving (pure functions; the GPU timers run in `pytest -m gpu`)."""
+
+import numpy as np
+
+from forge_lsp.engine.harness.timing import Samples, run_interleaved, speedup_ci, summarize
+
+
+def test_interleaving_alternates_order_so_drift_cancels():
+    order = []
+    ref, cand = run_interleaved(lambda s: (order.append("R"), s.device_ms.append(1.0), s.host_ms.append(1.0)),
+                                lambda s: (order.append("C"), s.device_ms.append(1.0), s.host_ms.append(1.0)),
+                                warmup=1, min_reps=4, max_reps=4, budget_s=0.0)
+    assert "".join(order) == "RC" + "RCCRRCCR"
+    assert len(ref.device_ms) == len(cand.device_ms) == 4
+
+
+def test_speedup_ci_brackets_the_true_ratio():
+    rng = np.random.default_rng(1)
+    ref = list(2.0 + rng.normal(0, 0.02, 200))
+    cand = list(1.0 + rng.normal(0, 0.01, 200))
+    lo, hi = speedup_ci(ref, cand)
+    assert lo < 2.0 < hi and hi - lo < 0.05
+
+
+def test_summarize_reports_median_speedup_and_launch_bound_note():
+    ref, cand = Samples([2.0] * 5, [0.01] * 5), Samples([0.5] * 5, [0.9] * 5)
+    t = summarize("events", ref, cand, True, [])
+    assert t.speedup == 4.0 and t.candidate_host_ms == 0.9
+    assert any("launch-bound" in n for n in t.notes)
