@@ -3,7 +3,6 @@
     python benchmarks/launch_overhead.py     (GPU machine)
 """
 
-import os
 import time
 
 import torch
@@ -32,23 +31,7 @@ def main():
     x = torch.randn(1024, device="cuda")
     y = torch.empty_like(x)
     k = fcuda.compile_kernel(SRC, "scale")
-    rows = [("forge_lsp.runtime.cuda kernel (ctypes launch)",
-             per_call_us(lambda: k(grid=(4,), block=(256,), args=(x, y, 2.0, x.numel()))))]
-    os.environ["FORGE_NVRTC_LAUNCH"] = "bindings"
-    fcuda._libcuda_launch.cache_clear()
-    rows.append(("forge_lsp.runtime.cuda kernel (cuda.bindings launch)",
-                 per_call_us(lambda: k(grid=(4,), block=(256,), args=(x, y, 2.0, x.numel())))))
-    os.environ.pop("FORGE_NVRTC_LAUNCH")
-    fcuda._libcuda_launch.cache_clear()
-    import cProfile
-    import pstats
-
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(2000):
-        k(grid=(4,), block=(256,), args=(x, y, 2.0, x.numel()))
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(8)
+    rows = [("forge_lsp.runtime.cuda kernel", per_call_us(lambda: k(grid=(4,), block=(256,), args=(x, y, 2.0, x.numel()))))]
     try:
         import cupy as cp
 

@@ -679,23 +679,6 @@ _primary_contexts: dict[int, Any] = {}
 _thread_state = threading.local()
 
 
-@cache
-def _libcuda_launch() -> Any:
-    """``cuLaunchKernel`` from the driver library through ctypes, or None where it cannot load."""
-    if os.environ.get("FORGE_NVRTC_LAUNCH") == "bindings":
-        return None
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    fn = lib.cuLaunchKernel
-    fn.restype = ctypes.c_int
-    u = ctypes.c_uint
-    fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p,
-                   ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
-    return fn
-
-
 def _ensure_context(device: int) -> None:
     """Make the primary context of torch device ``device`` current on this thread (torch's context).
 
@@ -762,13 +745,6 @@ class _Loaded:
     function: Any
     max_dynamic_shared: int = STATIC_SHARED_MEM_LIMIT
 
-    @property
-    def function_ptr(self) -> int:
-        ptr = self.__dict__.get("_ptr")
-        if ptr is None:
-            ptr = self.__dict__["_ptr"] = int(self.function)
-        return ptr
-
 
 @dataclass(eq=False)
 class Kernel:
@@ -819,23 +795,16 @@ class Kernel:
         _ensure_context(device)
         function = self._function(device, int(shared_mem))
         addresses = (ctypes.c_void_p * len(marshalled))(*(address for _, address in marshalled))
-        launch = _libcuda_launch()
-        if launch is not None:  # direct ctypes call: a few microseconds less per launch
-            err = launch(self._loaded[device].function_ptr, *grid3, *block3, int(shared_mem), handle,
-                         addresses if marshalled else None, None)
-        else:
-            err, *_ = driver.cuLaunchKernel(
-                function,
-                *grid3,
-                *block3,
-                int(shared_mem),
-                handle,
-                ctypes.addressof(addresses) if marshalled else None,
-                0,
-            )
+        err, *_ = driver.cuLaunchKernel(
+            function,
+            *grid3,
+            *block3,
+            int(shared_mem),
+            handle,
+            ctypes.addressof(addresses) if marshalled else None,
+            0,
+        )
         if int(err) != 0:
-            if not isinstance(err, driver.CUresult):
-                err = driver.CUresult(int(err))
             raise _driver_error(
                 err, f"cuLaunchKernel of '{self.name}' (grid={grid3}, block={block3}, shared_mem={shared_mem})"
             )

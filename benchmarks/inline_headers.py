@@ -1,0 +1,79 @@
+"""Cold load_inline build time of a CUDA candidate with lighter torch headers in its .cu (GPU machine).
+
+    python benchmarks/inline_headers.py
+
+Builds benchmarks/candidates/softmax_load_inline.py's sources cold, single arch, in parallel
+subprocesses, once as written and once per header rewrite; prints wall and ninja step times.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = {
+    "as written": [],
+    "types.h": [("<torch/extension.h>", "<torch/types.h>")],
+    "types.h+ContextLight": [("<torch/extension.h>", "<torch/types.h>"),
+                             ("<ATen/cuda/CUDAContext.h>", "<ATen/cuda/CUDAContextLight.h>")],
+}
+
+CHILD = r'''
+import json, re, sys, time, types
+from pathlib import Path
+import torch
+from torch.utils import cpp_extension
+src = Path(sys.argv[1]).read_text()
+captured = {}
+def fake(name, cpp_sources, cuda_sources=None, **kw):
+    captured.update(name=name, cpp=cpp_sources, cuda=cuda_sources, kw=kw)
+    return types.SimpleNamespace()
+cpp_extension.load_inline = fake
+exec(compile(src, "cand", "exec"), {"__name__": "cand"})
+cuda = captured["cuda"]
+for a, b in json.loads(sys.argv[3]):
+    cuda = cuda.replace(a, b)
+t0 = time.perf_counter()
+ok = True
+try:
+    import importlib; importlib.reload(cpp_extension)
+    cpp_extension.load_inline(captured["name"] + "_" + sys.argv[4], captured["cpp"], cuda, build_directory=sys.argv[2],
+                              **{k: v for k, v in captured["kw"].items() if k not in ("verbose", "build_directory")})
+except Exception as e:
+    ok = False
+    print("FAILED", str(e)[-300:])
+print(json.dumps({"ok": ok, "wall": time.perf_counter() - t0}))
+'''
+
+
+def main():
+    env = dict(os.environ, TORCH_CUDA_ARCH_LIST="9.0")
+    cand = ROOT / "benchmarks" / "candidates" / "softmax_load_inline.py"
+    procs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (name, subs) in enumerate(VARIANTS.items()):
+            d = Path(tmp) / f"v{i}"
+            d.mkdir()
+            procs[name] = (d, subprocess.Popen([sys.executable, "-c", CHILD, str(cand), str(d), json.dumps(subs), f"v{i}"],
+                                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        print("\n== cold load_inline build, TORCH_CUDA_ARCH_LIST=9.0, variants built in parallel ==")
+        for name, (d, p) in procs.items():
+            out, _ = p.communicate(timeout=400)
+            last = json.loads(out.strip().splitlines()[-1])
+            steps = {}
+            log = d / ".ninja_log"
+            if log.exists():
+                for line in log.read_text().splitlines()[1:]:
+                    s, e, _, target, _ = line.split("\t")
+                    steps[target.split("_v")[0] if target.endswith(".so") else target] = (int(e) - int(s)) / 1000
+            tail = "" if last["ok"] else out.strip().splitlines()[-2][:200]
+            print(f"{name:22s} ok={last['ok']!s:5s} wall {last['wall']:6.1f}s  " +
+                  ", ".join(f"{k} {v:.1f}s" for k, v in steps.items()) + (f"  {tail}" if tail else ""))
+
+
+if __name__ == "__main__":
+    main()
