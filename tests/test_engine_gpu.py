@@ -178,6 +178,15 @@ def test_cuda_inline_cached_reload_is_fast(gpu_evaluator, task):
     assert v.correct and v.stages["compile"] < 2.0
 
 
+def test_cuda_inline_needing_the_full_header_falls_back(gpu_evaluator, task):
+    needs_full = CUDA_INLINE_SOFTMAX.replace(
+        "torch::Tensor softmax_cuda(torch::Tensor x) {",
+        "static torch::nn::LinearOptions unused_opts(1, 1);  // only in torch/extension.h\n"
+        "torch::Tensor softmax_cuda(torch::Tensor x) {")
+    v = run(gpu_evaluator, task, needs_full, timing=False)
+    assert v.correct, v.reason + v.log_excerpt
+
+
 def test_cpp_backend_runs_on_the_gpu_machine_too(task, tmp_path):
     with Evaluator("cpu", cache_dir=tmp_path, options=EvalOptions(timing=False)) as ev:
         v = ev.evaluate(task, Candidate.from_source(C.CPP_CORRECT, "cpp"))
