@@ -46,7 +46,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--skip-inline", action="store_true")
     ap.add_argument("--skip-fast", action="store_true")
-    ap.add_argument("--pch", nargs="*", default=["0", "1"], help="FORGE_LOAD_INLINE_PCH values to try")
+    ap.add_argument("--pch", nargs="*", default=["1", "0"], help="FORGE_LOAD_INLINE_PCH values to try")
     args = ap.parse_args()
     results: dict = {"device": None, "date": time.strftime("%Y-%m-%d"), "fast": [], "inline": [], "stability": []}
     opts = EvalOptions(timing_budget_s=0.5)
@@ -81,22 +81,30 @@ def main() -> int:
                     "runs": [v.timing.model_dump() for v in (a, b)],
                 })
 
-    # 2. load_inline CUDA: cold then cached, single arch (the worker sets TORCH_CUDA_ARCH_LIST)
+    # 2. load_inline CUDA, single arch (the worker sets TORCH_CUDA_ARCH_LIST), fresh cache:
+    #    first build on this machine (may include building the precompiled header), then a
+    #    different source (a true cold build with the PCH present), then the same again (cached).
     inline = CANDS / "softmax_load_inline.py"
     if inline.exists() and not args.skip_inline:
         task = load_task(TASKS / "softmax.py")
+        base = load_candidate(inline)
         for pch in args.pch:
             os.environ["FORGE_LOAD_INLINE_PCH"] = pch
             with tempfile.TemporaryDirectory() as cache, Evaluator("cuda:0", options=opts, cache_dir=Path(cache)) as ev:
-                cold = ev.evaluate(task, load_candidate(inline))
-                warm = ev.evaluate(task, load_candidate(inline))
+                runs = {}
+                for label, src in (("first", base.source), ("cold", base.source.replace(
+                        "cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
+                        "cudaStream_t stream = at::cuda::getCurrentCUDAStream();  // variant")),
+                                   ("cached", base.source)):
+                    t0 = time.perf_counter()
+                    v = ev.evaluate(task, base.model_copy(update={"source": src}))
+                    runs[label] = dict(row(base.name, v), wall=time.perf_counter() - t0)
                 steps = {}
                 for log in Path(cache).glob("torch_extensions/*/.ninja_log"):
                     for line in log.read_text().splitlines()[1:]:
                         start, end, _, target, _ = line.split("\t")
-                        steps[target] = (int(end) - int(start)) / 1000
-            results["inline"].append({"pch": pch, "cold": row("softmax_load_inline", cold),
-                                      "cached": row("softmax_load_inline", warm), "ninja_steps_s": steps})
+                        steps[f"{log.parent.name[-6:]}:{target}"] = (int(end) - int(start)) / 1000
+            results["inline"].append({"pch": pch, **runs, "ninja_steps_s": steps})
 
     if args.out:
         args.out.write_text(json.dumps(results, indent=2))
@@ -114,10 +122,10 @@ def main() -> int:
         print(f"median total per candidate (Triton+NVRTC, {len(totals)} correct): {statistics.median(totals):.2f} s; "
               f"batch wall {results['fast_wall_s']:.1f} s")
     for r in results["inline"]:
-        c, w = r["cold"], r["cached"]
-        print(f"load_inline pch={r['pch']}: cold compile {c['compile']:.1f}s total {c['total']:.1f}s ({c['status']}); "
-              f"cached compile {w['compile']:.2f}s total {w['total']:.2f}s; ninja steps "
-              + ", ".join(f"{k} {v:.1f}s" for k, v in r["ninja_steps_s"].items()))
+        print(f"load_inline pch={r['pch']}: " + "; ".join(
+            f"{k} compile {r[k]['compile']:.1f}s total {r[k]['total']:.2f}s ({r[k]['status']})"
+            for k in ("first", "cold", "cached")))
+        print("  ninja steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in r["ninja_steps_s"].items()))
     for r in results["stability"]:
         a, b = r["runs"]
         print(f"stability {r['candidate']:18s}: cand {a['candidate']['median_ms'] * 1000:.1f}/{b['candidate']['median_ms'] * 1000:.1f} us"

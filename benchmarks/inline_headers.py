@@ -3,7 +3,9 @@
     python benchmarks/inline_headers.py
 
 Builds benchmarks/candidates/softmax_load_inline.py's sources cold, single arch, in parallel
-subprocesses, once as written and once per header rewrite; prints wall and ninja step times.
+subprocesses, once as written and once per header rewrite (including the engine's slim
+per-operator prelude); prints wall and ninja step times. Run it sequentially (--serial) for
+absolute figures.
 """
 
 import json
@@ -18,8 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {
     "as written": [],
     "types.h": [("<torch/extension.h>", "<torch/types.h>")],
-    "types.h+ContextLight": [("<torch/extension.h>", "<torch/types.h>"),
-                             ("<ATen/cuda/CUDAContext.h>", "<ATen/cuda/CUDAContextLight.h>")],
+    "slim prelude (engine default)": "slim",
 }
 
 CHILD = r'''
@@ -35,8 +36,13 @@ def fake(name, cpp_sources, cuda_sources=None, **kw):
 cpp_extension.load_inline = fake
 exec(compile(src, "cand", "exec"), {"__name__": "cand"})
 cuda = captured["cuda"]
-for a, b in json.loads(sys.argv[3]):
-    cuda = cuda.replace(a, b)
+subs = json.loads(sys.argv[3])
+if subs == "slim":
+    from forge_lsp.engine.harness.loading import slim_cuda_sources, torch_include_dir
+    cuda = slim_cuda_sources(cuda, torch_include_dir())
+else:
+    for a, b in subs:
+        cuda = cuda.replace(a, b)
 t0 = time.perf_counter()
 ok = True
 try:
@@ -53,6 +59,7 @@ print(json.dumps({"ok": ok, "wall": time.perf_counter() - t0}))
 def main():
     env = dict(os.environ, TORCH_CUDA_ARCH_LIST="9.0")
     cand = ROOT / "benchmarks" / "candidates" / "softmax_load_inline.py"
+    serial = "--serial" in sys.argv
     procs = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, subs) in enumerate(VARIANTS.items()):
@@ -60,6 +67,8 @@ def main():
             d.mkdir()
             procs[name] = (d, subprocess.Popen([sys.executable, "-c", CHILD, str(cand), str(d), json.dumps(subs), f"v{i}"],
                                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            if serial:
+                procs[name][1].wait()
         print("\n== cold load_inline build, TORCH_CUDA_ARCH_LIST=9.0, variants built in parallel ==")
         for name, (d, p) in procs.items():
             out, _ = p.communicate(timeout=400)
