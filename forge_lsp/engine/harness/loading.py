@@ -115,7 +115,12 @@ def cached_load_inline() -> Iterator[None]:
             # main.cpp holds only declarations and bindings: optimization flags do not matter
             # there, and dropping them keeps one precompiled torch/extension.h valid for all.
             kwargs["extra_cflags"] = [f for f in kwargs.get("extra_cflags") or [] if not _OPT_FLAG.fullmatch(f)]
-            kwargs["use_pch"] = _ensure_pch(kwargs["extra_cflags"], kwargs.get("extra_include_paths"))
+            try:
+                kwargs["use_pch"] = _ensure_pch(kwargs["extra_cflags"], kwargs.get("extra_include_paths"))
+            except Exception as exc:  # noqa: BLE001 - a PCH is an optimization, never a failure
+                print(f"forge: precompiled header unavailable ({exc}); building without it",
+                      file=sys.stderr, flush=True)
+                kwargs["use_pch"] = False
         elif os.environ.get("FORGE_LOAD_INLINE_PCH") == "1":
             kwargs.setdefault("use_pch", True)
         def build(cuda_src):
@@ -144,9 +149,9 @@ def cached_load_inline() -> Iterator[None]:
                 continue
             try:
                 return build(variant)
-            except CompileError:
-                print(f"forge: {name}: the build with {label} failed; trying the next header set",
-                      file=sys.stderr, flush=True)
+            except Exception as exc:  # noqa: BLE001 - any failure of a rewrite falls back to the source
+                print(f"forge: {name}: the build with {label} failed ({type(exc).__name__}); "
+                      "trying the next header set", file=sys.stderr, flush=True)
         return build(cuda_sources)
 
     cpp_extension.load_inline = load_inline
