@@ -84,3 +84,32 @@ def test_slim_prelude_compiles_with_nvcc(tmp_path):
     r = subprocess.run([nvcc, "-c", "-std=c++17", "-arch=sm_90", *includes, str(cu), "-o", str(tmp_path / "k.o")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_cuda_build_tries_slim_then_types_h_then_the_source_as_written(monkeypatch, tmp_path):
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness.loading import cached_load_inline
+
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FORGE_LOAD_INLINE_PCH", "0")
+    calls = []
+
+    def fake_load_inline(name, cpp_sources, cuda_sources=None, **kw):
+        kind = ("slim" if "forge: slim prelude" in cuda_sources else
+                "types.h" if "<torch/types.h>" in cuda_sources else "as written")
+        calls.append((kind, name, kw["build_directory"]))
+        if kind != fail_until:
+            raise RuntimeError(f"Error building extension '{name}'")
+        return kind
+
+    monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
+    for fail_until, expected in (("slim", ["slim"]), ("types.h", ["slim", "types.h"]),
+                                 ("as written", ["slim", "types.h", "as written"])):
+        calls.clear()
+        with cached_load_inline():
+            assert cpp_extension.load_inline("ext", "", KERNELBENCH_STYLE_CU, functions=["f"]) == fail_until
+        assert [c[0] for c in calls] == expected
+        assert len({c[1] for c in calls}) == len(calls)  # each variant has its own name and build dir
+        assert all(str(tmp_path) in c[2] for c in calls)
+    assert cpp_extension.load_inline is fake_load_inline  # restored on exit
