@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import eval_cmd
+from . import eval_cmd, profile_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="forge", description="Compile, verify, time and optimize PyTorch kernels.")
     sub = ap.add_subparsers(dest="command", required=True)
     eval_cmd.add_parser(sub)
+    profile_cmd.add_parser(sub)
     return ap
 
 

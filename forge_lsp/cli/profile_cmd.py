@@ -1,0 +1,81 @@
+"""`forge profile TASK.py [CANDIDATE.py]`: Nsight Compute metrics of the measured call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ..engine import TaskError, load_candidate, load_task, resolve_device
+from ..profiler.metrics import METRICS
+from ..profiler.model import ProfileResult
+
+_SHOWN = ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+          "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread",
+          "lts__t_sector_hit_rate.pct")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("profile", help="profile the reference or a candidate with Nsight Compute",
+                       description="Profile one call of the task's Model (or the candidate's ModelNew) under "
+                       "Nsight Compute. Without ncu or counter permissions, falls back to event timing and "
+                       "torch.profiler's breakdown and says why.")
+    p.add_argument("task", type=Path)
+    p.add_argument("candidate", type=Path, nargs="?")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--kernel", help="profile only kernels whose name matches this regex")
+    p.add_argument("--full", action="store_true", help="collect ncu's full set and keep the report")
+    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--cache-dir", type=Path)
+    p.set_defaults(func=run)
+
+
+def render(console: Console, result: ProfileResult) -> None:
+    if result.mode != "ncu":
+        console.print(f"[yellow bold]degraded profile[/]: {result.reason}")
+    console.print(f"device: {result.device_name or '?'}  (profiling took {result.seconds:.1f} s)")
+    if result.kernels:
+        table = Table(box=None, header_style="bold")
+        for col in ("kernel", "time", "grid", "block", *(METRICS[m].label for m in _SHOWN)):
+            table.add_column(col)
+        for k in result.kernels:
+            launch = k.launch
+            table.add_row(k.name[:60], f"{k.duration_ns / 1000:.1f} µs",
+                          "x".join(map(str, launch.grid)) if launch else "", "x".join(map(str, launch.block)) if launch else "",
+                          *(f"{k.metrics[m]:.1f}" if m in k.metrics else "" for m in _SHOWN))
+        console.print(table)
+    if result.wall_ms is not None:
+        console.print(f"median time per call: {result.wall_ms * 1000:.1f} µs")
+    if result.ops:
+        table = Table(box=None, header_style="bold")
+        for col in ("op / kernel", "calls", "device µs", "cpu µs"):
+            table.add_column(col)
+        for op in result.ops[:15]:
+            table.add_row(op.name[:70], str(op.calls), f"{op.device_us:.1f}", f"{op.cpu_us:.1f}")
+        console.print(table)
+    if result.report_path:
+        console.print(f"report: {result.report_path}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..profiler.ncu import profile
+
+    try:
+        task = load_task(args.task)
+        cand = load_candidate(args.candidate) if args.candidate else None
+    except (TaskError, OSError) as exc:
+        print(f"forge profile: {exc}", file=sys.stderr)
+        return 2
+    result = profile(task, cand, device=resolve_device(args.device), kernel=args.kernel, full=args.full,
+                     timeout=args.timeout, cache_dir=args.cache_dir)
+    if args.json:
+        json.dump(result.model_dump(mode="json"), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        render(Console(), result)
+    return 0 if (result.kernels or result.wall_ms is not None) else 1

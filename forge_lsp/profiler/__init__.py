@@ -1,0 +1,1 @@
+"""Profiler layer: Nsight Compute metrics, roofline placement and rule-based bottleneck findings."""

@@ -1,0 +1,82 @@
+"""The process a profiler runs: load task (and candidate), warm up, then one measured call.
+
+    python -m forge_lsp.profiler.target REQUEST.json
+
+Started by `forge_lsp.profiler.ncu.profile` under ``ncu`` (or alone for the degraded path).
+Only the call inside the NVTX range ``forge_profile`` is profiled, so harness and warm-up
+kernels never pollute the numbers. Writes its results (degraded path: torch.profiler kernel
+breakdown and event timing) as JSON next to the request.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+NVTX_RANGE = "forge_profile"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    request = json.loads(Path(args[0]).read_text())
+    import torch
+
+    from ..engine.harness.loading import cached_load_inline, call_model, exec_module
+
+    device = torch.device(request["device"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    task_mod = exec_module(request["task_source"], "task", "task")
+    torch.manual_seed(request.get("seed", 42))
+    init = list(task_mod.get_init_inputs())
+    torch.manual_seed(request.get("seed", 42))
+    with cached_load_inline():
+        if request.get("candidate_source"):
+            cand_mod = exec_module(request["candidate_source"], "candidate", "candidate")
+            model = getattr(cand_mod, request.get("class_name", "ModelNew"))(*init)
+        else:
+            model = getattr(task_mod, request.get("model_class", "Model"))(*init)
+    model = model.to(device)
+    torch.manual_seed(request.get("seed", 42) + 1)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task_mod.get_inputs()]
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for _ in range(int(request.get("warmup", 3))):
+        call_model(model, inputs)
+    sync()
+    result: dict = {"device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+    if request.get("mode") == "degraded":
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        times = []
+        for _ in range(int(request.get("reps", 20))):
+            t0 = time.perf_counter_ns()
+            call_model(model, inputs)
+            sync()
+            times.append((time.perf_counter_ns() - t0) / 1e6)
+        with profile(activities=activities) as prof:
+            call_model(model, inputs)
+            sync()
+        rows = []
+        for evt in prof.key_averages():
+            dev_us = getattr(evt, "device_time_total", 0.0) or getattr(evt, "cuda_time_total", 0.0) or 0.0
+            rows.append({"name": evt.key, "calls": evt.count, "device_us": dev_us,
+                         "cpu_us": evt.self_cpu_time_total})
+        rows.sort(key=lambda r: -(r["device_us"] or r["cpu_us"]))
+        result.update(times_ms=sorted(times), ops=rows[:30])
+    else:
+        with torch.cuda.nvtx.range(NVTX_RANGE):
+            call_model(model, inputs)
+        sync()
+    Path(args[0]).with_suffix(".result.json").write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

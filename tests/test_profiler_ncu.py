@@ -1,0 +1,98 @@
+"""Profiler runner: command line, degradation with a reason, isolation. (Real ncu runs are `gpu` tests.)"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from conftest import FIXTURES
+from forge_lsp.engine import Candidate, load_task
+from forge_lsp.profiler.ncu import PERMISSION_HELP, ncu_command, profile
+from forge_lsp.profiler.report import from_raw_csv
+from forge_lsp.profiler.target import NVTX_RANGE
+
+
+def test_ncu_command_profiles_only_the_measured_range_and_never_touches_clocks(tmp_path):
+    cmd = ncu_command("/x/ncu", tmp_path / "r.ncu-rep", ["python3", "-m", "t"], kernel="softmax")
+    joined = " ".join(cmd)
+    assert "--clock-control none" in joined
+    assert f"--nvtx-include {NVTX_RANGE}/" in joined and "--nvtx" in cmd
+    assert "-k regex:softmax" in joined and "--section SourceCounters" in joined
+    assert cmd[-3:] == ["python3", "-m", "t"]
+    assert "--set full" in " ".join(ncu_command("/x/ncu", tmp_path / "r", [], full=True))
+
+
+def test_cpu_profile_degrades_to_timing_and_torch_profiler_with_the_reason(cache_dir):
+    task = load_task(FIXTURES / "softmax_small.py")
+    result = profile(task, device="cpu", cache_dir=cache_dir)
+    assert result.mode == "degraded" and "CPU" in result.reason
+    assert result.wall_ms is not None and result.wall_ms > 0
+    assert any("softmax" in op.name for op in result.ops)
+
+
+def test_candidate_profile_runs_the_candidate_not_the_reference(cache_dir):
+    task = load_task(FIXTURES / "softmax_small.py")
+    cand = Candidate.from_source(
+        "import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        return torch.exp(x) / torch.exp(x).sum(dim=1, keepdim=True)\n", "cand")
+    result = profile(task, cand, device="cpu", cache_dir=cache_dir)
+    names = {op.name for op in result.ops}
+    assert "aten::exp" in names and "aten::softmax" not in names
+
+
+def _fake_ncu(tmp_path, body: str) -> str:
+    path = tmp_path / "ncu"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def test_missing_ncu_says_how_to_get_it(monkeypatch, tmp_path, cache_dir):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.delenv("NCU", raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    import forge_lsp.profiler.ncu as ncu_mod
+
+    monkeypatch.setattr(ncu_mod.glob, "glob", lambda pattern: [])
+    result = profile(load_task(FIXTURES / "softmax_small.py"), device="cuda:0", cache_dir=cache_dir)
+    assert result.mode == "degraded" and "Nsight Compute (ncu) was not found" in result.reason
+
+
+def test_counter_permission_error_explains_how_to_enable_counters(monkeypatch, tmp_path, cache_dir):
+    monkeypatch.setenv("NCU", _fake_ncu(tmp_path, 'echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have '
+                                                   'permission to access NVIDIA GPU Performance Counters"\nexit 1\n'))
+    result = profile(load_task(FIXTURES / "softmax_small.py"), device="cuda:0", cache_dir=cache_dir)
+    assert result.mode == "degraded" and PERMISSION_HELP in result.reason
+    assert "ERR_NVGPUCTRPERM" in result.log_excerpt
+
+
+def test_hanging_profiler_is_killed_at_the_timeout(monkeypatch, tmp_path, cache_dir):
+    monkeypatch.setenv("NCU", _fake_ncu(tmp_path, "sleep 60\n"))
+    result = profile(load_task(FIXTURES / "softmax_small.py"), device="cuda:0", timeout=1.0, cache_dir=cache_dir)
+    assert result.mode == "degraded" and "did not finish within 1 s" in result.reason
+    assert result.seconds < 10
+
+
+def test_profiled_process_gets_no_secrets(monkeypatch, cache_dir, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    out = tmp_path / "env.txt"
+    cand = Candidate.from_source(
+        "import os, torch.nn as nn\n"
+        f"open({str(out)!r}, 'w').write('\\n'.join(os.environ))\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.softmax(1)\n", "env")
+    profile(load_task(FIXTURES / "softmax_small.py"), cand, device="cpu", cache_dir=cache_dir)
+    assert out.exists() and "OPENAI_API_KEY" not in out.read_text().split("\n")
+
+
+def test_raw_csv_reader_skips_the_units_row():
+    """Format of `ncu --csv --page raw --print-units base` (to be replaced by a capture from the GPU machine)."""
+    text = ('"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","launch__grid_dim_x",'
+            '"launch__grid_dim_y","launch__grid_dim_z","launch__block_dim_x","launch__block_dim_y","launch__block_dim_z"\n'
+            '"","","nsecond","byte","","","","","",""\n'
+            '"0","softmax_kernel","69312","134217728","4096","1","1","256","1","1"\n')
+    (k,) = from_raw_csv(text)
+    assert k.name == "softmax_kernel" and k.duration_ns == 69312
+    assert k.metrics["dram__bytes_read.sum"] == 134217728
+    assert k.launch.grid == (4096, 1, 1) and k.launch.block == (256, 1, 1)
