@@ -49,10 +49,12 @@ METRICS: dict[str, Metric] = {
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": Metric("smem store bank conflicts", "conflict"),
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": Metric("smem load wavefronts", "wavefront"),
     "sm__sass_inst_executed_op_shared_ld.sum": Metric("smem load instructions", "inst"),
+    "sm__sass_inst_executed_op_shared_st.sum": Metric("smem store instructions", "inst"),
     # execution
     "smsp__thread_inst_executed_per_inst_executed.ratio": Metric("active threads per instruction", "thread"),
     "smsp__sass_average_branch_targets_threads_uniform.pct": Metric("branch uniformity", "%"),
     "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active": Metric("tensor pipe (HMMA)", "%"),
+    "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active": Metric("tensor pipe (wgmma)", "%"),
     "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": Metric("FMA pipe", "%"),
     "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": Metric("fp32 FMA thread-instructions", "inst"),
     "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": Metric("fp32 add thread-instructions", "inst"),
