@@ -13,6 +13,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     eval_cmd.add_parser(sub)
     profile_cmd.add_parser(sub)
+    profile_cmd.add_explain_parser(sub)
     return ap
 
 

@@ -79,3 +79,69 @@ def run(args: argparse.Namespace) -> int:
     else:
         render(Console(), result)
     return 0 if (result.kernels or result.wall_ms is not None) else 1
+
+
+def add_explain_parser(sub) -> None:
+    p = sub.add_parser("explain", help="profile, then explain the bottleneck of each kernel (rule-based)",
+                       description="Profile one call (like `forge profile`), place each kernel on the device's "
+                       "roofline and list ranked findings with evidence, source lines and suggestions.")
+    p.add_argument("task", type=Path)
+    p.add_argument("candidate", type=Path, nargs="?")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--kernel", help="explain only kernels whose name matches this regex")
+    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--cache-dir", type=Path)
+    p.set_defaults(func=run_explain, full=False)
+
+
+def _peaks(device_name: str, cache_dir: Path | None):
+    """Measured peaks when this device's are cached, else the datasheet table."""
+    from ..engine.pool import default_cache_dir
+    from ..profiler.peaks import _read_cached, datasheet_peaks, driver_version, peaks_cache_path
+
+    cached = _read_cached(peaks_cache_path(Path(cache_dir or default_cache_dir()), device_name, driver_version()))
+    return cached or datasheet_peaks(device_name)
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    from ..profiler.analyze import analyze
+    from ..profiler.model import Explanation
+    from ..profiler.ncu import profile
+    from ..profiler.roofline import place
+
+    try:
+        task = load_task(args.task)
+        cand = load_candidate(args.candidate) if args.candidate else None
+    except (TaskError, OSError) as exc:
+        print(f"forge explain: {exc}", file=sys.stderr)
+        return 2
+    result = profile(task, cand, device=resolve_device(args.device), kernel=args.kernel,
+                     timeout=args.timeout, cache_dir=args.cache_dir)
+    peaks = _peaks(result.device_name, args.cache_dir) if result.kernels else None
+    explanations = [Explanation(kernel=k, peaks=peaks, roofline=place(k, peaks), findings=analyze(k, peaks))
+                    for k in result.kernels] if peaks else []
+    if args.json:
+        json.dump({"profile": result.model_dump(mode="json"),
+                   "explanations": [e.model_dump(mode="json") for e in explanations]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0 if explanations else 1
+    console = Console()
+    render(console, result)
+    if result.kernels and peaks is None:
+        console.print(f"[yellow]no peak figures for {result.device_name!r}: cannot place kernels on a roofline[/]")
+    for e in explanations:
+        console.print(f"\n[bold]{e.kernel.name}[/]  ({e.peaks.source} peaks of {e.peaks.name})")
+        if e.roofline:
+            r = e.roofline
+            console.print(f"  roofline: {r.bound}-bound, {r.pct_of_roof:.0f}% of the roof at "
+                          f"{r.arithmetic_intensity:.2f} FLOP/byte ({r.achieved_bytes_per_s / 1e12:.2f} TB/s)")
+        for i, f in enumerate(e.findings, 1):
+            console.print(f"  {i}. [bold]{f.title}[/] ({f.rule}, severity {f.severity:.2f})")
+            if f.evidence:
+                console.print("     evidence: " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                                          for k, v in f.evidence.items()), highlight=False)
+            for h in f.lines[:3]:
+                console.print(f"     {h.file}:{h.line}  {h.stall_pct:.0f}% of stalls ({h.dominant_stall})")
+            console.print(f"     → {f.suggestion}")
+    return 0 if (explanations or result.wall_ms is not None) else 1
