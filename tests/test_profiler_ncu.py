@@ -96,3 +96,16 @@ def test_raw_csv_reader_skips_the_units_row():
     assert k.name == "softmax_kernel" and k.duration_ns == 69312
     assert k.metrics["dram__bytes_read.sum"] == 134217728
     assert k.launch.grid == (4096, 1, 1) and k.launch.block == (256, 1, 1)
+
+
+def test_forge_explain_on_cpu_reports_the_degraded_profile(cache_dir):
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "explain", str(FIXTURES / "softmax_small.py"),
+                        "--device", "cpu", "--json", "--cache-dir", str(cache_dir)],
+                       capture_output=True, text=True, timeout=120)
+    out = json.loads(r.stdout)
+    assert out["profile"]["mode"] == "degraded" and "CPU" in out["profile"]["reason"]
+    assert out["explanations"] == [] and r.returncode == 1  # nothing to explain without kernels
