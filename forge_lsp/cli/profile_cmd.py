@@ -98,10 +98,9 @@ def add_explain_parser(sub) -> None:
 def _peaks(device_name: str, cache_dir: Path | None):
     """Measured peaks when this device's are cached, else the datasheet table."""
     from ..engine.pool import default_cache_dir
-    from ..profiler.peaks import _read_cached, datasheet_peaks, driver_version, peaks_cache_path
+    from ..profiler.peaks import cached_peaks, datasheet_peaks
 
-    cached = _read_cached(peaks_cache_path(Path(cache_dir or default_cache_dir()), device_name, driver_version()))
-    return cached or datasheet_peaks(device_name)
+    return cached_peaks(Path(cache_dir or default_cache_dir()), device_name) or datasheet_peaks(device_name)
 
 
 def run_explain(args: argparse.Namespace) -> int:

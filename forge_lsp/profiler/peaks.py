@@ -285,3 +285,8 @@ def load_or_measure_peaks(
         return fallback
     _write_cached(path, peaks)
     return peaks
+
+
+def cached_peaks(cache_dir: Path, device_name: str) -> DevicePeaks | None:
+    """Peaks measured earlier for this device and driver, without measuring anything now."""
+    return _read_cached(peaks_cache_path(cache_dir, device_name, driver_version()))
