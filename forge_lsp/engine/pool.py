@@ -208,7 +208,9 @@ class Worker:
             return 0
 
     def _exchange(self, request, timeouts: dict[str, float], first_stage: str, on_stage=None):
-        """Send one request, follow its stages; returns (reply | None, failure_status, reason, stage)."""
+        """Send one request, follow its stages.
+
+        Returns (reply | None, failure status | None, reason, last stage, log excerpt)."""
         if self._log_size() > self.log_limit // 2:  # rotate between requests
             self.kill()
         self.ensure_started()

@@ -215,7 +215,6 @@ class Evaluation:
         from .harness.checks import aliased_outputs, changed_inputs, clone_inputs, same_bits
         from .harness.compare import compare_outputs, tensors_of
 
-        torch = self.torch
         tol = self.task.tolerance_for
         per_init: dict[str, Models] = {repr(cases[0].init_inputs): models}
         history: list[tuple[list[Any], Any, Any]] = []  # (inputs, ref_out, cand_out)
