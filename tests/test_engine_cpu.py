@@ -11,7 +11,7 @@ import torch
 
 import candidates as C
 from conftest import FIXTURES
-from forge_lsp.engine import Candidate, Cancelled, EvalOptions, Evaluator, StageTimeouts, Status, load_task
+from forge_lsp.engine import Candidate, Cancelled, Evaluator, StageTimeouts, Status, load_task
 
 
 def ev_cand(evaluator, task, source, name="cand", **opts):

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import stat
 
-import pytest
 
 from conftest import FIXTURES
 from forge_lsp.engine import Candidate, load_task
