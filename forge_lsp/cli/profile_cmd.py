@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -83,54 +84,93 @@ def run(args: argparse.Namespace) -> int:
 
 def add_explain_parser(sub) -> None:
     p = sub.add_parser("explain", help="profile, then explain the bottleneck of each kernel (rule-based)",
-                       description="Profile one call (like `forge profile`), place each kernel on the device's "
-                       "roofline and list ranked findings with evidence, source lines and suggestions.")
-    p.add_argument("task", type=Path)
-    p.add_argument("candidate", type=Path, nargs="?")
+                       description="Profile one call of a task (like `forge profile`), or the launches of a "
+                       "__global__ kernel of a .cu file by the script that runs it; place each kernel on the "
+                       "device's roofline and list ranked findings with evidence, source lines and suggestions.")
+    p.add_argument("target", type=Path, help="TASK.py, or a .cu/.cuh file")
+    p.add_argument("candidate", type=Path, nargs="?", help="with TASK.py: a candidate to explain instead of Model")
+    p.add_argument("--kernel", help="kernel name (a .cu file with several kernels) or, for a task, a name regex")
+    p.add_argument("--entry", type=Path, help="with a .cu file: the Python script that loads and launches it "
+                   "(default: the Python file beside it that names it)")
+    p.add_argument("--launch-skip", type=int, default=0, help="with a .cu file: launches to skip (warm-up)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--kernel", help="explain only kernels whose name matches this regex")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--json", action="store_true")
     p.add_argument("--cache-dir", type=Path)
     p.set_defaults(func=run_explain, full=False)
 
 
-def _peaks(device_name: str, cache_dir: Path | None):
-    """Measured peaks when this device's are cached, else the datasheet table."""
-    from ..engine.pool import default_cache_dir
-    from ..profiler.peaks import cached_peaks, datasheet_peaks
+class _UsageError(Exception):
+    pass
 
-    return cached_peaks(Path(cache_dir or default_cache_dir()), device_name) or datasheet_peaks(device_name)
+
+def _cu_target(args: argparse.Namespace) -> tuple[str, Path]:
+    """(kernel name, entry script) for `forge explain FILE.cu`, or a usage error that says what to pass."""
+    from ..engine.cuda_source import global_kernels, python_files_loading
+
+    try:
+        text = args.target.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise _UsageError(str(exc)) from exc
+    names = list(dict.fromkeys(k.name for k in global_kernels(text)))
+    if args.kernel:
+        if names and args.kernel not in names:
+            raise _UsageError(f"{args.target} has no __global__ kernel {args.kernel!r} (it has: {', '.join(names)})")
+        kernel = args.kernel
+    elif len(names) == 1:
+        kernel = names[0]
+    elif not names:
+        raise _UsageError(f"{args.target} defines no __global__ kernel")
+    else:
+        raise _UsageError(f"{args.target} defines several kernels; pick one with --kernel ({', '.join(names)})")
+    if args.entry:
+        return kernel, args.entry
+    loaders = python_files_loading(args.target)
+    if not loaders:
+        raise _UsageError(f"no Python file beside {args.target} names it; pass the script that launches "
+                          f"{kernel!r} with --entry SCRIPT.py")
+    return kernel, loaders[0]
 
 
 def run_explain(args: argparse.Namespace) -> int:
     from ..profiler.analyze import analyze
     from ..profiler.model import Explanation
-    from ..profiler.ncu import profile
+    from ..profiler.ncu import device_peaks, profile, profile_script
     from ..profiler.roofline import place
 
+    device = resolve_device(args.device)
     try:
-        task = load_task(args.task)
-        cand = load_candidate(args.candidate) if args.candidate else None
-    except (TaskError, OSError) as exc:
+        if args.target.suffix in (".cu", ".cuh"):
+            kernel, entry = _cu_target(args)
+            if not args.json:
+                print(f"profiling {kernel!r} as launched by {entry}", file=sys.stderr)
+            result = profile_script(entry, rf"\b{re.escape(kernel)}\b", device=device, launch_skip=args.launch_skip,
+                                    timeout=args.timeout, cache_dir=args.cache_dir)
+            _point_hot_lines_at(result, args.target)
+        else:
+            task = load_task(args.target)
+            cand = load_candidate(args.candidate) if args.candidate else None
+            result = profile(task, cand, device=device, kernel=args.kernel, timeout=args.timeout,
+                             cache_dir=args.cache_dir)
+    except (TaskError, OSError, _UsageError) as exc:
         print(f"forge explain: {exc}", file=sys.stderr)
         return 2
-    result = profile(task, cand, device=resolve_device(args.device), kernel=args.kernel,
-                     timeout=args.timeout, cache_dir=args.cache_dir)
-    peaks = _peaks(result.device_name, args.cache_dir) if result.kernels else None
+    peaks, peaks_note = (device_peaks(device, result.device_name, cache_dir=args.cache_dir)
+                         if result.kernels else (None, ""))
     explanations = [Explanation(kernel=k, peaks=peaks, roofline=place(k, peaks), findings=analyze(k, peaks))
                     for k in result.kernels] if peaks else []
     if args.json:
-        json.dump({"profile": result.model_dump(mode="json"),
+        json.dump({"profile": result.model_dump(mode="json"), "peaks_note": peaks_note,
                    "explanations": [e.model_dump(mode="json") for e in explanations]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0 if explanations else 1
     console = Console()
     render(console, result)
     if result.kernels and peaks is None:
-        console.print(f"[yellow]no peak figures for {result.device_name!r}: cannot place kernels on a roofline[/]")
+        console.print(f"[yellow]no peak figures for {result.device_name!r} ({peaks_note}): "
+                      "cannot place kernels on a roofline[/]")
     for e in explanations:
-        console.print(f"\n[bold]{e.kernel.name}[/]  ({e.peaks.source} peaks of {e.peaks.name})")
+        console.print(f"\n[bold]{e.kernel.name}[/]  ({e.peaks.source} peaks of {e.peaks.name}: {peaks_note})")
         if e.roofline:
             r = e.roofline
             console.print(f"  roofline: {r.bound}-bound, {r.pct_of_roof:.0f}% of the roof at "
@@ -144,3 +184,12 @@ def run_explain(args: argparse.Namespace) -> int:
                 console.print(f"     {h.file}:{h.line}  {h.stall_pct:.0f}% of stalls ({h.dominant_stall})")
             console.print(f"     → {f.suggestion}")
     return 0 if (explanations or result.wall_ms is not None) else 1
+
+
+def _point_hot_lines_at(result: ProfileResult, cu_file: Path) -> None:
+    """Line info names the file as it was compiled (often a bare name): point those at `cu_file`."""
+    full = str(cu_file.resolve())
+    for k in result.kernels:
+        for h in k.hot_lines:
+            if Path(h.file).name == cu_file.name:
+                h.file = full

@@ -24,7 +24,7 @@ from ..engine.candidate import Candidate
 from ..engine.pool import default_cache_dir, worker_env
 from ..engine.task import Task
 from .metrics import METRICS
-from .model import OpTime, ProfileResult
+from .model import DevicePeaks, OpTime, ProfileResult
 from .target import NVTX_RANGE
 
 _EXCERPT = 6000
@@ -128,10 +128,10 @@ def _mkdir(p: Path) -> Path:
 
 
 def _degraded(request: dict, work: Path, env: dict[str, str], python: str, timeout: float, why: str,
-              t0: float, log: str = "") -> ProfileResult:
+              t0: float, log: str = "", cwd: Path | None = None) -> ProfileResult:
     req = work / "request.json"
     req.write_text(json.dumps(dict(request, mode="degraded")))
-    code, out, timed_out = _run([python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, work)
+    code, out, timed_out = _run([python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, cwd or work)
     result_file = req.with_suffix(".result.json")
     if timed_out or code != 0 or not result_file.exists():
         failure = "timed out" if timed_out else f"exited with code {code}"
@@ -146,4 +146,90 @@ def _degraded(request: dict, work: Path, env: dict[str, str], python: str, timeo
         seconds=time.perf_counter() - t0, log_excerpt=log[-_EXCERPT:],
     )
 
+
+
+
+def device_peaks(device: str, device_name: str, *, cache_dir: Path | None = None, timeout: float = 300.0,
+                 python: str | None = None) -> tuple[DevicePeaks | None, str]:
+    """Roofline ceilings for `device`: (peaks, note).
+
+    Cached measurement first; else measured now in a child process with the worker environment
+    (the caller never touches the GPU) and cached; else the datasheet row. The note says which,
+    and why measuring failed.
+    """
+    from .peaks import cached_peaks, datasheet_peaks
+
+    cache = Path(cache_dir or default_cache_dir())
+    found = cached_peaks(cache, device_name) if device_name else None
+    if found is not None:
+        return found, "measured earlier on this device"
+    why = ""
+    if device != "cpu":
+        with tempfile.TemporaryDirectory() as tmp:
+            code, out, timed_out = _run([python or sys.executable, "-m", "forge_lsp.profiler.peaks", device, str(cache)],
+                                        worker_env(device, cache), timeout, Path(tmp))
+        if code == 0:
+            try:
+                return DevicePeaks.model_validate_json(out.strip().splitlines()[-1]), "measured now"
+            except (ValueError, IndexError):
+                why = "the measurement printed no result"
+        else:
+            why = f"measuring timed out after {timeout:g} s" if timed_out else out.strip()[-500:]
+    sheet = datasheet_peaks(device_name) if device_name else None
+    return sheet, (f"datasheet ({why})" if why else "datasheet") if sheet else (why or "unknown device")
+
+
+def profile_script(entry: Path, kernel: str, *, device: str = "cuda:0", args: list[str] | None = None,
+                   launch_skip: int = 0, launch_count: int = 1, full: bool = False, timeout: float = 300.0,
+                   cache_dir: Path | None = None, python: str | None = None) -> ProfileResult:
+    """Profile kernels named like `kernel` (regex) that a user's script launches.
+
+    For a kernel in a `.cu` file: the entry script (which loads and launches it) runs under ncu
+    in its own folder with the worker environment; ncu keeps `launch_count` launches after skipping
+    `launch_skip` (skip warm-up launches). Without ncu or counters: the script runs under
+    torch.profiler and the matching kernels' device times are reported, with the reason.
+    """
+    cache = Path(cache_dir or default_cache_dir())
+    work = Path(tempfile.mkdtemp(prefix="profile-", dir=_mkdir(cache / "profiles")))
+    entry = Path(entry).resolve()
+    env = worker_env(device, cache)
+    env["CUDA_VISIBLE_DEVICES"] = env.get("CUDA_VISIBLE_DEVICES", device.split(":")[-1] if ":" in device else "0")
+    python = python or sys.executable
+    t0 = time.perf_counter()
+    request = {"device": device, "script": str(entry), "args": list(args or []), "kernel": kernel}
+    ncu = find_ncu() if device != "cpu" else None
+    if ncu is None:
+        why = ("profiling on the CPU: no GPU counters" if device == "cpu" else
+               "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu")
+        return _degraded(request, work, env, python, timeout, why, t0, cwd=entry.parent)
+    report = work / "profile.ncu-rep"
+    cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "--import-source", "yes",
+           "-f", "-o", str(report), "-k", f"regex:{kernel}", "--launch-skip", str(launch_skip),
+           "--launch-count", str(launch_count)]
+    cmd += ["--set", "full"] if full else ["--section", "SourceCounters", "--section", "LaunchStats",
+                                            "--section", "Occupancy", "--metrics", ",".join(METRICS)]
+    req = work / "request.json"
+    req.write_text(json.dumps(request))
+    code, log, timed_out = _run(cmd + [python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout,
+                                entry.parent)
+    if timed_out:
+        return ProfileResult(mode="degraded", reason=f"ncu did not finish within {timeout:g} s; nothing was profiled",
+                             seconds=time.perf_counter() - t0, log_excerpt=log)
+    if "ERR_NVGPUCTRPERM" in log:
+        return _degraded(request, work, env, python, timeout, PERMISSION_HELP, t0, log, cwd=entry.parent)
+    if not report.exists():
+        return ProfileResult(mode="degraded", seconds=time.perf_counter() - t0, log_excerpt=log,
+                             reason=f"no kernel matching {kernel!r} ran in {entry.name}" if code == 0 else
+                             f"{entry.name} under ncu exited with code {code}; see the log excerpt")
+    from .report import read_report
+
+    kernels = read_report(report, ncu=ncu)
+    result_file = req.with_suffix(".result.json")
+    device_name = json.loads(result_file.read_text()).get("device_name", "") if result_file.exists() else ""
+    if not kernels:
+        return ProfileResult(mode="degraded", device_name=device_name, report_path=str(report),
+                             reason=f"no kernel matching {kernel!r} ran in {entry.name}",
+                             seconds=time.perf_counter() - t0, log_excerpt=log)
+    return ProfileResult(mode="ncu", device_name=device_name, kernels=kernels, report_path=str(report),
+                         seconds=time.perf_counter() - t0, log_excerpt=log if code else "")
 

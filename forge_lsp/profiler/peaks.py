@@ -290,3 +290,25 @@ def load_or_measure_peaks(
 def cached_peaks(cache_dir: Path, device_name: str) -> DevicePeaks | None:
     """Peaks measured earlier for this device and driver, without measuring anything now."""
     return _read_cached(peaks_cache_path(cache_dir, device_name, driver_version()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m forge_lsp.profiler.peaks DEVICE CACHE_DIR``: measure (or load) and cache; print JSON.
+
+    The way a server or CLI measures peaks: in a child process, so the caller never initializes
+    CUDA or holds GPU memory.
+    """
+    import sys
+
+    args = argv if argv is not None else sys.argv[1:]
+    try:
+        peaks = load_or_measure_peaks(args[0], Path(args[1]))
+    except PeaksUnavailable as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    print(peaks.model_dump_json())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

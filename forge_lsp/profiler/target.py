@@ -21,6 +21,8 @@ NVTX_RANGE = "forge_profile"
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     request = json.loads(Path(args[0]).read_text())
+    if request.get("script"):
+        return run_script(request, Path(args[0]))
     import torch
 
     from ..engine.harness.loading import cached_load_inline, call_model, exec_module
@@ -76,6 +78,55 @@ def main(argv: list[str] | None = None) -> int:
         sync()
     Path(args[0]).with_suffix(".result.json").write_text(json.dumps(result))
     return 0
+
+
+def run_script(request: dict, request_file: Path) -> int:
+    """Run a user's entry script as ``__main__`` (its own folder on sys.path, its own argv).
+
+    Under ncu the kernel-name filter picks the launches. Degraded mode wraps the run in
+    torch.profiler and keeps the device times of kernels matching ``request["kernel"]``.
+    """
+    import re
+    import runpy
+
+    import torch
+
+    script = request["script"]
+    device = torch.device(request["device"])
+    result: dict = {"device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+    sys.argv = [script, *request.get("args", [])]
+    sys.path.insert(0, str(Path(script).parent))
+    exit_code = 0
+
+    def run() -> None:
+        nonlocal exit_code
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as exc:  # the script's own exit status is the target's
+            exit_code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+
+    if request.get("mode") == "degraded":
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        with profile(activities=activities) as prof:
+            run()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        pattern = re.compile(request.get("kernel") or ".")
+        rows = []
+        for evt in prof.key_averages():
+            dev_us = getattr(evt, "device_time_total", 0.0) or getattr(evt, "cuda_time_total", 0.0) or 0.0
+            if pattern.search(evt.key):
+                rows.append({"name": evt.key, "calls": evt.count, "device_us": dev_us,
+                             "cpu_us": evt.self_cpu_time_total})
+        rows.sort(key=lambda r: -(r["device_us"] or r["cpu_us"]))
+        result.update(ops=rows[:30], times_ms=sorted(r["device_us"] / max(r["calls"], 1) / 1000 for r in rows
+                                                     if r["device_us"])[:1])
+    else:
+        run()
+    request_file.with_suffix(".result.json").write_text(json.dumps(result))
+    return exit_code
 
 
 if __name__ == "__main__":

@@ -223,11 +223,13 @@ def _program_name(name: str) -> str:
     return re.sub(r"\W", "_", name.split("<", 1)[0].strip()) + ".cu"
 
 
-def _nvrtc_compile(source: str, name: str, arch: str, options: list[str], output: _Output) -> _Artifact:
+def _nvrtc_compile(source: str, name: str, arch: str, options: list[str], output: _Output,
+                   filename: str | None = None) -> _Artifact:
     """Run NVRTC once: compile ``source`` with ``name`` as a name expression and fetch the output."""
     from cuda.bindings import nvrtc
 
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), _program_name(name).encode(), 0, [], [])
+    program = filename or _program_name(name)
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), program.encode(), 0, [], [])
     _nvrtc_check(err, "nvrtcCreateProgram")
     try:
         _nvrtc_check(nvrtc.nvrtcAddNameExpression(prog, name.encode())[0], "nvrtcAddNameExpression")
@@ -272,7 +274,8 @@ def _not_found_message(name: str, names: list[str]) -> str:
     return f"kernel '{name}' is not a __global__ function of the source (__global__ functions found: {found})"
 
 
-def _cache_key(source: str, name: str, arch: str, options: list[str], output: _Output) -> str:
+def _cache_key(source: str, name: str, arch: str, options: list[str], output: _Output,
+               filename: str | None = None) -> str:
     from cuda import bindings
 
     payload = json.dumps(
@@ -281,6 +284,7 @@ def _cache_key(source: str, name: str, arch: str, options: list[str], output: _O
             "output": output,
             "source": source,
             "name": name,
+            "filename": filename,
             "arch": arch,
             "options": options,
             "nvrtc": nvrtc_version(),
@@ -331,16 +335,17 @@ def _disk_store(key: str, output: _Output, artifact: _Artifact) -> None:
 
 
 def _compile(
-    source: str, name: str, arch: str | None, options: Sequence[str] | str, lineinfo: bool, output: _Output
+    source: str, name: str, arch: str | None, options: Sequence[str] | str, lineinfo: bool, output: _Output,
+    filename: str | None = None,
 ) -> tuple[str, str, _Artifact]:
     """Compile through the memory and disk caches; returns (arch, cache key, artifact)."""
     sm = resolve_arch(arch)
     target = sm if output == "cubin" else "compute_" + sm.removeprefix("sm_")
     opts = _nvrtc_options(target, options, lineinfo)
-    key = _cache_key(source, name, sm, opts, output)
+    key = _cache_key(source, name, sm, opts, output, filename)
     artifact = _memory_cache.get(key) or _disk_load(key, output)
     if artifact is None:
-        artifact = _nvrtc_compile(source, name, sm, opts, output)
+        artifact = _nvrtc_compile(source, name, sm, opts, output, filename)
         _disk_store(key, output, artifact)
     _memory_cache[key] = artifact
     return sm, key, artifact
@@ -382,6 +387,7 @@ def compile_kernel(
     options: Sequence[str] | str = (),
     arch: str | None = None,
     lineinfo: bool = True,
+    filename: str | None = None,
 ) -> Kernel:
     """Compile kernel ``name`` of ``source`` to a cubin now and return a launchable :class:`Kernel`.
 
@@ -389,9 +395,11 @@ def compile_kernel(
     back the same ``Kernel`` object, so its module is loaded once per device. Default NVRTC options
     are ``--std=c++17``, ``--generate-line-info`` (when ``lineinfo``) and the CUDA include
     directory; ``options`` are appended. The parameter list is parsed from the source to marshal
-    launch arguments. Raises ``CudaCompileError`` on compile errors or an unknown kernel name.
+    launch arguments. ``filename`` names the source in NVRTC's log and in the line info (profiler
+    hot spots then point at that file); by default it is derived from ``name``. Raises
+    ``CudaCompileError`` on compile errors or an unknown kernel name.
     """
-    sm, key, artifact = _compile(source, name, arch, options, lineinfo, "cubin")
+    sm, key, artifact = _compile(source, name, arch, options, lineinfo, "cubin", filename)
     kernel = _kernels.get(key)
     if kernel is None:
         kernel = Kernel(
