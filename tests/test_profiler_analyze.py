@@ -286,11 +286,14 @@ def test_shared_bank_conflicts_from_wavefronts_when_instructions_are_missing():
     assert [line.line for line in f.lines] == [30]
 
 
-@pytest.mark.parametrize("threads, uniformity, fires", [(32.0, 100.0, False), (28.0, 95.0, False),
-                                                        (12.0, 100.0, True), (32.0, 70.0, True)])
-def test_warp_divergence(threads, uniformity, fires):
+@pytest.mark.parametrize("threads, uniformity, divergent, fires", [
+    (32.0, 100.0, 0.0, False), (28.0, 95.0, 10.0, False), (12.0, 100.0, 0.0, True), (32.0, 70.0, 5e4, True),
+    (32.0, 0.0, 0.0, False),  # seen on the H200: 0% "uniform" reported for a kernel with no divergent branch
+])
+def test_warp_divergence(threads, uniformity, divergent, fires):
     metrics = HEALTHY_BELOW_ROOF | {"smsp__thread_inst_executed_per_inst_executed.ratio": threads,
-                                    "smsp__sass_average_branch_targets_threads_uniform.pct": uniformity}
+                                    "smsp__sass_average_branch_targets_threads_uniform.pct": uniformity,
+                                    "smsp__sass_branch_targets_threads_divergent.sum": divergent}
     assert ("warp_divergence" in rules(metrics)) is fires
 
 

@@ -39,6 +39,10 @@ OCCUPANCY_GAP_PCT = 20.0
 # --- global memory coalescing (32-byte sectors per warp-level request)
 # A warp reading one 32-bit word per thread, consecutively, touches 128 bytes = 4 sectors.
 IDEAL_SECTORS_PER_REQUEST = 4.0
+# Where ncu's source counters give the L2 sectors global accesses needed and the ideal for their access
+# size (so 128-bit accesses are judged as such), a ratio above this is flagged; it saturates at 8x.
+EXCESS_SECTORS_RATIO = 1.5
+EXCESS_SECTORS_SATURATION = 8.0
 # Flagged above this (2x the 32-bit ideal). 128-bit (float4) accesses ideally take 16: see the rule.
 UNCOALESCED_SECTORS_PER_REQUEST = 8.0
 # One sector per thread (fully scattered): the severity saturates here.
@@ -107,6 +111,9 @@ SHARED_LD_WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
 SHARED_LD_INSTRUCTIONS = "sm__sass_inst_executed_op_shared_ld.sum"
 THREADS_PER_INST = "smsp__thread_inst_executed_per_inst_executed.ratio"
 BRANCH_UNIFORMITY = "smsp__sass_average_branch_targets_threads_uniform.pct"
+DIVERGENT_TARGETS = "smsp__sass_branch_targets_threads_divergent.sum"
+SECTORS_THEORETICAL = "memory_l2_theoretical_sectors_global"
+SECTORS_IDEAL = "memory_l2_theoretical_sectors_global_ideal"
 WARP_CYCLES_PER_ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
 ISSUE_ACTIVE = "smsp__issue_active.avg.per_cycle_active"
 DRAM_THROUGHPUT_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
@@ -384,11 +391,47 @@ def _occupancy_rule(ctx: _Context) -> Iterator[Finding]:
         rule="low_occupancy",
         title=f"Low occupancy: {achieved:.0f}% of the SM's warp slots in use (limited by {cause.replace('_', ' ')})",
         severity=_severity(achieved, LOW_OCCUPANCY_PCT, 0.0, floor=0.3, ceiling=0.8),
-        evidence=evidence, lines=_lines(ctx.profile, LATENCY_STALLS), suggestion=suggestion)
+        evidence=evidence, suggestion=suggestion,
+        lines=((_lines_by(ctx.profile, lambda h: h.register_span, share=0.2) if cause == "registers" else [])
+               or _lines(ctx.profile, LATENCY_STALLS)))
+
+
+def _lines_by(profile: KernelProfile, amount: Callable[[HotLine], float], share: float = 0.1) -> list[HotLine]:
+    """Lines carrying at least `share` of the largest `amount`, largest first."""
+    top = max((amount(h) for h in profile.hot_lines), default=0.0)
+    if top <= 0:
+        return []
+    return sorted((h for h in profile.hot_lines if amount(h) >= share * top), key=lambda h: -amount(h))
+
+
+def _excess_sectors(line: HotLine) -> float:
+    return line.global_sectors - line.global_sectors_ideal
 
 
 def _coalescing_rule(ctx: _Context) -> Iterator[Finding]:
-    """uncoalesced_global_access: sectors per global load/store request well above the 32-bit ideal of 4."""
+    """uncoalesced_global_access: more L2 sectors than the access size needs.
+
+    With ncu's source counters: theoretical vs. ideal sectors of all global accesses (exact for any
+    access width), lines ranked by excess sectors. Otherwise: sectors per request above 8 (the ideal
+    is 4 for 32-bit accesses, 16 for 128-bit ones, which this fallback cannot tell apart).
+    """
+    theoretical, ideal = ctx.metric(SECTORS_THEORETICAL), ctx.metric(SECTORS_IDEAL)
+    if theoretical is not None and ideal:
+        ratio = theoretical / ideal
+        if ratio <= EXCESS_SECTORS_RATIO:
+            return
+        lines = _lines_by(ctx.profile, _excess_sectors) or _lines(ctx.profile, MEMORY_STALLS)
+        yield Finding(
+            rule="uncoalesced_global_access",
+            title=(f"Uncoalesced global accesses: {ratio:.1f}x the L2 sectors their access size needs"
+                   + (f" (worst at line {lines[0].line})" if lines else "")),
+            severity=_severity(ratio, EXCESS_SECTORS_RATIO, EXCESS_SECTORS_SATURATION, floor=0.5),
+            evidence=_with_optional({"l2_sectors": theoretical, "ideal_l2_sectors": ideal, "ratio": ratio},
+                                    **{f"{kind}_sectors_per_request": ctx.metric(m) / r
+                                       for kind, m in GLOBAL_SECTORS.items()
+                                       if ctx.metric(m) is not None and (r := ctx.metric(GLOBAL_REQUESTS[kind]))}),
+            lines=lines, suggestion=_COALESCING_ADVICE)
+        return
     ratios: dict[str, float] = {}
     for kind, sectors_metric in GLOBAL_SECTORS.items():
         sectors, requests = ctx.metric(sectors_metric), ctx.metric(GLOBAL_REQUESTS[kind])
@@ -408,10 +451,13 @@ def _coalescing_rule(ctx: _Context) -> Iterator[Finding]:
         evidence={f"{kind}_sectors_per_request": ratio for kind, ratio in ratios.items()}
         | {"ideal_sectors_per_request": IDEAL_SECTORS_PER_REQUEST},
         lines=_lines(ctx.profile, MEMORY_STALLS),
-        suggestion=("Make consecutive threads (threadIdx.x) touch consecutive addresses: map threadIdx.x to "
-                    "the fastest-varying index, transpose through shared memory for strided or column "
-                    "access, and prefer structure-of-arrays layouts. (16 sectors per request is ideal for "
-                    "128-bit float4 accesses: if these are vector accesses, they are already coalesced.)"))
+        suggestion=_COALESCING_ADVICE + (" (16 sectors per request is ideal for 128-bit float4 accesses: if these "
+                                         "are vector accesses, they are already coalesced.)"))
+
+
+_COALESCING_ADVICE = ("Make consecutive threads (threadIdx.x) touch consecutive addresses: map threadIdx.x to "
+                      "the fastest-varying index, transpose through shared memory for strided or column "
+                      "access, and prefer structure-of-arrays layouts.")
 
 
 def _traffic_rule(ctx: _Context) -> Iterator[Finding]:
@@ -457,7 +503,8 @@ def _bank_conflict_rule(ctx: _Context) -> Iterator[Finding]:
         evidence=_with_optional({"load_bank_conflicts": conflicts, "conflicts_per_load": per_inst},
                                 store_bank_conflicts=ctx.metric(SHARED_ST_CONFLICTS),
                                 shared_load_instructions=instructions, shared_load_wavefronts=wavefronts),
-        lines=_lines(ctx.profile, SHARED_STALLS),
+        lines=(_lines_by(ctx.profile, lambda h: h.shared_excess_wavefronts)
+               or _lines(ctx.profile, SHARED_STALLS)),
         suggestion=("Make the 32 lanes of a warp hit 32 different banks: pad shared arrays (e.g. [32][33] "
                     "instead of [32][32]) or XOR-swizzle the column index, read tiles along rows, and use "
                     "64/128-bit shared accesses whose lanes map to distinct banks."))
@@ -466,6 +513,8 @@ def _bank_conflict_rule(ctx: _Context) -> Iterator[Finding]:
 def _divergence_rule(ctx: _Context) -> Iterator[Finding]:
     """warp_divergence: few active threads per instruction, or non-uniform branches."""
     threads, uniformity = ctx.metric(THREADS_PER_INST), ctx.metric(BRANCH_UNIFORMITY)
+    if not ctx.metric(DIVERGENT_TARGETS):  # ncu reports 0% uniform when no branch diverged at all
+        uniformity = None
     severities = []
     if threads is not None and threads < DIVERGENT_THREADS_PER_INST:
         severities.append(_severity(threads, DIVERGENT_THREADS_PER_INST, 4.0, floor=0.3, ceiling=0.9))
@@ -552,9 +601,21 @@ _ALWAYS_RULES: tuple[_Rule, ...] = (_roofline_rule, _coalescing_rule, _traffic_r
 _LATENCY_RULES: tuple[_Rule, ...] = (_occupancy_rule, _grid_rule, _stall_rule)
 
 
+# A latency-bound kernel is explained by these: when one fires, it ranks above the symptom.
+LATENCY_CAUSES = ("low_occupancy", "too_few_blocks", "tail_effect")
+
+
 def _ranked(findings: Iterable[Finding]) -> list[Finding]:
-    """Most severe first; ties by rule id so the order is stable."""
-    return sorted(findings, key=lambda f: (-f.severity, f.rule))
+    """Most severe first, causes above the latency-bound symptom; ties by rule id so the order is stable."""
+    found = list(findings)
+    symptom = next((f for f in found if f.rule == "latency_bound"), None)
+    if symptom is not None:
+        causes = [f for f in found if f.rule in LATENCY_CAUSES]
+        if causes:
+            top = max(causes, key=lambda f: f.severity)
+            if top.severity <= symptom.severity:
+                top.severity = min(1.0, symptom.severity + 0.01)
+    return sorted(found, key=lambda f: (-f.severity, f.rule))
 
 
 def analyze(profile: KernelProfile, peaks: DevicePeaks, *, min_bytes: float | None = None) -> list[Finding]:

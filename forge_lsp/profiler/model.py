@@ -19,14 +19,24 @@ class DevicePeaks(BaseModel):
 
 
 class HotLine(BaseModel):
-    """A source line and its share of the kernel's sampled warp stalls."""
+    """A source line: its share of the kernel's sampled warp stalls, and its per-instruction counters.
+
+    The counters come from ncu's source page (SASS instructions mapped through line info):
+    L2 sectors its global accesses needed vs. the ideal for their access size, shared-memory
+    wavefronts beyond one per instruction (bank conflicts), and how long the values it defines
+    stay live in registers (instructions summed over its definitions).
+    """
 
     file: str
     line: int
-    stall_pct: float
-    dominant_stall: str
+    stall_pct: float = 0.0
+    dominant_stall: str = ""
     samples: int = 0
     source: str = ""
+    global_sectors: float = 0.0
+    global_sectors_ideal: float = 0.0
+    shared_excess_wavefronts: float = 0.0
+    register_span: int = Field(0, description="sum over register values defined here of their live range, in instructions")
 
 
 class LaunchConfig(BaseModel):
@@ -45,6 +55,7 @@ class KernelProfile(BaseModel):
     launch: LaunchConfig | None = None
     metrics: dict[str, float] = {}
     hot_lines: list[HotLine] = []
+    reader: str = Field("ncu_report", description="'ncu_report' (per-line data) or 'csv' (metrics only)")
 
 
 class Finding(BaseModel):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import importlib
 import io
+import os
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -20,19 +22,29 @@ from .model import HotLine, KernelProfile, LaunchConfig
 _PCSAMP = "smsp__pcsamp_warps_issue_stalled_"
 
 
+def _reader_dirs(ncu: str | None) -> list[Path]:
+    """Where ncu installs keep ``extras/python/ncu_report.py``: beside the ncu found, then known roots."""
+    roots: list[Path] = []
+    if ncu:
+        roots += [Path(ncu).resolve().parent, Path(ncu).parent]
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    roots += sorted(cuda.glob("nsight-compute-*"), reverse=True)
+    roots += sorted(Path("/opt/nvidia/nsight-compute").glob("*"), reverse=True)
+    return [r / "extras" / "python" for r in roots if (r / "extras" / "python" / "ncu_report.py").is_file()]
+
+
 def import_ncu_report(ncu: str | None = None) -> Any | None:
+    """NVIDIA's report reader: the installed `ncu_report` package, else the copy an ncu install ships."""
     try:
         return importlib.import_module("ncu_report")
     except ImportError:
         pass
-    if ncu:
-        extras = Path(ncu).resolve().parent / "extras" / "python"
-        if (extras / "ncu_report.py").is_file():
-            sys.path.insert(0, str(extras))
-            try:
-                return importlib.import_module("ncu_report")
-            except ImportError:
-                return None
+    for extras in _reader_dirs(ncu):
+        sys.path.insert(0, str(extras))
+        try:
+            return importlib.import_module("ncu_report")
+        except ImportError:
+            sys.path.remove(str(extras))
     return None
 
 
@@ -91,36 +103,127 @@ def from_context(ctx: Any) -> list[KernelProfile]:
     return kernels
 
 
-def hot_lines(action: Any, top: int = 10) -> list[HotLine]:
-    """Per-source-line warp stall samples: PC-sampled stall metrics mapped through line info."""
-    per_line: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+_GLOBAL_SECTORS = "memory_l2_theoretical_sectors_global"
+_SHARED_EXCESS = "derived__memory_l1_wavefronts_shared_excessive"
+
+
+def _per_pc(action: Any, name: str) -> dict[int, float]:
+    """An instanced source-level metric as {pc: value} (empty when the report lacks it)."""
+    metric = action.metric_by_name(name)
+    if metric is None or not metric.has_correlation_ids():
+        return {}
+    pcs = metric.correlation_ids()
+    return {int(pcs.as_uint64(i)): float(metric.as_double(i)) for i in range(metric.num_instances())}
+
+
+def hot_lines(action: Any, top: int = 12) -> list[HotLine]:
+    """Per-source-line data of one kernel: PC-sampled warp stalls, global sectors vs. ideal, shared
+    wavefronts beyond one per instruction, register live spans; SASS PCs mapped through line info.
+
+    Keeps the `top` lines by stall samples plus every line with excess memory traffic or long
+    register spans (the rules point at those), hottest first.
+    """
+    stalls: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    where: dict[int, tuple[str, int] | None] = {}
+
+    def line_of(pc: int) -> tuple[str, int] | None:
+        if pc not in where:
+            info = action.source_info(pc)
+            where[pc] = (str(info.file_name()), int(info.line())) if info is not None and info.line() else None
+        return where[pc]
+
     for name in action.metric_names():
         if not name.startswith(_PCSAMP) or name.endswith("_not_issued"):
             continue
-        metric = action.metric_by_name(name)
-        if metric is None or not metric.has_correlation_ids():
-            continue
         reason = name[len(_PCSAMP):]
-        pcs = metric.correlation_ids()
-        for i in range(metric.num_instances()):
-            samples = metric.as_uint64(i)
-            if not samples:
-                continue
-            info = action.source_info(pcs.as_uint64(i))
-            if info is None:
-                continue
-            per_line[(str(info.file_name()), int(info.line()))][reason] += samples
-    total = sum(sum(r.values()) for r in per_line.values())
-    if not total:
-        return []
+        for pc, samples in _per_pc(action, name).items():
+            if samples and (key := line_of(pc)) is not None:
+                stalls[key][reason] += samples
+    counters: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for field, values in (("global_sectors", _per_pc(action, _GLOBAL_SECTORS)),
+                          ("global_sectors_ideal", _per_pc(action, _GLOBAL_SECTORS + "_ideal")),
+                          ("shared_excess_wavefronts", _per_pc(action, _SHARED_EXCESS))):
+        for pc, value in values.items():
+            if value and (key := line_of(pc)) is not None:
+                counters[key][field] += value
+    pcs = sorted(_per_pc(action, "inst_executed"))
+    spans = register_spans([str(action.sass_by_pc(pc)) for pc in pcs])
+    for pc, span in zip(pcs, spans, strict=True):
+        if span and (key := line_of(pc)) is not None:
+            counters[key]["register_span"] += span
+
+    total = sum(sum(r.values()) for r in stalls.values())
     rows = []
-    for (file, line), reasons in per_line.items():
+    for key in set(stalls) | set(counters):
+        reasons = stalls.get(key, {})
         count = sum(reasons.values())
-        dominant = max(reasons.items(), key=lambda kv: kv[1])[0]
-        rows.append(HotLine(file=file, line=line, stall_pct=100.0 * count / total, dominant_stall=dominant,
-                            samples=int(count)))
-    rows.sort(key=lambda h: -h.stall_pct)
-    return rows[:top]
+        c = counters.get(key, {})
+        rows.append(HotLine(
+            file=key[0], line=key[1], stall_pct=100.0 * count / total if total else 0.0,
+            dominant_stall=max(reasons.items(), key=lambda kv: kv[1])[0] if count else "",
+            samples=int(count), global_sectors=c.get("global_sectors", 0.0),
+            global_sectors_ideal=c.get("global_sectors_ideal", 0.0),
+            shared_excess_wavefronts=c.get("shared_excess_wavefronts", 0.0),
+            register_span=int(c.get("register_span", 0))))
+    rows.sort(key=lambda h: (-h.stall_pct, h.file, h.line))
+    keep = rows[:top]
+    for rank in (lambda h: h.global_sectors - h.global_sectors_ideal, lambda h: h.shared_excess_wavefronts,
+                 lambda h: h.register_span):
+        keep += [h for h in sorted(rows, key=rank, reverse=True)[:3] if rank(h) > 0 and h not in keep]
+    return keep
+
+
+_REG = re.compile(r"\bR(\d+)(?:\.(64|128))?\b")
+# SASS opcodes whose first operand is not a destination register.
+_NO_DEST = re.compile(r"^(?:ST|STG|STS|STL|STAS|RED|REDG|REDAS|BRA|BRX|JMP|EXIT|RET|CALL|BAR|BSYNC|BSSY|WARPSYNC|"
+                      r"MEMBAR|FENCE|NOP|YIELD|CCTL|ERRBAR|DEPBAR|SYNCS|UBLKCP|UTMA)\b")
+
+
+def _regs(operand: str, width_hint: int = 1) -> list[int]:
+    regs = []
+    for m in _REG.finditer(operand):
+        n = {"64": 2, "128": 4}.get(m.group(2) or "", width_hint)
+        regs += range(int(m.group(1)), int(m.group(1)) + n)
+    return regs
+
+
+def register_spans(sass: list[str]) -> list[int]:
+    """For each instruction (in address order), the summed live range of the registers it defines.
+
+    A value lives from its definition to its last read before the register is written again;
+    the range is counted in instructions. Long spans on a line mean that line's values occupy
+    registers for long, which is what limits occupancy under register pressure. Straight-line
+    approximation: branches are not followed (unrolled code, the usual culprit, has none).
+    """
+    defs: list[list[int]] = []
+    uses: list[list[int]] = []
+    for text in sass:
+        text = re.sub(r"^\s*@!?U?P\w+\s+", "", text.strip())
+        opcode, _, rest = text.partition(" ")
+        operands = [o.strip() for o in rest.split(",")] if rest else []
+        width = 4 if ".128" in opcode else 2 if ".64" in opcode else 1
+        if operands and not _NO_DEST.match(opcode) and _REG.match(operands[0]):
+            defs.append(_regs(operands[0], width if opcode.startswith(("LD", "LDG", "LDS", "LDL")) else 1))
+            uses.append([r for o in operands[1:] for r in _regs(o)])
+        else:
+            defs.append([])
+            uses.append([r for o in operands for r in _regs(o, width if opcode.startswith("ST") else 1)])
+    spans = [0] * len(sass)
+    open_def: dict[int, int] = {}  # register -> index of its live definition
+    last_use: dict[int, int] = {}
+    for i, (d, u) in enumerate(zip(defs, uses, strict=True)):
+        for r in u:
+            if r in open_def:
+                last_use[r] = i
+        for r in d:
+            if r in open_def and r in last_use:
+                spans[open_def[r]] += last_use[r] - open_def[r]
+            open_def[r], last_use[r] = i, i
+            last_use.pop(r)
+    for r, start in open_def.items():
+        if r in last_use:
+            spans[start] += last_use[r] - start
+    return spans
 
 
 def _number(text: str) -> float | None:
@@ -145,6 +248,6 @@ def from_raw_csv(text: str) -> list[KernelProfile]:
         metrics = {k: v for k, v in ((k, _number(x)) for k, x in record.items()) if v is not None}
         name = record.get("Kernel Name") or record.get("Function Name") or "kernel"
         kernels.append(KernelProfile(name=name, duration_ns=_duration_ns(metrics), launch=_launch(metrics),
-                                     metrics=metrics))
+                                     metrics=metrics, reader="csv"))
     return kernels
 
