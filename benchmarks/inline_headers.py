@@ -1,6 +1,6 @@
 """Cold load_inline build time of a CUDA candidate with lighter torch headers in its .cu (GPU machine).
 
-    python benchmarks/inline_headers.py
+    python benchmarks/inline_headers.py [--serial] [--only NAME-FRAGMENT]
 
 Builds benchmarks/candidates/softmax_load_inline.py's sources cold, single arch, in parallel
 subprocesses, once as written and once per header rewrite (including the engine's slim
@@ -50,7 +50,7 @@ try:
                               **{k: v for k, v in captured["kw"].items() if k not in ("verbose", "build_directory")})
 except Exception as e:
     ok = False
-    print("FAILED", str(e)[-300:])
+    print("FAILED", str(e)[-4000:])
 print(json.dumps({"ok": ok, "wall": time.perf_counter() - t0}))
 '''
 
@@ -59,9 +59,12 @@ def main():
     env = dict(os.environ, TORCH_CUDA_ARCH_LIST="9.0")
     cand = ROOT / "benchmarks" / "candidates" / "softmax_load_inline.py"
     serial = "--serial" in sys.argv
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     procs = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, subs) in enumerate(VARIANTS.items()):
+            if only and only not in name:
+                continue
             d = Path(tmp) / f"v{i}"
             d.mkdir()
             procs[name] = (d, subprocess.Popen([sys.executable, "-c", CHILD, str(cand), str(d), json.dumps(subs), f"v{i}"],
@@ -78,7 +81,11 @@ def main():
                 for line in log.read_text().splitlines()[1:]:
                     s, e, _, target, _ = line.split("\t")
                     steps[target.split("_v")[0] if target.endswith(".so") else target] = (int(e) - int(s)) / 1000
-            tail = "" if last["ok"] else out.strip().splitlines()[-2][:200]
+            tail = ""
+            if not last["ok"]:
+                errors = [ln for ln in out.splitlines() if "error" in ln.lower()]
+                print(f"--- {name} failed; error lines:\n" + "\n".join(errors[:30]) + "\n--- output tail:\n" + out[-3000:])
+                tail = "(failed: see above)"
             print(f"{name:22s} ok={last['ok']!s:5s} wall {last['wall']:6.1f}s  " +
                   ", ".join(f"{k} {v:.1f}s" for k, v in steps.items()) + (f"  {tail}" if tail else ""))
 

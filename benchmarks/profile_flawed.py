@@ -68,7 +68,7 @@ def main() -> int:
         rows.append((name, expected, top, line, f"{roof.pct_of_roof:.0f}% {roof.bound}" if roof else "-",
                      f"{result.seconds:.1f}"))
         print(f"{name}: reader {kernel.reader}, {len(kernel.hot_lines)} source lines, "
-              f"findings {[f.rule for f in findings]}")
+              f"findings {[f.rule for f in findings]}, stages in the profiled process {result.stages_s}")
         if args.out and result.report_path:
             with open(result.report_path, "rb") as src, gzip.open(args.out / f"{name}.ncu-rep.gz", "wb") as dst:
                 shutil.copyfileobj(src, dst)

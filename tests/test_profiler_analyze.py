@@ -581,3 +581,38 @@ def test_measure_peaks_on_the_gpu(tmp_path):
         assert 0.5 * sheet.dram_bytes_per_s < peaks.dram_bytes_per_s < 1.1 * sheet.dram_bytes_per_s
         assert 0.4 * sheet.fp32_flops_per_s < peaks.fp32_flops_per_s < 1.1 * sheet.fp32_flops_per_s
         assert peaks.sm_count == sheet.sm_count
+
+
+def test_a_cause_outranks_the_latency_bound_symptom():
+    latency = HEALTHY_BELOW_ROOF | {"gpu__time_duration.sum": 5e6}
+    mild_occupancy = latency | {"sm__warps_active.avg.pct_of_peak_sustained_active": 25.0,
+                                "sm__maximum_warps_per_active_cycle_pct": 25.0,
+                                "launch__occupancy_limit_registers": 2, "launch__occupancy_limit_warps": 8}
+    found = analyze(profile(mild_occupancy, hot_lines=HOT_LINES), H200)
+    order = [f.rule for f in found]
+    assert order.index("low_occupancy") < order.index("latency_bound")
+    assert next(f for f in found if f.rule == "low_occupancy").severity <= 1.0
+    # without a cause, the symptom stays on top
+    assert analyze(profile(latency, hot_lines=HOT_LINES), H200)[0].rule == "latency_bound"
+
+
+def test_register_limited_occupancy_points_at_the_lines_holding_registers_longest():
+    metrics = HEALTHY_BELOW_ROOF | {"sm__warps_active.avg.pct_of_peak_sustained_active": 12.0,
+                                    "sm__maximum_warps_per_active_cycle_pct": 12.5,
+                                    "launch__occupancy_limit_registers": 1, "launch__occupancy_limit_warps": 8}
+    lines = [*HOT_LINES, HotLine(file="k.cu", line=7, register_span=50_000),
+             HotLine(file="k.cu", line=9, register_span=900)]
+    f = next(f for f in analyze(profile(metrics, hot_lines=lines), H200) if f.rule == "low_occupancy")
+    assert [h.line for h in f.lines] == [7]
+
+
+def test_coalescing_uses_sectors_vs_ideal_so_wide_accesses_are_not_flagged():
+    vector_copy = HEALTHY_BELOW_ROOF | {  # 16 sectors per request, exactly what 128-bit accesses need
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 1.6e7, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": 1e6,
+        "memory_l2_theoretical_sectors_global": 1.6e7, "memory_l2_theoretical_sectors_global_ideal": 1.6e7}
+    assert "uncoalesced_global_access" not in rules(vector_copy)
+    strided = vector_copy | {"memory_l2_theoretical_sectors_global": 6.4e7}
+    lines = [HotLine(file="k.cu", line=3, global_sectors=1.6e7, global_sectors_ideal=1.6e7),
+             HotLine(file="k.cu", line=6, global_sectors=4.8e7, global_sectors_ideal=6e6)]
+    f = next(f for f in analyze(profile(strided, hot_lines=lines), H200) if f.rule == "uncoalesced_global_access")
+    assert f.evidence["ratio"] == pytest.approx(4.0) and [h.line for h in f.lines] == [6]

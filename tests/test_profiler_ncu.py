@@ -107,3 +107,17 @@ def test_forge_explain_on_cpu_reports_the_degraded_profile(cache_dir):
     out = json.loads(r.stdout)
     assert out["profile"]["mode"] == "degraded" and "CPU" in out["profile"]["reason"]
     assert out["explanations"] == [] and r.returncode == 1  # nothing to explain without kernels
+
+
+def test_register_spans_follow_values_from_definition_to_last_read():
+    from forge_lsp.profiler.report import register_spans
+
+    sass = ["LDG.E R4, desc[UR4][R2.64]",          # R4 read at 3
+            "@P0 LDG.E R5, desc[UR4][R2.64+0x4]",  # predicated; R5 read at 5
+            "LDG.E.64 R8, desc[UR4][R2.64+0x8]",   # defines R8 and R9; R9 read at 4
+            "FMUL R6, R4, 2",                      # R6 read at 6
+            "FADD R10, R9, 1",                     # R10 never read
+            "FMUL R5, R5, 3",                      # reads R5 (span 4), redefines it; never read again
+            "STG.E desc[UR4][R2.64], R6",
+            "EXIT"]
+    assert register_spans(sass) == [3, 4, 2, 3, 0, 0, 0, 0]

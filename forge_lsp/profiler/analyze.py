@@ -601,8 +601,10 @@ _ALWAYS_RULES: tuple[_Rule, ...] = (_roofline_rule, _coalescing_rule, _traffic_r
 _LATENCY_RULES: tuple[_Rule, ...] = (_occupancy_rule, _grid_rule, _stall_rule)
 
 
-# A latency-bound kernel is explained by these: when one fires, it ranks above the symptom.
-LATENCY_CAUSES = ("low_occupancy", "too_few_blocks", "tail_effect")
+# "Latency bound" (far below both roofs) says what, not why: when one of these causes fires, the most
+# severe of them ranks above it, so the top finding is the one to act on.
+LATENCY_CAUSES = ("low_occupancy", "too_few_blocks", "tail_effect", "uncoalesced_global_access",
+                  "shared_bank_conflicts", "excess_global_traffic", "warp_divergence")
 
 
 def _ranked(findings: Iterable[Finding]) -> list[Finding]:

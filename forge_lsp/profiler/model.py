@@ -105,4 +105,5 @@ class ProfileResult(BaseModel):
     ops: list[OpTime] = []
     report_path: str | None = None
     seconds: float = Field(0.0, description="wall time the profiling took")
+    stages_s: dict[str, float] = Field({}, description="seconds per stage inside the profiled process")
     log_excerpt: str = ""

@@ -112,14 +112,15 @@ def profile(task: Task, candidate: Candidate | None = None, *, device: str = "cu
 
     kernels = read_report(report, ncu=ncu)
     result_file = req.with_suffix(".result.json")
-    device_name = json.loads(result_file.read_text()).get("device_name", "") if result_file.exists() else ""
+    data = json.loads(result_file.read_text()) if result_file.exists() else {}
+    device_name, stages = data.get("device_name", ""), data.get("stages_s", {})
     if not kernels:
         return ProfileResult(mode="degraded", device_name=device_name, report_path=str(report),
                              reason=f"no kernel ran inside the '{NVTX_RANGE}' range"
                              + (f" matching {kernel!r}" if kernel else ""),
-                             seconds=time.perf_counter() - t0, log_excerpt=log)
+                             seconds=time.perf_counter() - t0, log_excerpt=log, stages_s=stages)
     return ProfileResult(mode="ncu", device_name=device_name, kernels=kernels, report_path=str(report),
-                         seconds=time.perf_counter() - t0, log_excerpt=log if code else "")
+                         seconds=time.perf_counter() - t0, log_excerpt=log if code else "", stages_s=stages)
 
 
 def _mkdir(p: Path) -> Path:

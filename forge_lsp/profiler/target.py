@@ -23,13 +23,25 @@ def main(argv: list[str] | None = None) -> int:
     request = json.loads(Path(args[0]).read_text())
     if request.get("script"):
         return run_script(request, Path(args[0]))
+    stages: dict[str, float] = {}
+    t_stage = time.perf_counter()
+
+    def mark(name: str) -> None:
+        nonlocal t_stage
+        now = time.perf_counter()
+        stages[name] = round(now - t_stage, 3)
+        t_stage = now
+
     import torch
 
     from ..engine.harness.loading import cached_load_inline, call_model, exec_module
 
+    mark("import")
     device = torch.device(request["device"])
     if device.type == "cuda":
         torch.cuda.set_device(device)
+        torch.cuda.init()
+    mark("cuda_init")
     task_mod = exec_module(request["task_source"], "task", "task")
     torch.manual_seed(request.get("seed", 42))
     init = list(task_mod.get_init_inputs())
@@ -41,8 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             model = getattr(task_mod, request.get("model_class", "Model"))(*init)
     model = model.to(device)
+    mark("build")
     torch.manual_seed(request.get("seed", 42) + 1)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task_mod.get_inputs()]
+    mark("inputs")
 
     def sync() -> None:
         if device.type == "cuda":
@@ -51,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(int(request.get("warmup", 3))):
         call_model(model, inputs)
     sync()
-    result: dict = {"device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+    mark("warmup")
+    result: dict = {"device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                    "stages_s": stages}
     if request.get("mode") == "degraded":
         from torch.profiler import ProfilerActivity, profile
 
@@ -76,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         with torch.cuda.nvtx.range(NVTX_RANGE):
             call_model(model, inputs)
         sync()
+        mark("profiled_call")
     Path(args[0]).with_suffix(".result.json").write_text(json.dumps(result))
     return 0
 
