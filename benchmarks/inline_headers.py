@@ -32,13 +32,14 @@ captured = {}
 def fake(name, cpp_sources, cuda_sources=None, **kw):
     captured.update(name=name, cpp=cpp_sources, cuda=cuda_sources, kw=kw)
     return types.SimpleNamespace()
+real_load_inline = cpp_extension.load_inline
 cpp_extension.load_inline = fake
 exec(compile(src, "cand", "exec"), {"__name__": "cand"})
-cuda = captured["cuda"]
+cuda, cpp, extra = captured["cuda"], captured["cpp"], {}
 subs = json.loads(sys.argv[3])
 if subs == "slim":
-    from forge_lsp.engine.harness.loading import slim_cuda_sources, torch_include_dir
-    cuda = slim_cuda_sources(cuda, torch_include_dir())
+    from forge_lsp.engine.harness.loading import slim_build_args
+    cpp, cuda, extra = slim_build_args(cpp, cuda, real_load_inline)
 else:
     for a, b in subs:
         cuda = cuda.replace(a, b)
@@ -46,8 +47,9 @@ t0 = time.perf_counter()
 ok = True
 try:
     import importlib; importlib.reload(cpp_extension)
-    cpp_extension.load_inline(captured["name"] + "_" + sys.argv[4], captured["cpp"], cuda, build_directory=sys.argv[2],
-                              **{k: v for k, v in captured["kw"].items() if k not in ("verbose", "build_directory")})
+    cpp_extension.load_inline(captured["name"] + "_" + sys.argv[4], cpp, cuda, build_directory=sys.argv[2],
+                              **{k: v for k, v in captured["kw"].items() if k not in ("verbose", "build_directory")},
+                              **extra)
 except Exception as e:
     ok = False
     print("FAILED", str(e)[-4000:])

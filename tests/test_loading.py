@@ -95,9 +95,14 @@ def test_cuda_build_tries_slim_then_types_h_then_the_source_as_written(monkeypat
     monkeypatch.setenv("FORGE_LOAD_INLINE_PCH", "0")
     calls = []
 
-    def fake_load_inline(name, cpp_sources, cuda_sources=None, **kw):
-        kind = ("slim" if "forge: slim prelude" in cuda_sources else
-                "types.h" if "<torch/types.h>" in cuda_sources else "as written")
+    def fake_load_inline(name, cpp_sources, cuda_sources=None, no_implicit_headers=False, **kw):
+        cu = "\n".join(cuda_sources) if isinstance(cuda_sources, list) else cuda_sources
+        kind = ("slim" if "forge: slim prelude" in cu else "types.h" if "<torch/types.h>" in cu else "as written")
+        if kind == "slim":  # load_inline would prepend <torch/types.h>: the shim adds the light headers itself
+            assert no_implicit_headers and "#include <cuda_runtime.h>" in cu
+            assert cpp_sources[0] == "#include <torch/extension.h>"  # main.cpp keeps its bindings header
+        else:
+            assert not no_implicit_headers
         calls.append((kind, name, kw["build_directory"]))
         if kind != fail_until:
             raise RuntimeError(f"Error building extension '{name}'")
@@ -113,3 +118,13 @@ def test_cuda_build_tries_slim_then_types_h_then_the_source_as_written(monkeypat
         assert len({c[1] for c in calls}) == len(calls)  # each variant has its own name and build dir
         assert all(str(tmp_path) in c[2] for c in calls)
     assert cpp_extension.load_inline is fake_load_inline  # restored on exit
+
+    def old_torch_load_inline(name, cpp_sources, cuda_sources=None, **kw):  # no no_implicit_headers (torch < 2.8)
+        calls.append(("types.h" if "<torch/types.h>" in cuda_sources else "as written", name, ""))
+        return "ok"
+
+    monkeypatch.setattr(cpp_extension, "load_inline", old_torch_load_inline)
+    calls.clear()
+    with cached_load_inline():
+        cpp_extension.load_inline("ext", "", KERNELBENCH_STYLE_CU, functions=["f"])
+    assert [c[0] for c in calls] == ["types.h"]  # slim is pointless when torch/types.h is forced in

@@ -123,32 +123,36 @@ def cached_load_inline() -> Iterator[None]:
                 kwargs["use_pch"] = False
         elif os.environ.get("FORGE_LOAD_INLINE_PCH") == "1":
             kwargs.setdefault("use_pch", True)
-        def build(cuda_src):
+        def build(cuda_src, cpp_src=cpp_sources, extra=None):
+            kw_all = dict(kwargs, **(extra or {}))
             key_src = json.dumps(
-                [name, cpp_sources, cuda_src,
-                 {k: v for k, v in sorted(kwargs.items()) if k not in ("verbose", "build_directory")},
+                [name, cpp_src, cuda_src,
+                 {k: v for k, v in sorted(kw_all.items()) if k not in ("verbose", "build_directory")},
                  _toolchain_id(with_cuda)],
                 default=str, sort_keys=True,
             )
             unique = f"{name}_{hashlib.sha256(key_src.encode()).hexdigest()[:12]}"
             folder = cache_dir() / "torch_extensions" / unique
             folder.mkdir(parents=True, exist_ok=True)
-            kw = dict(kwargs, build_directory=str(folder), verbose=True)  # build log -> worker log
+            kw = dict(kw_all, build_directory=str(folder), verbose=True)  # build log -> worker log
             try:
-                return original(unique, cpp_sources, cuda_src, **kw)
+                return original(unique, cpp_src, cuda_src, **kw)
             except (RuntimeError, OSError) as exc:
                 if "Error building extension" in str(exc) or "ninja" in str(exc).lower():
                     raise CompileError(f"load_inline build of {name!r} failed: {exc}") from exc
                 raise
 
         # cheapest headers first; each fallback is announced in the worker log
-        tiers = [("slim per-operator headers", slim_cuda_sources(cuda_sources, torch_include_dir())),
-                 ("<torch/types.h>", lighter_cuda_headers(cuda_sources))]
-        for label, variant in tiers:
-            if variant is None:
-                continue
+        tiers = []
+        slim = slim_build_args(cpp_sources, cuda_sources, original) if "no_implicit_headers" not in kwargs else None
+        if slim is not None:
+            tiers.append(("slim per-operator headers", lambda: build(slim[1], slim[0], slim[2])))
+        lighter = lighter_cuda_headers(cuda_sources)
+        if lighter is not None:
+            tiers.append(("<torch/types.h>", lambda: build(lighter)))
+        for label, attempt in tiers:
             try:
-                return build(variant)
+                return attempt()
             except Exception as exc:  # noqa: BLE001 - any failure of a rewrite falls back to the source
                 print(f"forge: {name}: the build with {label} failed ({type(exc).__name__}); "
                       "trying the next header set", file=sys.stderr, flush=True)
@@ -162,6 +166,16 @@ def cached_load_inline() -> Iterator[None]:
 
 
 _EXTENSION_H = "#include <torch/extension.h>"
+
+
+def _HAS_NO_IMPLICIT_HEADERS(load_inline_fn) -> bool:  # noqa: N802 - reads like the flag it tests
+    """Whether this torch's load_inline can skip its implicit headers (torch 2.8 and newer)."""
+    import inspect
+
+    try:
+        return "no_implicit_headers" in inspect.signature(load_inline_fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 #: Umbrella headers that cost nvcc tens of seconds each; `slim_cuda_sources` replaces them.
 _UMBRELLAS = ("torch/extension.h", "torch/types.h", "torch/torch.h", "torch/all.h", "ATen/ATen.h",
@@ -227,6 +241,23 @@ def slim_cuda_sources(cuda_sources, include_dir: Path) -> str | list[str] | None
 
     slim = [rewrite(p, i == 0) for i, p in enumerate(parts)]
     return slim[0] if isinstance(cuda_sources, str) else slim
+
+
+def slim_build_args(cpp_sources, cuda_sources, load_inline_fn) -> tuple[list[str], list[str], dict] | None:
+    """(cpp_sources, cuda_sources, extra kwargs) for a load_inline build with the slim prelude, or None.
+
+    load_inline puts <torch/types.h> (all of ATen) first in the .cu unless `no_implicit_headers`
+    (torch 2.8+); the slim build passes it and adds the light implicit headers itself, keeping
+    <torch/extension.h> first in main.cpp (bindings, precompiled header). None when the source
+    needs the full headers or this torch cannot skip its implicit ones.
+    """
+    slim = slim_cuda_sources(cuda_sources, torch_include_dir())
+    if slim is None or not _HAS_NO_IMPLICIT_HEADERS(load_inline_fn):
+        return None
+    cpp_list = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources or [])
+    cuda_list = [slim] if isinstance(slim, str) else list(slim)
+    return (["#include <torch/extension.h>", *cpp_list],
+            ["#include <cuda.h>\n#include <cuda_runtime.h>", *cuda_list], {"no_implicit_headers": True})
 
 
 def lighter_cuda_headers(cuda_sources) -> str | list[str] | None:
