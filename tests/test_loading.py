@@ -128,3 +128,109 @@ def test_cuda_build_tries_slim_then_types_h_then_the_source_as_written(monkeypat
     with cached_load_inline():
         cpp_extension.load_inline("ext", "", KERNELBENCH_STYLE_CU, functions=["f"])
     assert [c[0] for c in calls] == ["types.h"]  # slim is pointless when torch/types.h is forced in
+
+
+PLAIN_KERNEL_CU = r'''
+#include <torch/extension.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#define BLOCK 256  // a macro "{" in a comment must not confuse the split
+/* torch::Tensor in a comment is not code */
+__device__ __forceinline__ float twice(float v) { return 2.f * v; }
+
+__global__ void scale_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = twice(x[i]);
+}
+
+static void check(const torch::Tensor& x) { TORCH_CHECK(x.is_cuda(), "x must be on the GPU"); }
+
+torch::Tensor scale(torch::Tensor x) {
+    check(x);
+    const c10::cuda::CUDAGuard guard(x.device());
+    auto y = torch::empty_like(x);
+    const long long n = x.numel();
+    scale_kernel<<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+'''
+
+
+def test_torch_host_code_is_hidden_from_the_device_pass_only():
+    from forge_lsp.engine.harness.loading import (
+        _top_level_chunks,
+        hide_host_code_from_device_pass,
+        slim_cuda_sources,
+        torch_include_dir,
+    )
+
+    slim = slim_cuda_sources(PLAIN_KERNEL_CU, torch_include_dir())
+    assert "".join(_top_level_chunks(slim)) == slim
+    hidden = _device_pass_view(slim)
+    assert "__global__ void scale_kernel" in hidden and "twice(float v)" in hidden and "#define BLOCK" in hidden
+    assert "torch::Tensor scale" not in hidden and "ATen/core/Tensor.h" not in hidden
+    assert "c10/cuda/CUDAGuard.h" not in hidden and "static void check" not in hidden
+    host = _host_pass_view(slim)
+    assert "torch::Tensor scale" in host and "ATen/core/Tensor.h" in host and "scale_kernel<<<" in host
+    # device code generated from host code must stay visible: nothing is hidden then
+    assert hide_host_code_from_device_pass(KERNELBENCH_STYLE_CU) is None  # template kernel, launch instantiates it
+    lambda_src = PLAIN_KERNEL_CU.replace("check(x);", "auto f = [] __device__ (float v) { return v; };")
+    assert hide_host_code_from_device_pass(lambda_src) is None
+
+
+def _preprocessor_view(src: str, device: bool) -> str:
+    """Keep the lines the preprocessor keeps for the device (__CUDA_ARCH__ defined) or host pass."""
+    out, stack = [], [True]
+    for line in src.splitlines():
+        text = line.strip()
+        if text.startswith("#ifndef __CUDA_ARCH__"):
+            stack.append(stack[-1] and not device)
+        elif text.startswith("#if"):
+            stack.append(stack[-1])
+        elif text.startswith("#endif"):
+            stack.pop()
+        elif stack[-1]:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _device_pass_view(src: str) -> str:
+    return _preprocessor_view(src, device=True)
+
+
+def _host_pass_view(src: str) -> str:
+    return _preprocessor_view(src, device=False)
+
+
+def test_slim_source_with_hidden_host_code_builds_with_nvcc(tmp_path):
+    """Compile-only with load_inline's nvcc flags: kernel, device stub and launcher all end up in the object."""
+    import shutil
+    import subprocess
+    import sysconfig
+
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness.loading import slim_cuda_sources, torch_include_dir
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not installed")
+    stub = tmp_path / "stub" / "c10" / "cuda" / "impl"
+    stub.mkdir(parents=True)
+    if not (torch_include_dir() / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").exists():
+        (stub / "cuda_cmake_macros.h").write_text("#define C10_CUDA_BUILD_SHARED_LIBS\n")  # CPU torch lacks it
+    cu = tmp_path / "k.cu"
+    cu.write_text("#include <cuda.h>\n#include <cuda_runtime.h>\n" + slim_cuda_sources(PLAIN_KERNEL_CU, torch_include_dir()))
+    includes = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{tmp_path / 'stub'}",
+                                                                    f"-I{sysconfig.get_paths()['include']}"]
+    r = subprocess.run([nvcc, "-c", "-std=c++17", "-gencode", "arch=compute_90,code=sm_90", "--expt-relaxed-constexpr",
+                        "-D__CUDA_NO_HALF_OPERATORS__", *includes, str(cu), "-o", str(tmp_path / "k.o")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    symbols = subprocess.run(["nm", "-C", str(tmp_path / "k.o")], capture_output=True, text=True).stdout
+    assert "scale(at::Tensor)" in symbols and "__device_stub__" in symbols
+    fatbin = tmp_path / "fatbin.bin"  # the device code is there: the embedded cubin defines the kernel
+    subprocess.run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", str(tmp_path / "k.o"), str(fatbin)],
+                   check=True)
+    assert b"_Z12scale_kernelPKfPfx" in fatbin.read_bytes()

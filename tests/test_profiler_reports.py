@@ -8,8 +8,8 @@ measured in the same run. These tests need no GPU and no ncu: NVIDIA's `ncu_repo
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,8 +20,10 @@ from forge_lsp.profiler.model import DevicePeaks
 from forge_lsp.profiler.report import from_raw_csv, read_report
 from forge_lsp.profiler.roofline import place
 
-sys.path.insert(0, str(ROOT / "benchmarks" / "profiler"))
-from candidates import CASES  # noqa: E402
+_spec = importlib.util.spec_from_file_location("profiler_cases", ROOT / "benchmarks" / "profiler" / "candidates.py")
+_cases = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_cases)
+CASES = _cases.CASES
 
 pytest.importorskip("ncu_report", reason="NVIDIA's ncu-report reader is a dev dependency")
 

@@ -240,7 +240,102 @@ def slim_cuda_sources(cuda_sources, include_dir: Path) -> str | list[str] | None
         return "".join(out) if placed else prelude + "".join(out)
 
     slim = [rewrite(p, i == 0) for i, p in enumerate(parts)]
+    guarded = [hide_host_code_from_device_pass(p) for p in slim]
+    if all(g is not None for g in guarded):
+        slim = guarded  # type: ignore[assignment]
     return slim[0] if isinstance(cuda_sources, str) else slim
+
+
+_HOST_ONLY_BEGIN = "#ifndef __CUDA_ARCH__  // forge: host-only torch code, hidden from the device compiler\n"
+_HOST_ONLY_END = "#endif  // forge: host-only\n"
+_TORCH_HEADER = re.compile(r"^(?:ATen|c10|torch|caffe2|pybind11)/")
+_TORCH_NAME = re.compile(r"\b(?:torch|at|c10)::|\b(?:TORCH|AT|C10)_[A-Z_]+\b")
+# Device code generated from host code: template kernels instantiated by their launches, extended
+# lambdas, thrust/cub algorithms. Such sources keep all code visible to the device pass.
+_DEVICE_FROM_HOST = re.compile(r"__device__|__global__|__host__|\bthrust::|\bcub::")
+_TEMPLATE_KERNEL = re.compile(r"\btemplate\s*<[^{;]*>\s*(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+                              r"(?:static\s+|inline\s+)*__global__")
+_BLANK = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
+
+
+def _top_level_chunks(src: str) -> list[str]:
+    """Split C++/CUDA source into top-level pieces: preprocessor lines, and declarations or
+    definitions ending at a `;` or closing `}` at brace depth 0. Joined, they give back `src`."""
+    code = _BLANK.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), src)  # same offsets, no comments/strings
+    chunks, start, depth, i, n = [], 0, 0, 0, len(code)
+    while i < n:
+        ch = code[i]
+        if depth == 0 and ch == "#" and code[code.rfind("\n", 0, i) + 1:i].strip() == "":
+            if code[start:i].strip():
+                chunks.append(src[start:i])
+                start = i
+            while True:  # the directive with its continuation lines
+                end = code.find("\n", i)
+                end = n if end < 0 else end + 1
+                if not code[i:end].rstrip().endswith("\\"):
+                    break
+                i = end
+            chunks.append(src[start:end])
+            start = i = end
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                end = code.find("\n", i)
+                end = n if end < 0 else end + 1
+                chunks.append(src[start:end])
+                start = i = end
+                continue
+        elif ch == ";" and depth == 0:
+            end = code.find("\n", i)
+            end = n if end < 0 else end + 1
+            chunks.append(src[start:end])
+            start = i = end
+            continue
+        i += 1
+    if start < n:
+        chunks.append(src[start:])
+    return chunks
+
+
+def hide_host_code_from_device_pass(src: str) -> str | None:
+    """Wrap torch includes and torch-using host code in ``#ifndef __CUDA_ARCH__``, or None.
+
+    nvcc parses the whole file twice: for the host, and again in the device pass (cicc), where
+    torch's headers cost a third of a cold build and are never needed: kernels do not use torch
+    types. Hiding the host-only parts from the device pass is safe unless device code is
+    generated from host code (template kernels instantiated by their launch, extended lambdas,
+    thrust/cub) or torch names appear in device code: then None, and nothing is hidden.
+    """
+    if _TEMPLATE_KERNEL.search(_BLANK.sub(" ", src)):
+        return None
+    out: list[str] = []
+    hidden = False
+    for chunk in _top_level_chunks(src):
+        code = _BLANK.sub(" ", chunk)
+        directive = _INCLUDE.search(chunk) if code.lstrip().startswith("#") else None
+        if directive:
+            host_only = bool(_TORCH_HEADER.match(directive.group(1)))
+        elif code.lstrip().startswith("#"):
+            host_only = False
+        elif _TORCH_NAME.search(code):
+            if _DEVICE_FROM_HOST.search(code):
+                return None
+            host_only = True
+        else:
+            host_only = False
+        if host_only and not hidden:
+            out.append(_HOST_ONLY_BEGIN)
+        elif not host_only and hidden and chunk.strip():
+            out.append(_HOST_ONLY_END)
+        if chunk.strip():
+            hidden = host_only
+        out.append(chunk if chunk.endswith("\n") or not host_only else chunk + "\n")
+    if hidden:
+        out.append(_HOST_ONLY_END)
+    return "".join(out)
 
 
 def slim_build_args(cpp_sources, cuda_sources, load_inline_fn) -> tuple[list[str], list[str], dict] | None:
