@@ -57,3 +57,62 @@ def test_explain_cu_file_points_at_the_strided_load(cache_dir):
     assert "uncoalesced_global_access" in rules[:2], rules
     coalescing = findings[rules.index("uncoalesced_global_access")]
     assert (str(cu.resolve()), flaw) in {(h["file"], h["line"]) for h in coalescing["lines"]}
+
+
+def _candidate_lines(result, suffix: str) -> list:
+    """Source lines in files named like `suffix` with stall samples or memory traffic."""
+    return [h for k in result.kernels for h in k.hot_lines
+            if h.file.endswith(suffix) and (h.samples or h.global_sectors or h.shared_excess_wavefronts)]
+
+
+def test_triton_candidate_hot_lines_point_at_the_candidate_source(cache_dir):
+    import candidates as C
+    from forge_lsp.engine import Candidate
+
+    cand = Candidate.from_source(C.TRITON_CORRECT, "triton_softmax")
+    result = profile(load_task(FIXTURES / "softmax_small.py"), cand, device="cuda:0", cache_dir=cache_dir)
+    assert result.mode == "ncu", result.reason + result.log_excerpt[-2000:]
+    assert [k.name for k in result.kernels] == ["softmax_kernel"]
+    lines = _candidate_lines(result, ".py")
+    assert lines, result.kernels[0].hot_lines
+    source = Path(lines[0].file).read_text().splitlines()  # the candidate file the worker executed
+    kernel_body = range(next(i for i, t in enumerate(source) if "def softmax_kernel" in t) + 1,
+                        next(i for i, t in enumerate(source) if t.startswith("def softmax(")) + 1)
+    assert all(h.line in kernel_body for h in lines)
+
+
+def test_load_inline_candidate_hot_lines_point_at_its_built_cu_file(cache_dir):
+    from test_engine_gpu import CUDA_INLINE_SOFTMAX
+
+    from forge_lsp.engine import Candidate
+
+    result = profile(load_task(FIXTURES / "softmax_small.py"), Candidate.from_source(CUDA_INLINE_SOFTMAX, "inline"),
+                     device="cuda:0", cache_dir=cache_dir, timeout=600)
+    assert result.mode == "ncu", result.reason + result.log_excerpt[-2000:]
+    assert [k.name for k in result.kernels] == ["softmax_rows"]
+    lines = _candidate_lines(result, "cuda.cu")
+    assert lines, result.kernels[0].hot_lines
+    built = Path(lines[0].file).read_text().splitlines()
+    start = next(i for i, t in enumerate(built) if "__global__ void softmax_rows" in t)
+    assert all(start < h.line <= start + 20 for h in lines)  # inside the kernel, not torch's headers
+
+
+def test_forge_profile_full_keeps_the_whole_report(cache_dir):
+    task = str(FIXTURES / "softmax_small.py")
+    runs = {}
+    for extra in ([], ["--full"]):
+        r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "profile", task, "--device", "cuda:0",
+                            "--json", "--cache-dir", str(cache_dir), *extra], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs[bool(extra)] = json.loads(r.stdout)
+    full, curated = runs[True], runs[False]
+    assert Path(full["report_path"]).is_file()
+    assert len(full["kernels"][0]["metrics"]) > len(curated["kernels"][0]["metrics"])
+
+
+def test_forge_explain_task_prints_findings_for_the_reference(cache_dir):
+    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "explain", str(FIXTURES / "softmax_small.py"),
+                        "--device", "cuda:0", "--cache-dir", str(cache_dir)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "roofline:" in r.stdout and "peaks of" in r.stdout
