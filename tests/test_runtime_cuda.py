@@ -80,9 +80,9 @@ def nvrtc_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = fcuda._nvrtc_compile
 
-    def counting(source: str, name: str, arch: str, options: list[str], output: str) -> object:
+    def counting(source: str, name: str, arch: str, options: list[str], output: str, filename=None) -> object:
         calls.append(name)
-        return real(source, name, arch, options, output)
+        return real(source, name, arch, options, output, filename)
 
     monkeypatch.setattr(fcuda, "_nvrtc_compile", counting)
     return calls
@@ -597,3 +597,14 @@ def test_nvcc_missing_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     assert fnvcc.nvcc_version() is None
     with pytest.raises(FileNotFoundError, match="nvcc not found"):
         fnvcc.compile_cubin(SCALE)
+
+
+def test_filename_names_the_source_in_line_info_and_cache(tmp_path, monkeypatch, nvrtc_calls):
+    """A kernel loaded from a .cu file keeps that file's name (profiler hot lines point at it)."""
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
+    src = 'extern "C" __global__ void named(float* y) { y[threadIdx.x] = 1.f; }'
+    plain = fcuda.compile_to_ptx(src, "named", arch="sm_90")
+    fcuda._memory_cache.clear()
+    from_file = fcuda._compile(src, "named", "sm_90", (), True, "ptx", "/work/kernels/named_ops.cu")[2].binary.decode()
+    assert "named_ops.cu" in from_file and "named_ops.cu" not in plain
+    assert nvrtc_calls == ["named", "named"]  # a different file name is a different cache entry
