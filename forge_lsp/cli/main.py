@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import eval_cmd, profile_cmd
+from . import eval_cmd, optimize_cmd, profile_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_cmd.add_parser(sub)
     profile_cmd.add_parser(sub)
     profile_cmd.add_explain_parser(sub)
+    optimize_cmd.add_parsers(sub)
     return ap
 
 

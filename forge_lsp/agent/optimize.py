@@ -1,0 +1,398 @@
+"""One optimization run: seeds, Coder/Judge rounds, evaluation, budgets, resume, final re-timing.
+
+`Optimizer.run` drives a run to its end and returns a `RunResult`. It does the following:
+- evaluates the offline seeds (torch.compile variants, built-in library kernels);
+- then, when a model is configured, repeats rounds. Pick targets (`search.py`). For each
+  target, ask the Judge (repair mode for a failed candidate, optimize mode with profiler
+  findings for a correct one) and the Coder, concurrently. Evaluate the new candidates together
+  (builds overlap, timing is serial per GPU). Record everything;
+- stops on the round, wall-time or dollar budget, a roofline fraction, or cancel;
+- re-times the best verified candidate against the reference.
+
+Everything goes to the `RunStore` as it happens and out through the `EventBus`. A killed run
+resumes from the store: evaluated candidates keep their verdicts, candidates that were queued
+are evaluated, and the tree and round count are rebuilt.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..engine import Candidate, Evaluator, Task, Verdict
+from ..engine.verdict import Status
+from .events import EventBus
+from .roles import (
+    CoderReply,
+    OptimizeAdvice,
+    Prompts,
+    RepairAdvice,
+    coder_messages,
+    instruction_from,
+    judge_optimize_messages,
+    judge_repair_messages,
+)
+from .search import ROOT, Node, SearchParams, Tree, select_linear, select_mcts
+from .store import CandidateRecord, RunStore
+
+#: Provider error kinds that end the run (the same call would fail every time).
+FATAL_ERRORS = ("auth", "not_found", "bad_request", "connection")
+
+
+class OptimizeOptions(BaseModel):
+    search: str = "mcts"
+    rounds: int = 10
+    concurrency: int = 4
+    budget_usd: float | None = None
+    wall_s: float | None = None
+    roofline_stop: float | None = 0.9
+    repair_limit: int = 2
+    offline: bool = True
+    final_retime: bool = True
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str  # done | cancelled | failed
+    stop_reason: str
+    best: CandidateRecord | None
+    best_speedup: float | None
+    rounds: int
+    candidates: int
+    spent_usd: float
+    model_configured: bool
+    notes: list[str] = field(default_factory=list)
+
+
+class Cancelled(Exception):
+    pass
+
+
+ProfileFn = Callable[[Task, Candidate], dict[str, Any] | None]
+
+
+class Optimizer:
+    def __init__(self, task: Task, *, store: RunStore, evaluator: Evaluator, options: OptimizeOptions,
+                 coder: Any = None, judge: Any = None, bus: EventBus | None = None, prompts: Prompts | None = None,
+                 offline: Callable[[Task], list[Any]] | None = None, profile: ProfileFn | None = None,
+                 config_record: dict[str, Any] | None = None, peaks: dict[str, Any] | None = None):
+        self.task, self.store, self.evaluator, self.opt = task, store, evaluator, options
+        self.coder, self.judge = coder, judge or coder
+        self.bus = bus or EventBus(store)
+        self.prompts = prompts or Prompts()
+        self.offline, self.profile = offline, profile
+        self.config_record = config_record or {}
+        self.peaks = peaks
+        self.params = SearchParams(repair_limit=options.repair_limit)
+        self.tree = Tree()
+        self.records: dict[str, CandidateRecord] = {}
+        self.profiles: dict[str, dict[str, Any]] = {}
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self.run_id = ""
+        self.rounds = 0
+        self.started = time.monotonic()
+
+    # --------------------------------------------------------------------------- control
+    def cancel(self) -> None:
+        """Stop the run: no new model calls or evaluations; the one in flight is killed."""
+        self._cancel.set()
+        self.evaluator.cancel()
+
+    def _check_cancel(self) -> None:
+        if self._cancel.is_set():
+            raise Cancelled()
+
+    def _publish(self, kind: str, **data: Any) -> None:
+        self.bus.publish(self.run_id, kind, **data)
+
+    # ------------------------------------------------------------------------------- run
+    def run(self, resume: str | None = None) -> RunResult:
+        notes: list[str] = []
+        if resume:
+            self._load(resume)
+            self.store.set_run_status(self.run_id, "running", "resumed")
+            self._publish("run_started", resumed=True, candidates=len(self.records), rounds=self.rounds)
+        else:
+            self.run_id = self.store.create_run(self.task.path, self.task.model_class, self.task.source,
+                                                self.config_record | {"options": self.opt.model_dump()})
+            self._publish("run_started", resumed=False, task=str(self.task.path), model_configured=self.coder is not None)
+        stop = "rounds"
+        try:
+            pending = [r for r in self.records.values() if r.status == "queued"]
+            if pending:
+                self._evaluate(pending)
+            if not self.records and self.opt.offline and self.offline is not None:
+                self._seed()
+            if self.coder is None:
+                stop = "no model configured: offline candidates only"
+            else:
+                stop = self._loop()
+            if self.opt.final_retime:
+                notes += self._retime_best()
+            status = "done"
+        except Cancelled:
+            status, stop = "cancelled", "cancelled"
+        except FatalModelError as exc:
+            status, stop = "failed", str(exc)
+        best = self._best_record()
+        spent = self.store.spent(self.run_id)[0]
+        self.store.set_run_status(self.run_id, status, stop, best.id if best else None)
+        self._publish("run_finished", status=status, reason=stop, best=best.id if best else None,
+                      best_speedup=best.speedup if best else None, spent_usd=spent)
+        return RunResult(self.run_id, status, stop, best, best.speedup if best else None, self.rounds,
+                         len(self.records), spent, self.coder is not None, notes)
+
+    def _load(self, run_id: str) -> None:
+        run = self.store.get_run(run_id)
+        self.run_id = run.id
+        for rec in self.store.candidates(run.id):
+            self.records[rec.id] = rec
+            node = self.tree.add(rec.id, rec.parent_id, rec.summary, repair=rec.origin == "repair")
+            if rec.status == "evaluated":
+                self.tree.record(node.id, correct=bool(rec.correct), speedup=rec.speedup,
+                                 reason=(rec.verdict or {}).get("reason", ""))
+        self.rounds = sum(1 for e in self.store.events(run.id) if e.kind == "round")
+
+    # ----------------------------------------------------------------------------- seeds
+    def _seed(self) -> None:
+        self._publish("round", round=0, phase="offline seeds")
+        try:
+            seeds = self.offline(self.task) if self.offline else []
+        except Exception as exc:  # noqa: BLE001 - no seeds is not a failed run
+            self._publish("candidate_failed", candidate=None, reason=f"offline candidates unavailable: {exc}")
+            return
+        recs = [self.store.add_candidate(self.run_id, s.source, parent_id=None, origin=f"offline:{s.name}",
+                                         summary=s.summary) for s in seeds]
+        for rec in recs:
+            self._add(rec)
+        self._evaluate(recs)
+
+    def _add(self, rec: CandidateRecord) -> Node:
+        self.records[rec.id] = rec
+        self._publish("candidate_queued", candidate=rec.id, parent=rec.parent_id, origin=rec.origin,
+                      summary=rec.summary)
+        return self.tree.add(rec.id, rec.parent_id, rec.summary, repair=rec.origin == "repair")
+
+    # ------------------------------------------------------------------------------ loop
+    def _budget_stop(self) -> str | None:
+        if self.rounds >= self.opt.rounds:
+            return f"round budget reached ({self.opt.rounds})"
+        if self.opt.wall_s is not None and time.monotonic() - self.started >= self.opt.wall_s:
+            return f"wall-time budget reached ({self.opt.wall_s:g} s)"
+        if self.opt.budget_usd is not None:
+            spent = self.store.spent(self.run_id)[0]
+            if spent >= self.opt.budget_usd:
+                return f"dollar budget reached (${spent:.4f} of ${self.opt.budget_usd:g})"
+        best = self.tree.best()
+        if best is not None and self.opt.roofline_stop and best.id in self.profiles:
+            pct = (self.profiles[best.id].get("roofline") or {}).get("pct_of_roof")
+            if pct is not None and pct >= 100 * self.opt.roofline_stop:
+                return f"best candidate at {pct:.0f}% of the roofline"
+        return None
+
+    def _loop(self) -> str:
+        while True:
+            self._check_cancel()
+            reason = self._budget_stop()
+            if reason:
+                self._publish("budget", reason=reason)
+                return reason
+            if self.opt.search == "linear":
+                targets = select_linear(self.tree, self.params)
+            else:
+                targets = select_mcts(self.tree, max(1, self.opt.concurrency), self.params)
+            self.rounds += 1
+            self._publish("round", round=self.rounds, of=self.opt.rounds, targets=[t.id for t in targets],
+                          best_speedup=(self.tree.best().speedup if self.tree.best() else None))
+            with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+                outcomes = list(pool.map(self._expand, targets))
+            fatal = next((o for o in outcomes if isinstance(o, FatalModelError)), None)
+            if fatal is not None:
+                raise fatal
+            new = [o for o in outcomes if isinstance(o, CandidateRecord)]
+            if new:
+                self._evaluate(new)
+
+    def _expand(self, target: Node) -> CandidateRecord | FatalModelError | None:
+        """Judge (when there is a candidate to judge) then Coder; returns the new candidate."""
+        try:
+            self._check_cancel()
+            ctx = self._task_context()
+            parent_rec = self.records.get(target.id)
+            instruction, origin = None, "coder"
+            if parent_rec is not None and target.failed:
+                origin = "repair"
+                messages = judge_repair_messages(self.prompts, ctx, candidate=_cand_ctx(parent_rec),
+                                                 verdict=parent_rec.verdict or {})
+                advice = self._call("judge", self.judge, messages, RepairAdvice, target.id)
+                instruction = instruction_from(advice) if advice else None
+            elif parent_rec is not None:
+                prof = self._profile(parent_rec)
+                verdict = parent_rec.verdict or {}
+                messages = judge_optimize_messages(
+                    self.prompts, ctx, candidate=_cand_ctx(parent_rec), timing=verdict.get("timing"),
+                    roofline=(prof or {}).get("roofline"), findings=(prof or {}).get("findings", [])[:6],
+                    tried=[{"summary": c.summary, "outcome": _outcome(c)} for c in target.children])
+                advice = self._call("judge", self.judge, messages, OptimizeAdvice, target.id)
+                instruction = instruction_from(advice) if advice else None
+            self._check_cancel()
+            failed_siblings = [{"summary": c.summary, "reason": c.reason or "not evaluated"}
+                               for c in target.children if c.failed]
+            messages = coder_messages(self.prompts, ctx, parent=_cand_ctx(parent_rec) if parent_rec else None,
+                                      instruction=instruction, failed_siblings=failed_siblings,
+                                      examples=self._examples())
+            reply = self._call("coder", self.coder, messages, CoderReply, target.id)
+            if reply is None:
+                return None
+            with self._lock:
+                rec = self.store.add_candidate(self.run_id, reply.source,
+                                               parent_id=None if target.id == ROOT else target.id,
+                                               origin=origin, summary=reply.summary.strip()[:300],
+                                               instruction=instruction or "")
+                self._add(rec)
+            return rec
+        except FatalModelError as exc:
+            return exc
+        except Cancelled:
+            return None
+
+    def _call(self, role: str, model: Any, messages: list[dict[str, str]], schema: type[BaseModel],
+              candidate_id: str) -> Any:
+        from .provider import ProviderError
+
+        cand = None if candidate_id == ROOT else candidate_id
+        try:
+            result = model.complete(messages, schema)
+        except ProviderError as exc:
+            self.store.add_call(self.run_id, role=role, model=getattr(model.settings, "model", "?"), messages=messages,
+                                reply_text="", parsed=None, error=f"{exc.kind}: {exc}", candidate_id=cand)
+            self._publish("model_call", role=role, ok=False, error=exc.kind, message=str(exc))
+            if exc.kind in FATAL_ERRORS:
+                raise FatalModelError(f"{role} model failed: {exc}") from exc
+            return None
+        usage = result.usage
+        self.store.add_call(self.run_id, role=role, model=result.model, messages=messages, reply_text=result.text,
+                            parsed=result.parsed.model_dump(), prompt_tokens=usage.prompt_tokens,
+                            completion_tokens=usage.completion_tokens, cost_usd=usage.cost_usd,
+                            latency_s=result.latency_s, candidate_id=cand)
+        self._publish("model_call", role=role, ok=True, model=result.model, attempts=result.attempts,
+                      prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                      cost_usd=usage.cost_usd, latency_s=result.latency_s)
+        return result.parsed
+
+    # ------------------------------------------------------------------------ evaluation
+    def _evaluate(self, recs: list[CandidateRecord]) -> None:
+        todo = []
+        for rec in recs:
+            self._check_cancel()
+            done = self.store.evaluated_by_source(self.run_id, rec.source)
+            if done is not None and done.id != rec.id:  # the same source was evaluated already: reuse
+                self._finish(rec, Verdict.model_validate(done.verdict), reused=done.id)
+            else:
+                todo.append(rec)
+        if not todo:
+            return
+        cands = {rec.id: Candidate.from_source(rec.source, rec.id.replace("/", "_")) for rec in todo}
+        by_name = {c.name: rec for rec, c in zip(todo, cands.values(), strict=True)}
+
+        def on_stage(cand: Candidate, stage: str) -> None:
+            self._publish("candidate_compiled" if stage in ("first_call", "verify") else "candidate_stage",
+                          candidate=by_name[cand.name].id, stage=stage)
+
+        def on_verdict(cand: Candidate, verdict: Verdict) -> None:
+            self._finish(by_name[cand.name], verdict)
+
+        try:
+            self.evaluator.evaluate_many(self.task, list(cands.values()), on_stage=on_stage, on_verdict=on_verdict)
+        except Exception as exc:
+            if self._cancel.is_set():
+                raise Cancelled() from exc
+            raise
+
+    def _finish(self, rec: CandidateRecord, verdict: Verdict, reused: str | None = None) -> None:
+        correct = verdict.status == Status.correct
+        speedup = verdict.speedup if correct else None
+        data = verdict.model_dump(mode="json")
+        self.store.set_verdict(rec.id, data, correct=correct, speedup=speedup)
+        rec.status, rec.verdict, rec.correct, rec.speedup = "evaluated", data, correct, speedup
+        previous = self.tree.best()
+        self.tree.record(rec.id, correct=correct, speedup=speedup, reason=verdict.reason)
+        if correct:
+            self._publish("candidate_verified", candidate=rec.id, reused=reused)
+            self._publish("candidate_timed", candidate=rec.id, speedup=speedup)
+            best = self.tree.best()
+            if best is not None and best.id == rec.id and (previous is None or previous.id != rec.id):
+                self._publish("new_best", candidate=rec.id, speedup=speedup, summary=rec.summary)
+        else:
+            self._publish("candidate_failed", candidate=rec.id, status=verdict.status.value,
+                          check=verdict.failed_check, reason=verdict.reason[:500], reused=reused)
+
+    def _profile(self, rec: CandidateRecord) -> dict[str, Any] | None:
+        if self.profile is None:
+            return None
+        if rec.id not in self.profiles:
+            self._publish("profiled", candidate=rec.id, phase="start")
+            prof = self.profile(self.task, Candidate.from_source(rec.source, rec.id.replace("/", "_")))
+            self.profiles[rec.id] = prof or {}
+            if prof and prof.get("findings") is not None:
+                self.store.set_findings(rec.id, prof["findings"])
+            self._publish("profiled", candidate=rec.id, phase="done",
+                          pct_of_roof=((prof or {}).get("roofline") or {}).get("pct_of_roof"))
+        return self.profiles[rec.id]
+
+    def _retime_best(self) -> list[str]:
+        best = self._best_record()
+        if best is None:
+            return ["no verified candidate"]
+        self._check_cancel()
+        verdict = self.evaluator.evaluate(self.task, Candidate.from_source(best.source, "final"))
+        if verdict.status != Status.correct or verdict.speedup is None:
+            self._publish("candidate_failed", candidate=best.id, status=verdict.status.value,
+                          reason=f"final re-timing: {verdict.reason}")
+            return [f"the best candidate failed its final re-check: {verdict.reason}"]
+        self._publish("candidate_timed", candidate=best.id, speedup=verdict.speedup, final=True)
+        self.store.add_event(self.run_id, "final_timing", {"candidate": best.id, "speedup": verdict.speedup,
+                                                           "timing": verdict.timing.model_dump() if verdict.timing else None})
+        return [f"final re-timing of {best.id}: {verdict.speedup:.3f}x (search measured {best.speedup:.3f}x)"]
+
+    def _best_record(self) -> CandidateRecord | None:
+        best = self.tree.best()
+        return self.records.get(best.id) if best else None
+
+    # ---------------------------------------------------------------------------- context
+    def _task_context(self) -> dict[str, Any]:
+        hello = self.evaluator.worker.ensure_started()
+        return {"model_class": self.task.model_class, "vary": sorted(self.task.vary), "device_name": hello.device_name,
+                "device_type": "cpu" if hello.device == "cpu" else "cuda", "peaks": self.peaks,
+                "task_path": str(self.task.path), "reference_source": self.task.source}
+
+    def _examples(self) -> list[str]:
+        """Few-shot: the source of the best correct offline library candidate, if any."""
+        lib = [r for r in self.records.values() if r.origin.startswith("offline:library") and r.correct]
+        lib.sort(key=lambda r: -(r.speedup or 0))
+        return [lib[0].source] if lib else []
+
+
+class FatalModelError(Exception):
+    """The model endpoint cannot serve this run (bad key, unknown model, unreachable)."""
+
+
+def _cand_ctx(rec: CandidateRecord) -> dict[str, Any]:
+    return {"id": rec.id, "summary": rec.summary, "source": rec.source, "speedup": rec.speedup}
+
+
+def _outcome(node: Node) -> str:
+    if node.correct:
+        return f"correct, {node.speedup:.2f}x" if node.speedup else "correct"
+    if node.failed:
+        return f"failed: {node.reason[:200]}"
+    return "not evaluated yet"
+

@@ -1,0 +1,63 @@
+"""The run store: round trips, WAL mode, and secrets never written."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from forge_lsp.agent.store import REDACTED, RunStore, scrub
+
+
+def test_runs_candidates_calls_and_events_round_trip(tmp_path):
+    store = RunStore.for_workspace(tmp_path)
+    run = store.create_run(tmp_path / "t.py", "Model", "class Model: ...", {"search": "mcts"})
+    a = store.add_candidate(run, "class ModelNew: pass", parent_id=None, origin="coder", summary="first")
+    b = store.add_candidate(run, "class ModelNew: pass  # 2", parent_id=a.id, origin="repair", summary="fix")
+    store.set_verdict(a.id, {"status": "correct"}, correct=True, speedup=1.7)
+    store.add_call(run, role="coder", model="m", messages=[{"role": "user", "content": "hi"}], reply_text="{}",
+                   parsed={"summary": "first"}, prompt_tokens=10, completion_tokens=5, cost_usd=0.25)
+    store.add_call(run, role="judge", model="m", messages=[], reply_text="", parsed=None, error="timeout: slow")
+    store.add_event(run, "new_best", {"candidate": a.id})
+    assert [c.id for c in store.candidates(run)] == [a.id, b.id] and store.get_candidate(b.id).parent_id == a.id
+    got = store.get_candidate(a.id)
+    assert got.correct is True and got.speedup == 1.7 and got.status == "evaluated"
+    assert store.get_candidate(b.id).status == "queued"
+    assert store.evaluated_by_source(run, "class ModelNew: pass").id == a.id
+    assert store.evaluated_by_source(run, "class ModelNew: pass  # 2") is None
+    assert store.spent(run) == (0.25, 10, 5)
+    assert [e.kind for e in store.events(run)] == ["new_best"]
+    assert store.get_run(run[:15]).id == run  # unique prefix
+    assert store.list_runs()[0].config == {"search": "mcts"}
+    with pytest.raises(KeyError):
+        store.get_run("nope")
+
+
+def test_database_is_in_wal_mode_and_readable_while_open(tmp_path):
+    store = RunStore.for_workspace(tmp_path)
+    store.create_run("t.py", "Model", "src", {})
+    other = sqlite3.connect(str(tmp_path / ".forge" / "runs.sqlite"))
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert other.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+
+def test_secret_values_never_reach_the_database(tmp_path, monkeypatch):
+    key = "sk-test-abcdefghijklmnop123456"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    store = RunStore.for_workspace(tmp_path)
+    run = store.create_run("t.py", "Model", f"# {key}", {"note": key})
+    store.add_candidate(run, f"KEY = '{key}'", parent_id=None, origin="coder", summary=key)
+    store.add_call(run, role="coder", model="m", messages=[{"role": "user", "content": key}], reply_text=key,
+                   parsed={"k": key}, error=f"401 for {key}")
+    store.add_event(run, "model_call", {"message": key})
+    store.close()
+    raw = (tmp_path / ".forge" / "runs.sqlite").read_bytes()
+    for extra in (tmp_path / ".forge").glob("runs.sqlite-*"):
+        raw += extra.read_bytes()
+    assert key.encode() not in raw
+    assert REDACTED.encode() in raw
+
+
+def test_scrub_replaces_only_secret_looking_variables():
+    assert scrub("a sk-12345678 b", ["sk-12345678"]) == f"a {REDACTED} b"
+    assert scrub("nothing here", []) == "nothing here"
