@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
                     render(console, task_name, c.name, v)
 
             verdicts = ev.evaluate_many(task, cands, on_verdict=show)
-            for c, v in zip(cands, verdicts):
+            for c, v in zip(cands, verdicts, strict=True):
                 all_ok &= v.correct
                 results.append({"task": str(task.path), "candidate": str(c.path), "verdict": v.model_dump(mode="json")})
     if args.json:

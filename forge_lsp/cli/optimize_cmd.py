@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from datetime import datetime
@@ -37,6 +38,7 @@ def add_parsers(sub) -> None:
 
     r = sub.add_parser("runs", help="list optimization runs of this workspace")
     r.add_argument("--workspace", type=Path, default=Path.cwd())
+    r.add_argument("--json", action="store_true")
     r.set_defaults(func=run_runs)
 
     s = sub.add_parser("show", help="print one run: candidates, verdicts, speedups, cost")
@@ -108,19 +110,23 @@ def run_optimize(args: argparse.Namespace) -> int:
     else:
         console.print("[yellow bold]No model configured[/]: running the offline candidates only "
                       "(torch.compile variants and forge's built-in Triton kernels).")
-        console.print(HOW_TO_CONFIGURE, highlight=False)
+        console.print(HOW_TO_CONFIGURE, markup=False, highlight=False)
     options = OptimizeOptions(search=config.search, rounds=config.rounds, concurrency=config.concurrency,
                               budget_usd=config.budget_usd, wall_s=config.wall_s, roofline_stop=config.roofline_stop,
                               offline=not args.no_offline)
-    from ..agent.offline import offline_candidates
     from ..agent.profiling import make_profile_fn
+
+    def offline_candidates(t):
+        from ..agent.offline import offline_candidates as generate
+
+        return generate(t, device=evaluator.device)
 
     evaluator = Evaluator(args.device if args.device != "auto" else config.device, cache_dir=args.cache_dir)
     bus = EventBus(store)
     if not args.quiet:
         bus.subscribe(_printer(console))
     optimizer = Optimizer(task, store=store, evaluator=evaluator, options=options, coder=coder, judge=judge, bus=bus,
-                          offline=lambda t: offline_candidates(t, device=evaluator.device),
+                          offline=offline_candidates,
                           profile=make_profile_fn(evaluator.device, args.cache_dir),
                           config_record=config.redacted())
     from ..agent.roles import Prompts
@@ -197,14 +203,22 @@ def run_runs(args: argparse.Namespace) -> int:
     table = Table(box=None, header_style="bold")
     for col in ("run", "started", "status", "task", "best", "candidates", "cost"):
         table.add_column(col)
+    rows = []
     for run in store.list_runs():
         cands = store.candidates(run.id)
         best = next((c for c in cands if c.id == run.best_candidate), None)
+        rows.append({"run": run.id, "created": run.created, "status": run.status, "message": run.message,
+                     "task": run.task_path, "model_class": run.model_class, "best": run.best_candidate,
+                     "best_speedup": best.speedup if best else None, "candidates": len(cands),
+                     "spent_usd": store.spent(run.id)[0]})
         table.add_row(run.id, datetime.fromtimestamp(run.created).strftime("%Y-%m-%d %H:%M"), run.status,
                       f"{Path(run.task_path).name}::{run.model_class}",
                       f"{best.speedup:.2f}x" if best and best.speedup else "-", str(len(cands)),
                       f"${store.spent(run.id)[0]:.4f}")
-    Console().print(table)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        Console().print(table)
     return 0
 
 

@@ -1,0 +1,192 @@
+"""The optimization loop end to end on the CPU: a real chat-completions server on 127.0.0.1 with
+scripted replies, real worker processes evaluating Triton-interpreter candidates, a real run store."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import candidates as C
+from conftest import FIXTURES
+from forge_lsp.agent.config import ModelSettings
+from forge_lsp.agent.events import EventBus
+from forge_lsp.agent.optimize import Optimizer, OptimizeOptions
+from forge_lsp.agent.provider import ChatModel
+from forge_lsp.agent.store import RunStore
+from forge_lsp.engine import Evaluator, load_task
+
+pytest_plugins = ["fake_openai"]
+
+SECRET = "sk-forge-test-0123456789abcdef"
+
+
+def variant(src: str, tag: str) -> str:
+    """The same candidate with a distinct source (so it is a new candidate, not a duplicate)."""
+    return src + f"\n# variant {tag}\n"
+
+
+def coder_reply(source: str, summary: str) -> str:
+    return json.dumps({"summary": summary, "source": source})
+
+
+REPAIR = json.dumps({"critical_issue": "unbalanced parenthesis in the max reduction", "fix": "remove the stray ')'"})
+OPTIMIZE = json.dumps({"bottleneck": "one pass per row", "method": "fuse", "plan": "keep the row in registers"})
+
+
+def is_judge(request: dict) -> bool:
+    return "You are the Judge" in request["messages"][0]["content"]
+
+
+@pytest.fixture()
+def evaluator(cache_dir, fast_options):
+    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir, build_workers=0)
+    yield ev
+    ev.close()
+
+
+def optimizer(tmp_path, evaluator, server, prices=None, **opts) -> Optimizer:
+    model = ChatModel(ModelSettings(model="scripted", base_url=server.base_url, timeout_s=5, max_retries=2),
+                      api_key=SECRET, sleep=lambda s: None, prices=prices)
+    store = RunStore.for_workspace(tmp_path)
+    options = OptimizeOptions(**({"rounds": 2, "concurrency": 1, "final_retime": False, "offline": False} | opts))
+    return Optimizer(load_task(FIXTURES / "softmax_small.py"), store=store, evaluator=evaluator, options=options,
+                     coder=model, judge=model, bus=EventBus(store))
+
+
+def test_linear_round_repairs_a_scripted_compile_error(tmp_path, evaluator, fake_openai):
+    fake_openai.script(coder_reply(C.TRITON_COMPILE_ERROR, "first try"), REPAIR,
+                       coder_reply(variant(C.TRITON_CORRECT, "fixed"), "fixed the reduction"))
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear")
+    result = opt.run()
+    cands = opt.store.candidates(result.run_id)
+    assert [c.origin for c in cands] == ["coder", "repair"]
+    assert cands[0].verdict["status"] == "compile_error" and cands[1].correct
+    assert cands[1].parent_id == cands[0].id and "stray" in cands[1].instruction
+    judge_request = next(r for r in fake_openai.chat_requests if is_judge(r.body))
+    assert "compile_error" in judge_request.messages[1]["content"]  # the Judge saw the failing verdict
+    assert result.best.id == cands[1].id and result.status == "done"
+    calls = opt.store.calls(result.run_id)
+    assert [c.role for c in calls] == ["coder", "judge", "coder"] and all(c.error is None for c in calls)
+
+
+def test_mcts_expands_more_than_one_branch_with_concurrent_expansions(tmp_path, evaluator, fake_openai):
+    counter = iter(range(100))
+
+    def reply(request: dict) -> str:
+        if is_judge(request):
+            return OPTIMIZE
+        n = next(counter)
+        return coder_reply(variant(C.TRITON_CORRECT, str(n)), f"variant {n}")
+
+    fake_openai.script(*[reply] * 40)
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="mcts", rounds=3, concurrency=2)
+    result = opt.run()
+    cands = opt.store.candidates(result.run_id)
+    roots = [c for c in cands if c.parent_id is None]
+    assert len(roots) >= 2, [(c.id, c.parent_id) for c in cands]  # several branches from the reference
+    assert any(c.parent_id is not None for c in cands)  # and deeper refinement of one of them
+    assert len(cands) == 6 and all(c.correct for c in cands)
+    assert result.rounds == 3
+
+
+def test_dollar_budget_stops_the_run(tmp_path, evaluator, fake_openai):
+    fake_openai.script(*[lambda r, i=i: OPTIMIZE if is_judge(r) else
+                         coder_reply(variant(C.TRITON_CORRECT, f"b{i}"), f"b{i}") for i in range(20)])
+    # the fake server reports token usage; at this price every call costs more than $0.2
+    opt = optimizer(tmp_path, evaluator, fake_openai, prices={"scripted": (1e6, 1e6)}, search="linear", rounds=10,
+                    budget_usd=0.5)
+    result = opt.run()
+    assert "dollar budget" in result.stop_reason
+    assert result.spent_usd >= 0.5 and result.rounds < 10
+
+
+def test_resume_continues_a_killed_run_without_repeating_evaluations(tmp_path, evaluator, fake_openai):
+    fake_openai.script(coder_reply(variant(C.TRITON_CORRECT, "r1"), "first"))
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=1)
+    first = opt.run()
+    store = opt.store
+    # a kill while a candidate was queued: it is in the store, not evaluated, the run marked running
+    queued = store.add_candidate(first.run_id, variant(C.TRITON_CORRECT, "queued"), parent_id=None,
+                                 origin="coder", summary="queued when killed")
+    store.set_run_status(first.run_id, "running", "killed")
+    evaluated_before = {c.id: c.evaluated for c in store.candidates(first.run_id) if c.evaluated}
+
+    seen: list[str] = []
+    real = evaluator.evaluate_many
+
+    def counting(task, cands, **kw):
+        seen.extend(c.source for c in cands)
+        return real(task, cands, **kw)
+
+    evaluator.evaluate_many = counting
+    fake_openai.script(OPTIMIZE, coder_reply(variant(C.TRITON_CORRECT, "r2"), "second"))
+    resumed = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=2).run(resume=first.run_id)
+    assert resumed.run_id == first.run_id and resumed.rounds == 2  # one round before the kill, one after
+    after = {c.id: c for c in store.candidates(first.run_id)}
+    assert after[queued.id].status == "evaluated" and after[queued.id].correct
+    for cid, when in evaluated_before.items():
+        assert after[cid].evaluated == when  # finished evaluations were not repeated
+    assert seen == [queued.source, variant(C.TRITON_CORRECT, "r2")]
+
+
+def test_model_failures_are_recorded_and_the_run_goes_on(tmp_path, evaluator, fake_openai):
+    fake_openai.script({"status": 429, "headers": {"Retry-After": "0"}},
+                       "this is not json at all",
+                       coder_reply(variant(C.TRITON_CORRECT, "after-429"), "after a 429 and a bad reply"),
+                       OPTIMIZE, {"refusal": "I can't help with that"},
+                       OPTIMIZE, coder_reply(variant(C.TRITON_CORRECT, "after-refusal"), "after a refusal"))
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=3)
+    result = opt.run()
+    cands = opt.store.candidates(result.run_id)
+    assert [c.summary for c in cands] == ["after a 429 and a bad reply", "after a refusal"]
+    errors = [c.error for c in opt.store.calls(result.run_id) if c.error]
+    assert len(errors) == 1 and errors[0].startswith("refusal")
+    assert result.status == "done"
+
+
+def test_a_bad_key_ends_the_run_with_a_clear_reason(tmp_path, evaluator, fake_openai):
+    fake_openai.script({"status": 401})
+    result = optimizer(tmp_path, evaluator, fake_openai, rounds=2).run()
+    assert result.status == "failed" and "401" in result.stop_reason and SECRET not in result.stop_reason
+
+
+def test_no_api_key_in_database_logs_or_worker_environment(tmp_path, evaluator, fake_openai, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    env_dump = tmp_path / "worker_env.json"
+    spy = variant(C.TRITON_CORRECT, "spy").replace(
+        "class ModelNew(nn.Module):",
+        f"import os, json\nopen({str(env_dump)!r}, 'w').write(json.dumps(dict(os.environ)))\n"
+        "class ModelNew(nn.Module):")
+    fake_openai.script(coder_reply(spy, f"reads the environment (the key is {SECRET})"))
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=1)
+    result = opt.run()
+    assert fake_openai.chat_requests[0].headers["authorization"] == f"Bearer {SECRET}"  # the key did go to the model
+    assert opt.store.candidates(result.run_id)[0].correct
+    worker_env = json.loads(env_dump.read_text())
+    assert SECRET not in json.dumps(worker_env) and "OPENAI_API_KEY" not in worker_env
+    opt.store.close()
+    stored = b"".join(p.read_bytes() for p in (tmp_path / ".forge").iterdir())
+    assert SECRET.encode() not in stored
+    for log in evaluator.cache_dir.rglob("*.log"):
+        assert SECRET not in log.read_text(errors="replace")
+
+
+def test_forge_optimize_without_a_model_says_how_to_configure_one(tmp_path):
+    task = tmp_path / "softmax_small.py"
+    task.write_text((FIXTURES / "softmax_small.py").read_text())
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "FORGE_MODEL")}
+    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "optimize", str(task), "--device", "cpu",
+                        "--no-offline", "--cache-dir", str(tmp_path / "cache")],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert "No model configured" in r.stderr and re.search(r"OPENAI_API_KEY|FORGE_MODEL|\[tool\.forge\]", r.stderr)
+    assert r.returncode == 1  # nothing to evaluate: no candidate
+    runs = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "runs", "--workspace", str(tmp_path), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    (run,) = json.loads(runs.stdout)
+    assert run["task"] == str(task) and run["status"] == "done" and run["candidates"] == 0
+    assert "no model configured" in run["message"]
