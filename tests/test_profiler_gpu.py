@@ -118,3 +118,23 @@ def test_forge_explain_task_prints_findings_for_the_reference(cache_dir):
                        timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "roofline:" in r.stdout and "peaks of" in r.stdout
+
+
+pytest_plugins = ["fake_openai"]
+
+
+def test_explain_adds_the_judge_narrative_when_a_model_is_configured(tmp_path, cache_dir, fake_openai):
+    import shutil
+
+    for name in ("strided_copy.cu", "run_strided_copy.py"):
+        shutil.copy(FIXTURES / "explain_cu" / name, tmp_path / name)
+    (tmp_path / "forge.toml").write_text(f'model = "judge"\nbase_url = "{fake_openai.base_url}"\n')
+    fake_openai.script(json.dumps({"summary": "Strided loads waste most of each sector.",
+                                   "bottleneck": "uncoalesced global loads", "next_steps": ["swap the index order"]}))
+    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "explain", str(tmp_path / "strided_copy.cu"),
+                        "--kernel", "strided_copy", "--device", "cuda:0", "--json", "--cache-dir", str(cache_dir)],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    out = json.loads(r.stdout)
+    assert out["narrative_note"] == "narrative by judge", out["narrative_note"]
+    assert "uncoalesced global loads" in out["explanations"][0]["narrative"]
+    assert "Uncoalesced" in fake_openai.chat_requests[0].messages[1]["content"]

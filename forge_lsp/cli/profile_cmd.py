@@ -97,6 +97,8 @@ def add_explain_parser(sub) -> None:
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--json", action="store_true")
     p.add_argument("--cache-dir", type=Path)
+    p.add_argument("--no-narrative", action="store_true",
+                   help="skip the LLM narrative even when a model is configured")
     p.set_defaults(func=run_explain, full=False)
 
 
@@ -159,8 +161,9 @@ def run_explain(args: argparse.Namespace) -> int:
                          if result.kernels else (None, ""))
     explanations = [Explanation(kernel=k, peaks=peaks, roofline=place(k, peaks), findings=analyze(k, peaks))
                     for k in result.kernels] if peaks else []
+    narrative_note = _add_narratives(args, explanations)
     if args.json:
-        json.dump({"profile": result.model_dump(mode="json"), "peaks_note": peaks_note,
+        json.dump({"profile": result.model_dump(mode="json"), "peaks_note": peaks_note, "narrative_note": narrative_note,
                    "explanations": [e.model_dump(mode="json") for e in explanations]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0 if explanations else 1
@@ -183,7 +186,37 @@ def run_explain(args: argparse.Namespace) -> int:
             for h in f.lines[:3]:
                 console.print(f"     {h.file}:{h.line}  {h.stall_pct:.0f}% of stalls ({h.dominant_stall})")
             console.print(f"     → {f.suggestion}")
+        if e.narrative:
+            console.print("  [bold]narrative[/]:\n    " + e.narrative.replace("\n", "\n    "), highlight=False)
+    if narrative_note and explanations:
+        console.print(f"[dim]{narrative_note}[/]", highlight=False)
     return 0 if (explanations or result.wall_ms is not None) else 1
+
+
+def _add_narratives(args: argparse.Namespace, explanations: list) -> str:
+    """The Judge's narrative for each explanation when a model is configured; a note saying what happened."""
+    if not explanations or args.no_narrative:
+        return ""
+    from ..agent.config import ConfigError, api_key, load_config
+    from .optimize_cmd import find_workspace
+
+    try:
+        config = load_config(find_workspace(args.target))
+    except ConfigError as exc:
+        return f"no narrative: {exc}"
+    settings = config.judge or config.coder
+    if settings is None:
+        return "no narrative: no model configured (the findings above are rule-based)"
+    from ..agent.narrative import narrate
+    from ..agent.provider import ChatModel
+
+    model = ChatModel(settings, api_key=api_key(settings), prices=config.prices)
+    source = args.target.read_text(errors="replace") if args.target.suffix in (".cu", ".cuh") else (
+        args.candidate.read_text(errors="replace") if args.candidate else args.target.read_text(errors="replace"))
+    note = ""
+    for e in explanations:
+        e.narrative, note = narrate(model, e, source=source[:12000])
+    return note
 
 
 def _point_hot_lines_at(result: ProfileResult, cu_file: Path) -> None:
