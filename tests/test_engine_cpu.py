@@ -114,6 +114,11 @@ def test_triton_correct(cpu_evaluator, softmax_task):
     v = ev_cand(cpu_evaluator, softmax_task, C.TRITON_CORRECT)
     assert v.status is Status.correct, v.reason + v.traceback + v.log_excerpt
     assert v.backend == "triton" and v.timing is not None
+    # the verdict says which inputs it covers: 3 random sets of (16, 100) plus batch_size=7 (softmax_small.py)
+    shapes = {(s.case, tuple(s.shape)) for s in v.inputs}
+    assert shapes == {("random#1", (16, 100)), ("random#2", (16, 100)), ("random#3", (16, 100)),
+                      ("batch_size=7", (7, 100))}
+    assert {s.dtype for s in v.inputs} == {"float32"} and all(s.contiguous for s in v.inputs)
 
 
 def test_triton_incorrect(cpu_evaluator, softmax_task):

@@ -66,6 +66,17 @@ class Timing(BaseModel):
     notes: list[str] = []
 
 
+class InputSpec(BaseModel):
+    """One positional input of one verified input set: a tensor's dtype and shape, or a Python value's type."""
+
+    case: str
+    index: int
+    dtype: str | None = Field(None, description="torch dtype name without 'torch.', for tensors")
+    shape: list[int] | None = None
+    contiguous: bool | None = None
+    python_type: str | None = Field(None, description="type name for non-tensor inputs")
+
+
 class Verdict(BaseModel):
     """The full answer for one (task, candidate, device) evaluation."""
 
@@ -84,6 +95,7 @@ class Verdict(BaseModel):
     backend: str = ""
     task_sha: str = ""
     candidate_sha: str = ""
+    inputs: list[InputSpec] = Field(default_factory=list, description="the input sets the verdict covers")
 
     @property
     def correct(self) -> bool:

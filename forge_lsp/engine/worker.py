@@ -19,7 +19,7 @@ from typing import Any
 
 from . import protocol
 from .protocol import BuildRequest, BuildResult, EvaluateRequest, EvaluateResult, Hello, ShutdownRequest, StageStarted
-from .verdict import Check, Mismatch, Status, Timing, Verdict
+from .verdict import Check, InputSpec, Mismatch, Status, Timing, Verdict
 
 _TB_LIMIT = 8000
 
@@ -356,6 +356,7 @@ class Evaluation:
         try:
             mod = self.load_task()
             cases = self.make_cases(mod)
+            self.input_specs = _input_specs(cases, torch)
             with cached_load_inline():
                 guard = PatchGuard({"task module": mod, "reference class": getattr(mod, self.task.model_class)})
                 self.stage("compile")
@@ -418,8 +419,20 @@ class Evaluation:
             status=status, reason=reason, failed_check=failed, checks=self.checks, mismatch=mismatch,
             checkpoint_compatible=self.compatible, timing=self.timing, stages=self.stages,
             traceback=exc_tb, device=str(self.device), backend=self.cand_src.backend.value,
-            task_sha=self.task.sha, candidate_sha=self.cand_src.sha,
+            task_sha=self.task.sha, candidate_sha=self.cand_src.sha, inputs=getattr(self, "input_specs", []),
         )
+
+
+def _input_specs(cases: list[Any], torch: Any) -> list[InputSpec]:
+    specs = []
+    for case in cases:
+        for i, x in enumerate(case.inputs):
+            if isinstance(x, torch.Tensor):
+                specs.append(InputSpec(case=case.name, index=i, dtype=str(x.dtype).removeprefix("torch."),
+                                       shape=list(x.shape), contiguous=x.is_contiguous()))
+            else:
+                specs.append(InputSpec(case=case.name, index=i, python_type=type(x).__name__))
+    return specs
 
 
 def _build(req: BuildRequest) -> BuildResult:
