@@ -357,6 +357,8 @@ class Evaluation:
             mod = self.load_task()
             cases = self.make_cases(mod)
             self.input_specs = _input_specs(cases, torch)
+            if "torch.compile" in self.cand_src.source or "torch._dynamo" in self.cand_src.source:
+                import torch._dynamo  # noqa: F401 - it rebinds torch.manual_seed on import: not the candidate's doing
             with cached_load_inline():
                 guard = PatchGuard({"task module": mod, "reference class": getattr(mod, self.task.model_class)})
                 self.stage("compile")

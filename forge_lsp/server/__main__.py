@@ -1,12 +1,28 @@
-"""`forge-lsp` entry point."""
+"""`forge-lsp` entry point: stdio by default, `--tcp --host H --port P` for debugging."""
 
+from __future__ import annotations
+
+import logging
+import os
 import sys
 
 
-def main() -> int:
-    print("forge-lsp: the language server is not available in this version yet; "
-          "use the `forge` command line (forge eval ...).", file=sys.stderr)
-    return 2
+def main(argv: list[str] | None = None) -> int:
+    from pygls.cli import start_server
+
+    from .server import create_server
+
+    # stdout is the protocol stream: logs go to stderr (or $FORGE_LSP_LOG)
+    handler = logging.FileHandler(os.environ["FORGE_LSP_LOG"]) if os.environ.get("FORGE_LSP_LOG") else \
+        logging.StreamHandler(sys.stderr)
+    logging.basicConfig(level=os.environ.get("FORGE_LSP_LOG_LEVEL", "INFO"), handlers=[handler],
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server = create_server()
+    try:
+        start_server(server, argv if argv is not None else sys.argv[1:])
+    finally:
+        server.shutdown_jobs()
+    return 0
 
 
 if __name__ == "__main__":

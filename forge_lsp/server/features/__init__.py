@@ -1,0 +1,1 @@
+"""Server features, one module per concern; each has `register(ls)`."""

@@ -1,0 +1,117 @@
+"""Accept, reject and show a proposed candidate. Accept sends one versioned edit and confirms it from the text."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+from typing import Any
+
+from lsprotocol import types as t
+
+from ..server import ForgeServer
+from ..state import Proposal, text_sha
+
+CONFIRM_S = 5.0
+
+
+def _proposal(ls: ForgeServer, uri: str, target: str, candidate_id: str) -> Proposal | None:
+    prop = ls.state.proposals.get((uri, target))
+    return prop if prop is not None and prop.candidate_id == candidate_id else None
+
+
+def _rewrite(ls: ForgeServer, prop: Proposal, text: str):
+    from ...engine.rewrite import RewriteError, VerifiedDomain, rewrite_module
+
+    try:
+        return rewrite_module(text, prop.target, prop.source, VerifiedDomain(**prop.domain), run_id=prop.run_id,
+                              candidate_id=prop.candidate_id, speedup=prop.speedup), None
+    except RewriteError as exc:
+        return None, str(exc)
+
+
+def _decide(ls: ForgeServer, prop: Proposal, decision: str) -> None:
+    with ls.state.lock:
+        ls.state.proposals.pop((prop.uri, prop.target), None)
+        if decision == "rejected":
+            ls.state.rejected.add((prop.uri, prop.target, text_sha(prop.source), prop.doc_sha))
+    if ls.store is not None:
+        ls.store.add_event(prop.run_id, decision, {"candidate": prop.candidate_id, "uri": prop.uri,
+                                                   "target": prop.target})
+    ls.set_diagnostics(prop.uri, f"proposal:{prop.target}", [])
+    ls.refresh_lenses()
+
+
+async def accept(ls: ForgeServer, uri: str, target: str, run_id: str, candidate_id: str) -> dict[str, Any]:
+    prop = _proposal(ls, uri, target, candidate_id)
+    if prop is None:
+        return _refuse(ls, f"no open proposal {candidate_id} for {target}: it was applied, rejected or became stale")
+    text = ls.doc_text(uri)
+    if text is None or text_sha(text) != prop.doc_sha:
+        _decide(ls, prop, "stale")
+        return _refuse(ls, f"{target} changed since run {run_id}, so the candidate was not applied (nothing was "
+                           "changed). Run Optimize again on the current code.")
+    rewrite, error = _rewrite(ls, prop, text)
+    if rewrite is None:
+        return _refuse(ls, f"cannot rewrite {target}: {error}")
+    version = ls.doc_version(uri)
+    rng = t.Range(start=t.Position(line=rewrite.start_line, character=0),
+                  end=t.Position(line=rewrite.end_line, character=0))
+    caps = ls.client_capabilities.workspace
+    annotated = bool(caps and caps.workspace_edit and caps.workspace_edit.change_annotation_support)
+    label = f"forge: {prop.speedup:.2f}× candidate for {target} (run {run_id})"
+    edit_item: t.TextEdit = (t.AnnotatedTextEdit(range=rng, new_text=rewrite.replacement, annotation_id="forge-accept")
+                             if annotated else t.TextEdit(range=rng, new_text=rewrite.replacement))
+    edit = t.WorkspaceEdit(
+        document_changes=[t.TextDocumentEdit(
+            text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=[edit_item])],
+        change_annotations={"forge-accept": t.ChangeAnnotation(label=label, needs_confirmation=False,
+                                                               description=rewrite.summary)} if annotated else None)
+    accepting = ls.__dict__.setdefault("accepting", {})
+    accepting[uri] = rewrite.new_text
+    try:
+        reply = await ls.workspace_apply_edit_async(t.ApplyWorkspaceEditParams(edit=edit, label=label))
+        applied = await _confirm(ls, uri, rewrite.new_text)
+    finally:
+        accepting.pop(uri, None)
+    if not applied:  # the client's `applied` flag is not trusted either way: the text decides
+        why = getattr(reply, "failure_reason", None) or "the document did not change to the rewritten module"
+        return _refuse(ls, f"the editor did not apply forge's edit ({why}); your code is unchanged")
+    _decide(ls, prop, "accepted")
+    ls.clear_file_results(uri, "accepted")
+    return {"applied": True, "uri": uri, "candidate": candidate_id}
+
+
+async def _confirm(ls: ForgeServer, uri: str, expected: str) -> bool:
+    deadline = asyncio.get_running_loop().time() + CONFIRM_S
+    while asyncio.get_running_loop().time() < deadline:
+        if ls.doc_text(uri) == expected:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+def reject(ls: ForgeServer, uri: str, target: str, run_id: str, candidate_id: str) -> dict[str, Any]:
+    prop = _proposal(ls, uri, target, candidate_id)
+    if prop is None:
+        return {"rejected": False, "message": "no such proposal"}
+    _decide(ls, prop, "rejected")
+    return {"rejected": True}
+
+
+def diff(ls: ForgeServer, uri: str, target: str, run_id: str, candidate_id: str) -> dict[str, Any]:
+    prop = _proposal(ls, uri, target, candidate_id)
+    text = ls.doc_text(uri)
+    if prop is None or text is None:
+        return {"error": "no such proposal"}
+    rewrite, error = _rewrite(ls, prop, text)
+    if rewrite is None:
+        return {"error": error}
+    unified = "".join(difflib.unified_diff(text.splitlines(keepends=True), rewrite.new_text.splitlines(keepends=True),
+                                           fromfile="current", tofile=f"forge {candidate_id}"))
+    return {"original": text, "proposed": rewrite.new_text, "diff": unified, "speedup": prop.speedup,
+            "summary": prop.summary, "stale": text_sha(text) != prop.doc_sha}
+
+
+def _refuse(ls: ForgeServer, message: str) -> dict[str, Any]:
+    ls.message(f"forge: {message}", t.MessageType.Warning)
+    return {"applied": False, "message": message}

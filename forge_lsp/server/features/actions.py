@@ -1,0 +1,147 @@
+"""Code lenses, code actions and the `forge.*` commands (optimize, profile, explain, cancel, accept, reject)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lsprotocol import types as t
+
+from ..server import ForgeServer
+from . import accept, jobs
+
+COMMANDS = ("forge.optimize", "forge.profile", "forge.explain", "forge.cancel", "forge.accept", "forge.reject",
+            "forge.showDiff", "forge.insertInputs")
+
+
+def _lens(line: int, title: str, command: str, args: list[Any]) -> t.CodeLens:
+    rng = t.Range(start=t.Position(line=line, character=0), end=t.Position(line=line, character=0))
+    return t.CodeLens(range=rng, command=t.Command(title=title, command=command, arguments=args))
+
+
+def register(ls: ForgeServer) -> None:
+    @ls.feature(t.TEXT_DOCUMENT_CODE_LENS)
+    def code_lens(ls: ForgeServer, params: t.CodeLensParams) -> list[t.CodeLens]:
+        uri = params.text_document.uri
+        entry = _file_entry(ls, uri)
+        if entry is None:
+            return []
+        lenses = []
+        for m in entry.modules:
+            prop = ls.state.proposals.get((uri, m.name))
+            if prop is not None:
+                args = [uri, m.name, prop.run_id, prop.candidate_id]
+                lenses += [_lens(m.line, f"forge: {prop.speedup:.2f}× faster candidate — Show diff", "forge.showDiff", args),
+                           _lens(m.line, "Accept", "forge.accept", args), _lens(m.line, "Reject", "forge.reject", args)]
+            lenses += [_lens(m.line, f"Optimize {m.name}", "forge.optimize", [uri, m.name]),
+                       _lens(m.line, "Profile", "forge.profile", [uri, m.name]),
+                       _lens(m.line, "Explain bottleneck", "forge.explain", [uri, m.name])]
+        for k in entry.kernels:
+            lenses += [_lens(k.line, "Explain NCU bottleneck", "forge.explain", [uri, k.name]),
+                       _lens(k.line, "Profile kernel", "forge.profile", [uri, k.name])]
+        return lenses
+
+    @ls.feature(t.TEXT_DOCUMENT_CODE_ACTION,
+                t.CodeActionOptions(code_action_kinds=[t.CodeActionKind.QuickFix, t.CodeActionKind.Refactor]))
+    def code_action(ls: ForgeServer, params: t.CodeActionParams) -> list[t.CodeAction]:
+        uri = params.text_document.uri
+        entry = _file_entry(ls, uri)
+        if entry is None:
+            return []
+        line = params.range.start.line
+        actions: list[t.CodeAction] = []
+        module = next((m for m in entry.modules if m.line <= line <= m.end_line), None)
+        if module is not None:
+            name = module.name
+            prop = ls.state.proposals.get((uri, name))
+            if prop is not None:
+                args = [uri, name, prop.run_id, prop.candidate_id]
+                actions += [_action(f"Accept forge's {prop.speedup:.2f}× candidate for {name}", "forge.accept", args),
+                            _action("Reject forge's candidate", "forge.reject", args),
+                            _action("Show forge's candidate diff", "forge.showDiff", args)]
+            if module.inputs is None:
+                fix = _inputs_fix(ls, uri, name)
+                if fix is not None:
+                    actions.append(fix)
+            actions += [_action(f"Optimize `{name}`", "forge.optimize", [uri, name]),
+                        _action(f"Profile `{name}`", "forge.profile", [uri, name]),
+                        _action(f"Explain bottleneck of `{name}`", "forge.explain", [uri, name])]
+        kernel = next((k for k in entry.kernels if k.line == line), None) if module is None else None
+        if kernel is not None:
+            actions += [_action("Explain NCU bottleneck", "forge.explain", [uri, kernel.name]),
+                        _action(f"Profile kernel `{kernel.name}`", "forge.profile", [uri, kernel.name])]
+        return actions
+
+    @ls.command("forge.optimize")
+    def optimize(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return jobs.start(ls, "optimize", *_args(args, 2))
+
+    @ls.command("forge.profile")
+    def profile(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return jobs.start(ls, "profile", *_args(args, 2))
+
+    @ls.command("forge.explain")
+    def explain(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return jobs.start(ls, "explain", *_args(args, 2))
+
+    @ls.command("forge.cancel")
+    def cancel(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return {"cancelled": ls.cancel_job(args[0] if args else None)}
+
+    @ls.command("forge.accept")
+    async def accept_(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return await accept.accept(ls, *_args(args, 4))
+
+    @ls.command("forge.reject")
+    def reject_(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return accept.reject(ls, *_args(args, 4))
+
+    @ls.command("forge.showDiff")
+    def show_diff(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return accept.diff(ls, *_args(args, 4))
+
+    @ls.command("forge.insertInputs")
+    async def insert_inputs(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        uri, name = _args(args, 2)
+        fix = _inputs_fix(ls, uri, name)
+        if fix is None or fix.edit is None:
+            return {"applied": False, "message": "nothing to insert"}
+        result = await ls.workspace_apply_edit_async(t.ApplyWorkspaceEditParams(edit=fix.edit, label=fix.title))
+        return {"applied": bool(result.applied)}
+
+
+def _args(args: tuple[Any, ...], n: int) -> list[Any]:
+    values = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
+    if len(values) < n:
+        raise ValueError(f"expected {n} arguments, got {len(values)}")
+    return values[:n]
+
+
+def _action(title: str, command: str, args: list[Any]) -> t.CodeAction:
+    return t.CodeAction(title=title, kind=t.CodeActionKind.Refactor,
+                        command=t.Command(title=title, command=command, arguments=args))
+
+
+def _file_entry(ls: ForgeServer, uri: str):
+    if ls.index is None:
+        return None
+    path = ls.path_of(uri)
+    return ls.index.get(path) if path else None
+
+
+def _inputs_fix(ls: ForgeServer, uri: str, name: str) -> t.CodeAction | None:
+    from ...workspace.skeleton import inputs_skeleton
+
+    text = ls.doc_text(uri)
+    if text is None:
+        return None
+    try:
+        line, snippet = inputs_skeleton(text, name)
+    except Exception:  # noqa: BLE001 - no skeleton for this module: no quick fix
+        return None
+    if not snippet:  # the file already has both functions
+        return None
+    pos = t.Position(line=line, character=0)
+    edit = t.TextDocumentEdit(text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=ls.doc_version(uri)),
+                              edits=[t.TextEdit(range=t.Range(start=pos, end=pos), new_text=snippet)])
+    return t.CodeAction(title=f"Add get_inputs()/get_init_inputs() for {name}", kind=t.CodeActionKind.QuickFix,
+                        edit=t.WorkspaceEdit(document_changes=[edit]))

@@ -1,0 +1,65 @@
+"""Hover on a module or kernel: last measured numbers, with the run and their age; stale ones marked."""
+
+from __future__ import annotations
+
+import time
+
+from lsprotocol import types as t
+
+from ..server import ForgeServer
+from ..state import Result, text_sha
+
+
+def register(ls: ForgeServer) -> None:
+    @ls.feature(t.TEXT_DOCUMENT_HOVER)
+    def hover(ls: ForgeServer, params: t.HoverParams) -> t.Hover | None:
+        uri, line = params.text_document.uri, params.position.line
+        if ls.index is None:
+            return None
+        path = ls.path_of(uri)
+        entry = ls.index.get(path) if path else None
+        if entry is None:
+            return None
+        target = next((m.name for m in entry.modules if m.line == line), None) or \
+            next((k.name for k in entry.kernels if k.line == line), None)
+        if target is None:
+            return None
+        results = ls.state.result_for(uri, target)
+        if not results:
+            return None
+        text = ls.doc_text(uri) or ""
+        return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown,
+                                                value=render(target, results, text_sha(text))))
+
+
+def render(target: str, results: list[Result], current_sha: str) -> str:
+    lines = [f"**forge: {target}**"]
+    for r in sorted(results, key=lambda r: -r.when):
+        age = _age(time.time() - r.when)
+        stale = r.doc_sha != current_sha
+        head = f"*{r.kind}*, {age} ago" + (f", run `{r.run_id}`" if r.run_id else "")
+        if stale:
+            head += " — **stale: the code changed since these numbers were measured**"
+        lines.append("")
+        lines.append(head)
+        if r.latency_ms is not None:
+            lines.append(f"- latency: {r.latency_ms * 1000:.1f} µs")
+        if r.speedup is not None:
+            lines.append(f"- best verified candidate: {r.speedup:.2f}× the reference")
+        if r.roofline_pct is not None:
+            lines.append(f"- roofline: {r.roofline_pct:.0f}% of the roof ({r.bound}-bound)")
+        for f in r.findings[:3]:
+            lines.append(f"- {f['title']}")
+        if r.stalls:
+            lines.append(f"- stall reasons: {', '.join(r.stalls)}")
+        if r.note and r.speedup is None and r.latency_ms is None:
+            lines.append(f"- {r.note}")
+    return "\n".join(lines)
+
+
+def _age(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

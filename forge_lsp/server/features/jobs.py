@@ -1,0 +1,245 @@
+"""Background jobs: optimize a module, profile or explain a module or kernel; `forge/runs` lists them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as t
+
+from ..server import SOURCE, ForgeServer
+from ..state import Job, Proposal, Result, text_sha
+
+
+class JobError(Exception):
+    pass
+
+
+def register(ls: ForgeServer) -> None:
+    @ls.feature("forge/runs")
+    def runs(ls: ForgeServer, params: Any = None) -> dict[str, Any]:
+        with ls.state.lock:
+            return {"runs": [j.as_dict() for j in ls.state.jobs.values()]}
+
+
+def start(ls: ForgeServer, kind: str, uri: str, target: str) -> dict[str, Any]:
+    try:
+        work, title = _plan(ls, kind, uri, target)
+    except JobError as exc:
+        ls.message(f"forge: {exc}", t.MessageType.Warning)
+        return {"error": str(exc)}
+    running = [j for j in ls.state.jobs.values() if j.status in ("queued", "running")]
+    if len(running) >= ls.settings.workers:
+        msg = f"{len(running)} forge runs are already going (forge.workers = {ls.settings.workers}); cancel one first"
+        ls.message(f"forge: {msg}", t.MessageType.Warning)
+        return {"error": msg}
+    job = ls.start_job(kind, uri, target, title, work)
+    return {"job": job.id}
+
+
+def _plan(ls: ForgeServer, kind: str, uri: str, target: str):
+    text = ls.doc_text(uri)
+    path = ls.path_of(uri)
+    if text is None or path is None:
+        raise JobError(f"cannot read {uri}")
+    entry = ls.index.update(path, text, ls.doc_version(uri)) if ls.index is not None else None
+    module = next((m for m in entry.modules if m.name == target), None) if entry else None
+    kernel = next((k for k in entry.kernels if k.name == target), None) if entry else None
+    if module is None and kernel is None:
+        raise JobError(f"no nn.Module or __global__ kernel named {target!r} in {Path(path).name}")
+    doc_sha, version = text_sha(text), ls.doc_version(uri)
+    if kernel is not None:
+        return (lambda job: _kernel_job(ls, job, Path(path), kernel, doc_sha)), f"forge: {kind} kernel {target}"
+    if module.inputs is None:
+        raise JobError(f"{target} has no example inputs: add get_inputs()/get_init_inputs() (quick fix available) "
+                       "or a [tool.forge.modules] entry in pyproject.toml")
+    if module.inputs.kind == "kernelbench":
+        task_file, model_class = ls.snapshot(uri, text), module.name
+    else:  # a [tool.forge.modules] entry names the task file and its class
+        task_file, model_class = Path(module.inputs.task_file), module.inputs.model_class or "Model"
+    if kind == "optimize":
+        return (lambda job: _optimize(ls, job, task_file, module, model_class, doc_sha, version)), \
+            f"forge: optimize {target}"
+    return (lambda job: _module_profile(ls, job, kind, task_file, module, model_class, doc_sha)), f"forge: {kind} {target}"
+
+
+# ----------------------------------------------------------------------------------- optimize
+def _optimize(ls: ForgeServer, job: Job, task_file: Path, module: Any, model_class: str, doc_sha: str,
+              version: int | None) -> None:
+    from ...agent.config import api_key, load_config
+    from ...agent.events import EventBus
+    from ...agent.optimize import Optimizer, OptimizeOptions
+    from ...agent.profiling import make_profile_fn
+    from ...agent.roles import Prompts
+    from ...engine import Evaluator, load_task
+
+    s = ls.settings
+    config = load_config(ls.root or task_file.parent, s.agent_overrides())
+    coder = judge = None
+    if config.coder is not None:
+        from ...agent.provider import ChatModel
+
+        coder = ChatModel(config.coder, api_key=api_key(config.coder), prices=config.prices)
+        judge = ChatModel(config.judge, api_key=api_key(config.judge), prices=config.prices) if config.judge else coder
+    else:
+        ls.message("forge: no model configured, so only the offline candidates (torch.compile and built-in "
+                   "Triton kernels) are tried. Set forge.model (and forge.baseUrl) and the API key.", once=True)
+    task = load_task(task_file, model_class=model_class)
+    evaluator = Evaluator(s.device, cache_dir=None)
+    bus = EventBus(ls.store)
+    options = OptimizeOptions(search=config.search, rounds=config.rounds, concurrency=config.concurrency,
+                              budget_usd=config.budget_usd, wall_s=config.wall_s, roofline_stop=config.roofline_stop,
+                              offline=s.offline)
+
+    def offline(task_):
+        from ...agent.offline import offline_candidates
+
+        return offline_candidates(task_, device=evaluator.device)
+
+    optimizer = Optimizer(task, store=ls.store, evaluator=evaluator, options=options, coder=coder, judge=judge, bus=bus,
+                          offline=offline if s.offline else None,
+                          profile=make_profile_fn(evaluator.device) if s.profile else None,
+                          config_record=config.redacted(), prompts=Prompts(ls.root))
+    job.cancel = optimizer.cancel
+    state = {"best": None, "round": 0}
+
+    def on_event(ev) -> None:
+        d = ev.data
+        if ev.kind == "run_started":
+            job.run_id = ev.run_id
+        elif ev.kind == "round":
+            state["round"] = d.get("round", 0)
+        elif ev.kind == "new_best":
+            state["best"] = d.get("speedup")
+        phase = {"candidate_queued": "writing candidates", "candidate_stage": f"{d.get('stage', '')}",
+                 "candidate_compiled": "verifying", "candidate_timed": "timing", "profiled": "profiling",
+                 "model_call": f"{d.get('role', 'model')} replied", "round": "round start"}.get(ev.kind)
+        if phase is None:
+            return
+        best = f" · best {state['best']:.2f}×" if state["best"] else ""
+        ls.progress(job, f"round {state['round']}/{options.rounds}{best} · {phase}",
+                    int(100 * state["round"] / max(options.rounds, 1)))
+
+    bus.subscribe(on_event)
+    ls.progress_begin(job)
+    try:
+        result = optimizer.run()
+    finally:
+        evaluator.close()
+    job.run_id = result.run_id
+    if job.status == "cancelled" or result.status == "cancelled":
+        job.status, job.message = "cancelled", "cancelled"
+        return
+    job.message = result.stop_reason
+    best = result.best
+    ls.record_result(Result(uri=job.uri, target=module.name, kind="optimize", doc_sha=doc_sha, when=time.time(),
+                            run_id=result.run_id, speedup=result.best_speedup,
+                            latency_ms=_candidate_ms(best), note=result.stop_reason))
+    if best is not None and (result.best_speedup or 0) > 1.0 and (best.verdict or {}).get("checkpoint_compatible"):
+        ls.offer(Proposal(uri=job.uri, target=module.name, run_id=result.run_id, candidate_id=best.id,
+                          speedup=result.best_speedup, summary=best.summary, doc_sha=doc_sha, version=version,
+                          source=best.source, domain=domain_of(best.verdict), line=module.line))
+        job.message = f"{result.best_speedup:.2f}× faster candidate found"
+    elif result.status == "failed":
+        job.status = "failed"
+        ls.message(f"forge: optimizing {module.name} failed: {result.stop_reason}", t.MessageType.Error)
+    else:
+        job.message = f"no verified candidate faster than the reference ({result.stop_reason})"
+
+
+def _candidate_ms(rec: Any) -> float | None:
+    timing = (rec.verdict or {}).get("timing") if rec is not None else None
+    return timing["candidate"]["median_ms"] if timing else None
+
+
+def domain_of(verdict: dict[str, Any]) -> dict[str, Any]:
+    """What the candidate was verified on: device type, input dtypes, ranks per input, contiguity."""
+    specs = verdict.get("inputs") or []
+    device = str(verdict.get("device", "cpu")).split(":")[0]
+    first_case = specs[0]["case"] if specs else None
+    ranks = [len(s["shape"]) for s in specs if s["case"] == first_case and s.get("shape") is not None]
+    return {"device_types": [device], "dtypes": sorted({s["dtype"] for s in specs if s.get("dtype")}),
+            "ranks": ranks, "contiguous": all(s.get("contiguous", True) for s in specs if s.get("dtype"))}
+
+
+# ---------------------------------------------------------------------------- profile / explain
+def _module_profile(ls: ForgeServer, job: Job, kind: str, task_file: Path, module: Any, model_class: str,
+                    doc_sha: str) -> None:
+    from ...engine import load_task, resolve_device
+    from ...profiler.ncu import profile
+
+    ls.progress_begin(job)
+    ls.progress(job, "profiling under Nsight Compute", 10)
+    task = load_task(task_file, model_class=model_class)
+    result = profile(task, None, device=resolve_device(ls.settings.device))
+    _record_profile(ls, job, kind, module.name, module.line, result, doc_sha, None)
+
+
+def _kernel_job(ls: ForgeServer, job: Job, cu: Path, kernel: Any, doc_sha: str) -> None:
+    import re
+
+    from ...engine import resolve_device
+    from ...engine.cuda_source import python_files_loading
+    from ...profiler.ncu import profile_script
+
+    loaders = python_files_loading(cu)
+    if not loaders:
+        raise JobError(f"no Python file near {cu.name} loads it: forge needs a script that launches {kernel.name}")
+    ls.progress_begin(job)
+    ls.progress(job, f"profiling {kernel.name} as launched by {loaders[0].name}", 10)
+    result = profile_script(loaders[0], rf"\b{re.escape(kernel.name)}\b", device=resolve_device(ls.settings.device))
+    for k in result.kernels:
+        for h in k.hot_lines:
+            if Path(h.file).name == cu.name:
+                h.file = str(cu)
+    _record_profile(ls, job, job.kind, kernel.name, kernel.line, result, doc_sha, cu)
+
+
+def _record_profile(ls: ForgeServer, job: Job, kind: str, target: str, line: int, result: Any, doc_sha: str,
+                    source_file: Path | None) -> None:
+    from ...profiler.analyze import analyze
+    from ...profiler.ncu import device_peaks
+    from ...profiler.roofline import place
+
+    res = Result(uri=job.uri, target=target, kind=kind, doc_sha=doc_sha, when=time.time(), note=result.reason)
+    if not result.kernels:
+        res.latency_ms = result.wall_ms
+        job.message = result.reason or "no kernels profiled"
+        ls.record_result(res)
+        ls.message(f"forge: {target}: {job.message}", t.MessageType.Warning)
+        return
+    kernel = max(result.kernels, key=lambda k: k.duration_ns)
+    res.latency_ms = sum(k.duration_ns for k in result.kernels) / 1e6
+    peaks, _ = device_peaks(resolve(ls), result.device_name)
+    findings = analyze(kernel, peaks) if peaks else []
+    roof = place(kernel, peaks) if peaks else None
+    if roof is not None:
+        res.roofline_pct, res.bound = roof.pct_of_roof, roof.bound
+    res.findings = [{"title": f.title, "rule": f.rule, "suggestion": f.suggestion} for f in findings[:3]]
+    res.stalls = sorted({h.dominant_stall for h in kernel.hot_lines if h.dominant_stall})[:4]
+    ls.record_result(res)
+    job.message = findings[0].title if findings else "profiled"
+    if kind == "explain":
+        diags = []
+        for f in findings[:5]:
+            for h in f.lines[:3]:
+                if source_file is None or Path(h.file) != source_file:
+                    continue
+                diags.append(t.Diagnostic(
+                    range=t.Range(start=t.Position(line=max(h.line - 1, 0), character=0),
+                                  end=t.Position(line=max(h.line - 1, 0), character=400)),
+                    message=f"{f.title} ({h.stall_pct:.0f}% of stalls here, {h.dominant_stall}) — {f.suggestion}",
+                    severity=t.DiagnosticSeverity.Information, source=SOURCE, code=f.rule))
+        if findings:
+            diags.append(t.Diagnostic(
+                range=t.Range(start=t.Position(line=line, character=0), end=t.Position(line=line, character=400)),
+                message="forge: " + "; ".join(f.title for f in findings[:3]),
+                severity=t.DiagnosticSeverity.Hint, source=SOURCE, code="explanation"))
+        ls.set_diagnostics(job.uri, f"explain:{target}", diags)
+
+
+def resolve(ls: ForgeServer) -> str:
+    from ...engine import resolve_device
+
+    return resolve_device(ls.settings.device)

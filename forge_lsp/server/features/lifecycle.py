@@ -1,0 +1,114 @@
+"""Initialize (settings, workspace root, index, run store, file watcher) and exit (kill every worker)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from lsprotocol import types as t
+
+from ..server import ForgeServer
+from ..settings import parse_settings
+
+log = logging.getLogger("forge_lsp.server")
+
+
+def register(ls: ForgeServer) -> None:
+    @ls.feature(t.INITIALIZE)
+    def initialize(ls: ForgeServer, params: t.InitializeParams) -> None:
+        ls.loop = asyncio.get_running_loop()
+        folder = (params.workspace_folders or [None])[0]
+        root = ls.path_of(folder.uri) if folder else (ls.path_of(params.root_uri) if params.root_uri else None)
+        ls.root = Path(root) if root else None
+        ls.settings, problems = parse_settings(params.initialization_options)
+        for p in problems:
+            ls.message(f"forge: {p}", t.MessageType.Warning, once=True)
+
+    @ls.feature(t.INITIALIZED)
+    async def initialized(ls: ForgeServer, params: t.InitializedParams) -> None:
+        from ...agent.store import RunStore
+        from ...workspace.index import WorkspaceIndex
+
+        if ls.root is not None:
+            ls.index = WorkspaceIndex(ls.root)
+            await asyncio.get_running_loop().run_in_executor(None, ls.index.scan)
+            try:
+                ls.store = RunStore.for_workspace(ls.root)
+            except Exception as exc:  # noqa: BLE001 - a read-only workspace still gets editor features
+                ls.message(f"forge: cannot open the run store in {ls.root / '.forge'}: {exc}", t.MessageType.Warning)
+            _watch(ls)
+        await _pull_configuration(ls)
+        caps = ls.client_capabilities.workspace
+        if caps and caps.did_change_watched_files and caps.did_change_watched_files.dynamic_registration:
+            await ls.client_register_capability_async(t.RegistrationParams(registrations=[t.Registration(
+                id="forge-watch", method=t.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=t.DidChangeWatchedFilesRegistrationOptions(watchers=[
+                    t.FileSystemWatcher(glob_pattern="**/*.{py,cu,cuh}")]))]))
+
+    @ls.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: ForgeServer, params: t.DidChangeConfigurationParams) -> None:
+        if params.settings:
+            ls.settings, problems = parse_settings(params.settings, ls.settings)
+            for p in problems:
+                ls.message(f"forge: {p}", t.MessageType.Warning, once=True)
+        else:
+            await _pull_configuration(ls)
+
+    @ls.feature(t.SHUTDOWN)
+    def shutdown(ls: ForgeServer, params: None) -> None:
+        ls.shutdown_jobs()
+
+    @ls.feature(t.EXIT)
+    def exit_(ls: ForgeServer, params: None) -> None:
+        ls.shutdown_jobs()
+
+
+async def _pull_configuration(ls: ForgeServer) -> None:
+    caps = ls.client_capabilities.workspace
+    if not (caps and caps.configuration):
+        return
+    try:
+        (section,) = await asyncio.wait_for(ls.workspace_configuration_async(
+            t.ConfigurationParams(items=[t.ConfigurationItem(section="forge")])), 5.0)
+    except Exception as exc:  # noqa: BLE001 - a client that cannot answer keeps the current settings
+        log.info("workspace/configuration failed: %s", exc)
+        return
+    if section is not None:
+        ls.settings, problems = parse_settings(section, ls.settings)
+        for p in problems:
+            ls.message(f"forge: {p}", t.MessageType.Warning, once=True)
+
+
+def _watch(ls: ForgeServer) -> None:
+    """Changes made outside the editor: reindex and mark that file's results stale (watchdog)."""
+    try:
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+    except ImportError:
+        return
+    from ..server import uri_of
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event) -> None:
+            path = str(getattr(event, "dest_path", "") or event.src_path)
+            if event.is_directory or not path.endswith((".py", ".cu", ".cuh")) or "/.forge/" in path:
+                return
+            if event.event_type not in ("modified", "created", "moved", "deleted"):
+                return
+            uri = uri_of(path)
+            if uri in ls.workspace.text_documents:
+                return  # the editor owns open files; its didChange says when they change
+            ls.call_soon(lambda: file_changed_outside(ls, uri, path))
+
+    observer = Observer()
+    observer.schedule(Handler(), str(ls.root), recursive=True)
+    observer.daemon = True
+    observer.start()
+    ls._observer = observer
+
+
+def file_changed_outside(ls: ForgeServer, uri: str, path: str) -> None:
+    if ls.index is not None:
+        ls.index.refresh(path)
+    ls.clear_file_results(uri, "changed outside the editor")

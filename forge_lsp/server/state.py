@@ -1,0 +1,86 @@
+"""What the server knows between requests: jobs, results, proposals, diagnostics. Plain data."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def text_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
+
+
+@dataclass
+class Job:
+    id: str
+    kind: str  # optimize | profile | explain
+    uri: str
+    target: str  # class or kernel name
+    title: str
+    token: str | None = None
+    status: str = "queued"  # queued | running | done | failed | cancelled
+    message: str = ""
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    run_id: str | None = None
+    percentage: int = 0
+    cancel: Any = None  # callable that stops the job and its workers
+    ended: bool = False  # the client got the progress end
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "uri": self.uri, "target": self.target, "title": self.title,
+                "status": self.status, "message": self.message, "started": self.started, "finished": self.finished,
+                "runId": self.run_id, "percentage": self.percentage}
+
+
+@dataclass
+class Result:
+    """The latest measured numbers for a module or kernel, with the content they were measured on."""
+
+    uri: str
+    target: str
+    kind: str
+    doc_sha: str
+    when: float
+    run_id: str | None = None
+    latency_ms: float | None = None
+    speedup: float | None = None
+    roofline_pct: float | None = None
+    bound: str | None = None
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    stalls: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class Proposal:
+    """A verified faster candidate offered for a module."""
+
+    uri: str
+    target: str
+    run_id: str
+    candidate_id: str
+    speedup: float
+    summary: str
+    doc_sha: str
+    version: int | None
+    source: str
+    domain: dict[str, Any]
+    line: int
+
+
+class ServerState:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.jobs: dict[str, Job] = {}
+        self.results: dict[tuple[str, str, str], Result] = {}
+        self.proposals: dict[tuple[str, str], Proposal] = {}
+        self.rejected: set[tuple[str, str, str, str]] = set()  # (uri, target, candidate source sha, doc sha)
+        self.diagnostics: dict[str, dict[str, list[Any]]] = {}  # uri -> producer -> diagnostics
+
+    def result_for(self, uri: str, target: str) -> list[Result]:
+        with self.lock:
+            return [r for (u, t, _), r in self.results.items() if u == uri and t == target]

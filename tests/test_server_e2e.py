@@ -1,0 +1,254 @@
+"""The language server end to end: a real LSP client over stdio (pytest-lsp), the real server in a
+subprocess, a scripted chat-completions server on 127.0.0.1, and CPU candidates evaluated by real
+worker processes (Triton under its interpreter)."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as t
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from conftest import FIXTURES
+
+pytest_plugins = ["fake_openai"]
+
+CACHE = tempfile.mkdtemp(prefix="forge-lsp-e2e-cache-")
+TASK = (FIXTURES / "slow_softmax.py").read_text()
+# vectorized: faster than the row-at-a-time reference on the CPU, so the run ends with a proposal
+FAST = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+
+def coder(source: str, summary: str) -> str:
+    return json.dumps({"summary": summary, "source": source})
+
+
+def apply_text_edits(text: str, edits: list[t.TextEdit]) -> str:
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def offset(pos: t.Position) -> int:
+        return offsets[min(pos.line, len(lines))] + pos.character
+
+    for e in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        text = text[:offset(e.range.start)] + e.new_text + text[offset(e.range.end):]
+    return text
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(
+    server_command=[sys.executable, "-m", "forge_lsp.server"],
+    # one intra-op thread: a loaded 2-core CI box wakes a thread pool slowly, which would swamp µs timings
+    server_env={"FORGE_CACHE_DIR": CACHE, "PATH": "/usr/local/bin:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+                "FORGE_LSP_LOG": str(Path(CACHE) / "server.log")}))
+async def client(lsp_client: LanguageClient, tmp_path: Path, fake_openai):
+    (tmp_path / "softmax_mod.py").write_text(TASK)
+    lsp_client.docs = {}
+
+    @lsp_client.feature(t.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: t.ApplyWorkspaceEditParams) -> t.ApplyWorkspaceEditResult:
+        for change in params.edit.document_changes or []:
+            uri = change.text_document.uri
+            doc = lsp_client.docs[uri]
+            if change.text_document.version != doc["version"]:
+                return t.ApplyWorkspaceEditResult(applied=False, failure_reason="stale version")
+            doc["text"] = apply_text_edits(doc["text"], change.edits)
+            doc["version"] += 1
+            Path(uri.removeprefix("file://")).write_text(doc["text"])  # the editor saves
+            lsp_client.text_document_did_change(t.DidChangeTextDocumentParams(
+                text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=doc["version"]),
+                content_changes=[t.TextDocumentContentChangeWholeDocument(text=doc["text"])]))
+        return t.ApplyWorkspaceEditResult(applied=True)
+
+    @lsp_client.feature(t.CLIENT_REGISTER_CAPABILITY)
+    def register_capability(params: t.RegistrationParams) -> None:
+        return None
+
+    @lsp_client.feature(t.WORKSPACE_CODE_LENS_REFRESH)
+    def lens_refresh(params: None) -> None:
+        return None
+
+    await lsp_client.initialize_session(t.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"),
+        root_uri=tmp_path.as_uri(), workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
+        initialization_options={"forge": {"model": "scripted", "baseUrl": fake_openai.base_url, "device": "cpu",
+                                          "search": "linear", "rounds": 1, "offline": False, "profile": False}}))
+    yield
+    await lsp_client.shutdown_session()
+
+
+def open_doc(client: LanguageClient, path: Path) -> str:
+    uri = path.as_uri()
+    text = path.read_text()
+    client.docs[uri] = {"text": text, "version": 1}
+    client.text_document_did_open(t.DidOpenTextDocumentParams(
+        text_document=t.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    return uri
+
+
+def edit_doc(client: LanguageClient, uri: str, text: str) -> None:
+    doc = client.docs[uri]
+    doc["text"], doc["version"] = text, doc["version"] + 1
+    client.text_document_did_change(t.DidChangeTextDocumentParams(
+        text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=doc["version"]),
+        content_changes=[t.TextDocumentContentChangeWholeDocument(text=text)]))
+
+
+async def until(predicate, timeout: float = 120.0, what: str = "condition"):
+    async with asyncio.timeout(timeout):
+        while True:
+            value = predicate()
+            if value:
+                return value
+            await asyncio.sleep(0.1)
+
+
+def model_line(text: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines()) if line.startswith("class Model"))
+
+
+async def optimize(client: LanguageClient, uri: str, fake, source: str, summary: str) -> dict:
+    fake.script(coder(source, summary))
+    line = model_line(client.docs[uri]["text"])
+    actions = await client.text_document_code_action_async(t.CodeActionParams(
+        text_document=t.TextDocumentIdentifier(uri=uri),
+        range=t.Range(start=t.Position(line=line, character=0), end=t.Position(line=line, character=0)),
+        context=t.CodeActionContext(diagnostics=[])))
+    titles = [a.title for a in actions]
+    assert "Optimize `Model`" in titles, titles
+    opt = next(a for a in actions if a.title == "Optimize `Model`")
+    # lsprotocol structures a CodeAction that carries a command as a Command: read the raw fields
+    # (the nested command object arrives as its Python repr string)
+    inner = opt.command
+    if isinstance(inner, str) and inner.startswith("{"):
+        inner = ast.literal_eval(inner)
+    name, arguments = (inner["command"], inner["arguments"]) if isinstance(inner, dict) else (inner.command, inner.arguments)
+    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(command=name, arguments=arguments))
+    assert "job" in started, started
+    return started
+
+
+def proposal_diag(client: LanguageClient, uri: str):
+    return next((d for d in client.diagnostics.get(uri, []) if d.code == "faster-candidate"), None)
+
+
+@pytest.mark.asyncio
+async def test_optimize_progress_diagnostic_lens_accept(client: LanguageClient, tmp_path, fake_openai):
+    uri = open_doc(client, tmp_path / "softmax_mod.py")
+    original = client.docs[uri]["text"]
+    started = await optimize(client, uri, fake_openai, FAST + "\n# e2e accept\n", "Triton row softmax")
+    diag = await until(lambda: proposal_diag(client, uri), what="proposal diagnostic")
+    assert "faster candidate" in diag.message and diag.source == "forge"
+    token = f"forge/{started['job']}"
+    kinds = [r.kind for r in client.progress_reports[token]]
+    assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
+    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    accept = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.accept")
+    hover = await client.text_document_hover_async(t.HoverParams(
+        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line(original), character=6)))
+    assert "best verified candidate" in hover.contents.value and "stale" not in hover.contents.value
+    result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.accept", arguments=accept.arguments))
+    assert result["applied"] is True, result
+    new_text = client.docs[uri]["text"]
+    assert new_text != original and (tmp_path / "softmax_mod.py").read_text() == new_text
+    # the rewritten module imports and matches the reference (in a fresh process, under the Triton interpreter)
+    check = (f"import sys, torch; sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(FIXTURES)!r})\n"
+             "import softmax_mod as m, slow_softmax as ref\n"
+             "x = ref.get_inputs()[0]\n"
+             "print(torch.allclose(m.Model()(x), ref.Model()(x), atol=1e-5))")
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120,
+                         env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip() == "True", out.stderr[-2000:]
+    await until(lambda: proposal_diag(client, uri) is None, 10, "proposal cleared")
+
+
+@pytest.mark.asyncio
+async def test_reject_removes_the_proposal_and_does_not_offer_it_again(client: LanguageClient, tmp_path, fake_openai):
+    uri = open_doc(client, tmp_path / "softmax_mod.py")
+    source = FAST + "\n# e2e reject\n"
+    await optimize(client, uri, fake_openai, source, "rejected one")
+    await until(lambda: proposal_diag(client, uri))
+    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    reject = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.reject")
+    assert (await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.reject", arguments=reject.arguments)))["rejected"] is True
+    await until(lambda: proposal_diag(client, uri) is None, 10)
+    # the same candidate for the same source version is not offered again
+    started = await optimize(client, uri, fake_openai, source, "rejected one")
+    await until(lambda: any(r.kind == "end" for r in client.progress_reports.get(f"forge/{started['job']}", [])))
+    assert proposal_diag(client, uri) is None
+    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    assert not any(lens.command and lens.command.command == "forge.accept" for lens in lenses)
+
+
+@pytest.mark.asyncio
+async def test_stale_accept_is_refused_and_nothing_is_lost(client: LanguageClient, tmp_path, fake_openai):
+    uri = open_doc(client, tmp_path / "softmax_mod.py")
+    await optimize(client, uri, fake_openai, FAST + "\n# e2e stale\n", "stale one")
+    await until(lambda: proposal_diag(client, uri))
+    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    accept = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.accept")
+    edited = client.docs[uri]["text"].replace("return torch.softmax(x, dim=1)", "return torch.softmax(x, dim=-1)")
+    edit_doc(client, uri, edited)
+    result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.accept", arguments=accept.arguments))
+    assert result["applied"] is False and ("changed" in result["message"] or "stale" in result["message"])
+    assert client.docs[uri]["text"] == edited  # the user's edit is intact
+    await until(lambda: proposal_diag(client, uri) is None, 10)
+
+
+@pytest.mark.asyncio
+async def test_cancel_mid_run_stops_the_job(client: LanguageClient, tmp_path, fake_openai):
+    uri = open_doc(client, tmp_path / "softmax_mod.py")
+    fake_openai.script({"delay": 30.0, "content": coder(FAST, "slow")})
+    line = model_line(client.docs[uri]["text"])
+    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.optimize", arguments=[uri, "Model"]))
+    token = f"forge/{started['job']}"
+    await until(lambda: client.progress_reports.get(token))
+    client.window_work_done_progress_cancel(t.WorkDoneProgressCancelParams(token=token))
+    await until(lambda: any(r.kind == "end" for r in client.progress_reports[token]), 20)
+    runs = await client.protocol.send_request_async("forge/runs", None)
+    jobs = [j._asdict() if hasattr(j, "_asdict") else j for j in (runs.runs if hasattr(runs, "runs") else runs["runs"])]
+    job = next(j for j in jobs if j["id"] == started["job"])
+    assert job["status"] == "cancelled" and job["kind"] == "optimize"
+    assert line >= 0
+
+
+@pytest.mark.asyncio
+async def test_change_outside_the_editor_marks_results_stale(client: LanguageClient, tmp_path, fake_openai):
+    other = tmp_path / "softmax_closed.py"
+    other.write_text(TASK)
+    uri = other.as_uri()
+    fake_openai.script(coder(FAST + "\n# e2e outside\n", "outside"))
+    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.optimize", arguments=[uri, "Model"]))
+    assert "job" in started, started
+    await until(lambda: proposal_diag(client, uri))
+    line = model_line(TASK)
+    before = await client.text_document_hover_async(t.HoverParams(
+        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=6)))
+    assert "stale" not in before.contents.value
+    other.write_text(TASK.replace("dim = 32", "dim = 48"))  # not open in the editor: the watcher sees it
+    await until(lambda: proposal_diag(client, uri) is None, 20, "proposal cleared after the outside change")
+    after = await client.text_document_hover_async(t.HoverParams(
+        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=6)))
+    assert "stale" in after.contents.value
