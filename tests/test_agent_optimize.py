@@ -190,3 +190,27 @@ def test_forge_optimize_without_a_model_says_how_to_configure_one(tmp_path):
     (run,) = json.loads(runs.stdout)
     assert run["task"] == str(task) and run["status"] == "done" and run["candidates"] == 0
     assert "no model configured" in run["message"]
+
+
+def test_forge_optimize_apply_rewrites_the_class_in_place(tmp_path, fake_openai):
+    """`forge optimize --apply`: the same guarded rewrite the editor's Accept uses, written to the task file."""
+    task = tmp_path / "softmax_mod.py"
+    task.write_text((FIXTURES / "slow_softmax.py").read_text())
+    fast = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
+           "        return torch.softmax(x, dim=1)\n"
+    fake_openai.script(coder_reply(fast, "vectorized softmax"))
+    (tmp_path / "forge.toml").write_text(f'model = "scripted"\nbase_url = "{fake_openai.base_url}"\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "FORGE_MODEL")} | {"OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "optimize", str(task), "--device", "cpu",
+                        "--no-offline", "--rounds", "1", "--search", "linear", "--apply",
+                        "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True, timeout=300,
+                       env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "applied to" in r.stdout
+    check = (f"import sys, torch; sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(FIXTURES)!r})\n"
+             "import softmax_mod as m, slow_softmax as ref\n"
+             "x = ref.get_inputs()[0]\n"
+             "y = m.Model()(x)\n"
+             "print(torch.allclose(y, ref.Model()(x), atol=1e-6), m.Model._forge_calls['optimized'])")
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "1"], out.stderr[-2000:]

@@ -30,6 +30,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", help="model name (coder and judge)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")
     p.add_argument("--no-offline", action="store_true", help="skip the offline seeds")
+    p.add_argument("--apply", action="store_true",
+                   help="rewrite the class in FILE.py with the best verified candidate (guarded; the original "
+                   "computation stays as the fallback) instead of writing FILE_forge_best.py")
     p.add_argument("--device", default="auto")
     p.add_argument("--workspace", type=Path, help="where .forge/ lives (default: the project around the file)")
     p.add_argument("--cache-dir", type=Path)
@@ -148,12 +151,40 @@ def run_optimize(args: argparse.Namespace) -> int:
     for note in result.notes:
         out.print(f"  {note}")
     if result.best is not None:
+        out.print(f"best: {result.best.id} {result.best_speedup:.2f}x — {result.best.summary}")
+        if args.apply:
+            return _apply(out, task, result)
         dest = task.path.with_name(f"{task.path.stem}_forge_best.py")
         dest.write_text(result.best.source)
-        out.print(f"best: {result.best.id} {result.best_speedup:.2f}x — {result.best.summary}\nwritten to {dest}")
+        out.print(f"written to {dest}")
         return 0
     out.print("no verified candidate faster than nothing was found")
     return 1 if result.status != "cancelled" else 130
+
+
+def _apply(out: Console, task, result) -> int:
+    """Rewrite the task's class in place with the best candidate (the same rewrite the editor's Accept uses)."""
+    from ..engine.rewrite import RewriteError, domain_from_verdict, rewrite_module
+
+    verdict = result.best.verdict or {}
+    if not verdict.get("checkpoint_compatible"):
+        out.print("[red]not applied[/]: the candidate does not load the module's state_dict (strict), so user "
+                  "checkpoints would not load into it")
+        return 1
+    text = task.path.read_text()
+    if task.sha and text != task.source:
+        out.print(f"[red]not applied[/]: {task.path} changed during the run; nothing was changed")
+        return 1
+    try:
+        rewrite = rewrite_module(text, task.model_class, result.best.source, domain_from_verdict(verdict),
+                                 run_id=result.run_id, candidate_id=result.best.id, speedup=result.best_speedup)
+    except RewriteError as exc:
+        out.print(f"[red]not applied[/]: {exc}")
+        return 1
+    task.path.write_text(rewrite.new_text)
+    out.print(f"applied to {task.path} ({rewrite.summary}); the original class is kept as "
+              f"{rewrite.reference_class} and runs for inputs outside what was verified")
+    return 0
 
 
 def _printer(console: Console):

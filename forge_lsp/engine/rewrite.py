@@ -45,6 +45,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, field_validator
 
@@ -1096,3 +1097,15 @@ def revert_module(file_text: str, class_name: str) -> Rewrite:
     return Rewrite(new_text=new_text, start_line=start, end_line=e + 1, replacement=replacement,
                    summary=f"{class_name} is the original class again; forge's kernels were removed.",
                    class_name=class_name, reference_class=ref_name)
+
+
+def domain_from_verdict(verdict: dict[str, Any]) -> VerifiedDomain:
+    """What a verdict covered: its device type, the dtypes of its tensor inputs, each input's rank (first
+    input set), and whether all inputs were contiguous. The guard of a rewrite admits exactly this."""
+    specs = verdict.get("inputs") or []
+    first = specs[0]["case"] if specs else None
+    return VerifiedDomain(
+        device_types=[str(verdict.get("device") or "cpu").split(":")[0]],
+        dtypes=sorted({s["dtype"] for s in specs if s.get("dtype")}),
+        ranks=[len(s["shape"]) for s in specs if s["case"] == first and s.get("shape") is not None],
+        contiguous=all(s.get("contiguous", True) for s in specs if s.get("dtype")))

@@ -154,13 +154,10 @@ def _candidate_ms(rec: Any) -> float | None:
 
 
 def domain_of(verdict: dict[str, Any]) -> dict[str, Any]:
-    """What the candidate was verified on: device type, input dtypes, ranks per input, contiguity."""
-    specs = verdict.get("inputs") or []
-    device = str(verdict.get("device", "cpu")).split(":")[0]
-    first_case = specs[0]["case"] if specs else None
-    ranks = [len(s["shape"]) for s in specs if s["case"] == first_case and s.get("shape") is not None]
-    return {"device_types": [device], "dtypes": sorted({s["dtype"] for s in specs if s.get("dtype")}),
-            "ranks": ranks, "contiguous": all(s.get("contiguous", True) for s in specs if s.get("dtype"))}
+    """What the candidate was verified on (device type, input dtypes and ranks, contiguity), as plain data."""
+    from ...engine.rewrite import domain_from_verdict
+
+    return domain_from_verdict(verdict).model_dump()
 
 
 # ---------------------------------------------------------------------------- profile / explain
