@@ -21,7 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         start_server(server, argv if argv is not None else sys.argv[1:])
     finally:
+        # the client is gone (exit, or stdin closed): stop every job and kill its worker processes, then
+        # leave without waiting for job threads that may sit in a model call
         server.shutdown_jobs()
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(0)
     return 0
 
 
