@@ -157,6 +157,7 @@ async def test_optimize_progress_diagnostic_lens_accept(client: LanguageClient, 
     diag = await until(lambda: proposal_diag(client, uri), what="proposal diagnostic")
     assert "faster candidate" in diag.message and diag.source == "forge"
     token = f"forge/{started['job']}"
+    await until(lambda: client.progress_reports[token][-1].kind == "end", 20, "progress end")
     kinds = [r.kind for r in client.progress_reports[token]]
     assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
     lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
