@@ -170,6 +170,7 @@ def _module_profile(ls: ForgeServer, job: Job, kind: str, task_file: Path, modul
     ls.progress(job, "profiling under Nsight Compute", 10)
     task = load_task(task_file, model_class=model_class)
     result = profile(task, None, device=resolve_device(ls.settings.device))
+    _compile_diagnostics(ls, job, module.name, result, task_file)
     _record_profile(ls, job, kind, module.name, module.line, result, doc_sha, None)
 
 
@@ -190,7 +191,21 @@ def _kernel_job(ls: ForgeServer, job: Job, cu: Path, kernel: Any, doc_sha: str) 
         for h in k.hot_lines:
             if Path(h.file).name == cu.name:
                 h.file = str(cu)
+    _compile_diagnostics(ls, job, kernel.name, result, cu)
     _record_profile(ls, job, job.kind, kernel.name, kernel.line, result, doc_sha, cu)
+
+
+def _compile_diagnostics(ls: ForgeServer, job: Job, target: str, result: Any, source_file: Path) -> None:
+    """nvcc/NVRTC/gcc messages and traceback frames of the profiled run that point into the user's file."""
+    from ...engine.logparse import errors_for
+
+    errors = errors_for(result.log_excerpt or "", source_file) if not result.kernels else []
+    ls.set_diagnostics(job.uri, f"compile:{target}", [t.Diagnostic(
+        range=t.Range(start=t.Position(line=max(e.line - 1, 0), character=e.column),
+                      end=t.Position(line=max(e.line - 1, 0), character=max(e.column, 0) + 400)),
+        message=e.message, source=SOURCE, code="compile",
+        severity=t.DiagnosticSeverity.Error if e.severity == "error" else t.DiagnosticSeverity.Warning)
+        for e in errors])
 
 
 def _record_profile(ls: ForgeServer, job: Job, kind: str, target: str, line: int, result: Any, doc_sha: str,
