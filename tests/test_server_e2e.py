@@ -253,3 +253,27 @@ async def test_change_outside_the_editor_marks_results_stale(client: LanguageCli
     after = await client.text_document_hover_async(t.HoverParams(
         text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=6)))
     assert "stale" in after.contents.value
+
+
+@pytest.mark.asyncio
+async def test_kernel_compile_error_becomes_a_diagnostic_on_its_line(client: LanguageClient, tmp_path):
+    cu = tmp_path / "bad_kernel.cu"
+    cu.write_text('extern "C" __global__ void bad_kernel(float* y, int n) {\n'
+                  "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                  "    if (i < n) y[i] = undefined_name;\n"
+                  "}\n")
+    (tmp_path / "run_bad_kernel.py").write_text(
+        "from pathlib import Path\nfrom forge_lsp.runtime import cuda as fcuda\n"
+        "src = Path(__file__).with_name('bad_kernel.cu')\n"
+        "fcuda.compile_kernel(src.read_text(), 'bad_kernel', arch='sm_90', filename=str(src))\n")
+    uri = cu.as_uri()
+    client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+        uri=uri, language_id="cuda", version=1, text=cu.read_text())))
+    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    assert {lens.command.title for lens in lenses} >= {"Explain NCU bottleneck", "Profile kernel"}
+    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.profile", arguments=[uri, "bad_kernel"]))
+    assert "job" in started, started
+    diag = await until(lambda: next((d for d in client.diagnostics.get(uri, []) if d.code == "compile"), None), 120)
+    assert diag.range.start.line == 2 and "undefined_name" in diag.message
+    assert diag.severity == t.DiagnosticSeverity.Error and diag.source == "forge"
