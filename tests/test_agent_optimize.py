@@ -90,7 +90,8 @@ def test_mcts_expands_more_than_one_branch_with_concurrent_expansions(tmp_path, 
     roots = [c for c in cands if c.parent_id is None]
     assert len(roots) >= 2, [(c.id, c.parent_id) for c in cands]  # several branches from the reference
     assert any(c.parent_id is not None for c in cands)  # and deeper refinement of one of them
-    assert len(cands) == 6 and all(c.correct for c in cands)
+    assert len(cands) == 6 and all(c.correct for c in cands), [
+        (c.id, c.parent_id, (c.verdict or {}).get("status"), (c.verdict or {}).get("reason", "")[:200]) for c in cands]
     assert result.rounds == 3
 
 

@@ -60,15 +60,15 @@ def test_slim_prelude_declines_sources_that_need_the_full_frontend():
 
 
 @pytest.mark.slow
-def test_slim_prelude_compiles_with_nvcc(tmp_path):
-    """Compile-only: the slim .cu must build where the torch headers are (no GPU needed)."""
+def _nvcc_compile(tmp_path, source: str, flags: list[str]):
+    """nvcc -c of `source` against torch's headers (compile-only, no GPU needed); skips without nvcc."""
     import shutil
     import subprocess
     import sysconfig
 
     from torch.utils import cpp_extension
 
-    from forge_lsp.engine.harness.loading import slim_cuda_sources, torch_include_dir
+    from forge_lsp.engine.harness.loading import torch_include_dir
 
     nvcc = shutil.which("nvcc")
     if nvcc is None:
@@ -78,11 +78,19 @@ def test_slim_prelude_compiles_with_nvcc(tmp_path):
     if not (torch_include_dir() / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").exists():
         (stub / "cuda_cmake_macros.h").write_text("#define C10_CUDA_BUILD_SHARED_LIBS\n")  # CPU torch lacks it
     cu = tmp_path / "k.cu"
-    cu.write_text(slim_cuda_sources(KERNELBENCH_STYLE_CU, torch_include_dir()))
+    cu.write_text(source)
     includes = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{tmp_path / 'stub'}",
                                                                     f"-I{sysconfig.get_paths()['include']}"]
-    r = subprocess.run([nvcc, "-c", "-std=c++17", "-arch=sm_90", *includes, str(cu), "-o", str(tmp_path / "k.o")],
-                       capture_output=True, text=True, timeout=300)
+    return subprocess.run([nvcc, "-c", "-std=c++17", *flags, *includes, str(cu), "-o", str(tmp_path / "k.o")],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_slim_prelude_compiles_with_nvcc(tmp_path):
+    """Compile-only: the slim .cu must build where the torch headers are (no GPU needed)."""
+    from forge_lsp.engine.harness.loading import slim_cuda_sources, torch_include_dir
+
+    r = _nvcc_compile(tmp_path, slim_cuda_sources(KERNELBENCH_STYLE_CU, torch_include_dir()), ["-arch=sm_90"])
     assert r.returncode == 0, r.stderr[-3000:]
 
 
@@ -205,28 +213,13 @@ def _host_pass_view(src: str) -> str:
 
 def test_slim_source_with_hidden_host_code_builds_with_nvcc(tmp_path):
     """Compile-only with load_inline's nvcc flags: kernel, device stub and launcher all end up in the object."""
-    import shutil
     import subprocess
-    import sysconfig
-
-    from torch.utils import cpp_extension
 
     from forge_lsp.engine.harness.loading import slim_cuda_sources, torch_include_dir
 
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not installed")
-    stub = tmp_path / "stub" / "c10" / "cuda" / "impl"
-    stub.mkdir(parents=True)
-    if not (torch_include_dir() / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").exists():
-        (stub / "cuda_cmake_macros.h").write_text("#define C10_CUDA_BUILD_SHARED_LIBS\n")  # CPU torch lacks it
-    cu = tmp_path / "k.cu"
-    cu.write_text("#include <cuda.h>\n#include <cuda_runtime.h>\n" + slim_cuda_sources(PLAIN_KERNEL_CU, torch_include_dir()))
-    includes = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{tmp_path / 'stub'}",
-                                                                    f"-I{sysconfig.get_paths()['include']}"]
-    r = subprocess.run([nvcc, "-c", "-std=c++17", "-gencode", "arch=compute_90,code=sm_90", "--expt-relaxed-constexpr",
-                        "-D__CUDA_NO_HALF_OPERATORS__", *includes, str(cu), "-o", str(tmp_path / "k.o")],
-                       capture_output=True, text=True, timeout=300)
+    source = "#include <cuda.h>\n#include <cuda_runtime.h>\n" + slim_cuda_sources(PLAIN_KERNEL_CU, torch_include_dir())
+    r = _nvcc_compile(tmp_path, source, ["-gencode", "arch=compute_90,code=sm_90", "--expt-relaxed-constexpr",
+                                         "-D__CUDA_NO_HALF_OPERATORS__"])
     assert r.returncode == 0, r.stderr[-3000:]
     symbols = subprocess.run(["nm", "-C", str(tmp_path / "k.o")], capture_output=True, text=True).stdout
     assert "scale(at::Tensor)" in symbols and "__device_stub__" in symbols

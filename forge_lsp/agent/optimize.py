@@ -56,6 +56,25 @@ class OptimizeOptions(BaseModel):
     offline: bool = True
     final_retime: bool = True
 
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> OptimizeOptions:
+        """The run options an `AgentConfig` asks for (budgets, search), with `overrides` on top."""
+        return cls(**({"search": config.search, "rounds": config.rounds, "concurrency": config.concurrency,
+                       "budget_usd": config.budget_usd, "wall_s": config.wall_s,
+                       "roofline_stop": config.roofline_stop} | overrides))
+
+
+def models_from_config(config: Any) -> tuple[Any, Any]:
+    """(coder, judge) chat models of an `AgentConfig`, or (None, None) when no model is configured."""
+    if config.coder is None:
+        return None, None
+    from .config import api_key
+    from .provider import ChatModel
+
+    coder = ChatModel(config.coder, api_key=api_key(config.coder), prices=config.prices)
+    judge = ChatModel(config.judge, api_key=api_key(config.judge), prices=config.prices) if config.judge else coder
+    return coder, judge
+
 
 @dataclass
 class RunResult:

@@ -68,9 +68,9 @@ def _split_target(target: str) -> tuple[Path, str | None]:
 
 
 def run_optimize(args: argparse.Namespace) -> int:
-    from ..agent.config import HOW_TO_CONFIGURE, ConfigError, api_key, load_config
+    from ..agent.config import HOW_TO_CONFIGURE, ConfigError, load_config
     from ..agent.events import EventBus
-    from ..agent.optimize import Optimizer, OptimizeOptions
+    from ..agent.optimize import Optimizer, OptimizeOptions, models_from_config
     from ..agent.store import RunStore
     from ..engine import Evaluator
 
@@ -104,19 +104,12 @@ def run_optimize(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"forge optimize: {exc}", file=sys.stderr)
         return 2
-    coder = judge = None
-    if config.coder is not None:
-        from ..agent.provider import ChatModel
-
-        coder = ChatModel(config.coder, api_key=api_key(config.coder), prices=config.prices)
-        judge = ChatModel(config.judge, api_key=api_key(config.judge), prices=config.prices) if config.judge else coder
-    else:
+    coder, judge = models_from_config(config)
+    if coder is None:
         console.print("[yellow bold]No model configured[/]: running the offline candidates only "
                       "(torch.compile variants and forge's built-in Triton kernels).")
         console.print(HOW_TO_CONFIGURE, markup=False, highlight=False)
-    options = OptimizeOptions(search=config.search, rounds=config.rounds, concurrency=config.concurrency,
-                              budget_usd=config.budget_usd, wall_s=config.wall_s, roofline_stop=config.roofline_stop,
-                              offline=not args.no_offline)
+    options = OptimizeOptions.from_config(config, offline=not args.no_offline)
     from ..agent.profiling import make_profile_fn
 
     def offline_candidates(t):

@@ -67,30 +67,23 @@ def _plan(ls: ForgeServer, kind: str, uri: str, target: str):
 # ----------------------------------------------------------------------------------- optimize
 def _optimize(ls: ForgeServer, job: Job, task_file: Path, module: Any, model_class: str, doc_sha: str,
               version: int | None) -> None:
-    from ...agent.config import api_key, load_config
+    from ...agent.config import load_config
     from ...agent.events import EventBus
-    from ...agent.optimize import Optimizer, OptimizeOptions
+    from ...agent.optimize import Optimizer, OptimizeOptions, models_from_config
     from ...agent.profiling import make_profile_fn
     from ...agent.roles import Prompts
     from ...engine import Evaluator, load_task
 
     s = ls.settings
     config = load_config(ls.root or task_file.parent, s.agent_overrides())
-    coder = judge = None
-    if config.coder is not None:
-        from ...agent.provider import ChatModel
-
-        coder = ChatModel(config.coder, api_key=api_key(config.coder), prices=config.prices)
-        judge = ChatModel(config.judge, api_key=api_key(config.judge), prices=config.prices) if config.judge else coder
-    else:
+    coder, judge = models_from_config(config)
+    if coder is None:
         ls.message("forge: no model configured, so only the offline candidates (torch.compile and built-in "
                    "Triton kernels) are tried. Set forge.model (and forge.baseUrl) and the API key.", once=True)
     task = load_task(task_file, model_class=model_class)
     evaluator = Evaluator(s.device, cache_dir=None)
     bus = EventBus(ls.store)
-    options = OptimizeOptions(search=config.search, rounds=config.rounds, concurrency=config.concurrency,
-                              budget_usd=config.budget_usd, wall_s=config.wall_s, roofline_stop=config.roofline_stop,
-                              offline=s.offline)
+    options = OptimizeOptions.from_config(config, offline=s.offline)
 
     def offline(task_):
         from ...agent.offline import offline_candidates
