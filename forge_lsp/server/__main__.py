@@ -25,7 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         # leave without waiting for job threads that may sit in a model call
         server.shutdown_jobs()
         logging.shutdown()
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+        except (ValueError, OSError):  # pygls closes stdout on `exit`
+            pass
         os._exit(0)
     return 0
 

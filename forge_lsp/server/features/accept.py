@@ -74,6 +74,10 @@ async def accept(ls: ForgeServer, uri: str, target: str, run_id: str, candidate_
     finally:
         accepting.pop(uri, None)
     if not applied:  # the client's `applied` flag is not trusted either way: the text decides
+        now = ls.doc_text(uri)
+        if now is not None and now != text:
+            return _refuse(ls, f"the document changed while forge's edit was being applied, and it is not the "
+                               f"rewritten module; check {target} (undo restores it) and run Optimize again")
         why = getattr(reply, "failure_reason", None) or "the document did not change to the rewritten module"
         return _refuse(ls, f"the editor did not apply forge's edit ({why}); your code is unchanged")
     _decide(ls, prop, "accepted")
