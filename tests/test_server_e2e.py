@@ -277,3 +277,26 @@ async def test_kernel_compile_error_becomes_a_diagnostic_on_its_line(client: Lan
     diag = await until(lambda: next((d for d in client.diagnostics.get(uri, []) if d.code == "compile"), None), 120)
     assert diag.range.start.line == 2 and "undefined_name" in diag.message
     assert diag.severity == t.DiagnosticSeverity.Error and diag.source == "forge"
+
+
+@pytest.mark.asyncio
+async def test_module_without_inputs_gets_a_quick_fix_resolved_on_demand(client: LanguageClient, tmp_path):
+    path = tmp_path / "layer.py"
+    path.write_text("import torch\nimport torch.nn as nn\n\n\nclass Block(nn.Module):\n"
+                    "    def __init__(self, d_model: int = 64):\n        super().__init__()\n"
+                    "        self.proj = nn.Linear(d_model, d_model)\n\n    def forward(self, x):\n"
+                    "        return torch.relu(self.proj(x))\n")
+    uri = open_doc(client, path)
+    actions = await client.text_document_code_action_async(t.CodeActionParams(
+        text_document=t.TextDocumentIdentifier(uri=uri),
+        range=t.Range(start=t.Position(line=4, character=0), end=t.Position(line=4, character=0)),
+        context=t.CodeActionContext(diagnostics=[])))
+    fix = next(a for a in actions if isinstance(a, t.CodeAction) and a.title.startswith("Add get_inputs"))
+    assert fix.edit is None and fix.kind == t.CodeActionKind.QuickFix  # cheap: the edit comes on resolve
+    resolved = await client.code_action_resolve_async(fix)
+    (change,) = resolved.edit.document_changes
+    new_text = apply_text_edits(client.docs[uri]["text"], change.edits)
+    ns: dict = {}
+    exec(compile(new_text, str(path), "exec"), ns)  # noqa: S102 - our own fixture, in the test process
+    model = ns["Block"](*ns["get_init_inputs"]())
+    assert model(*ns["get_inputs"]()).shape[-1] == 64

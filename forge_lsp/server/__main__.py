@@ -15,8 +15,10 @@ def main(argv: list[str] | None = None) -> int:
     # stdout is the protocol stream: logs go to stderr (or $FORGE_LSP_LOG)
     handler = logging.FileHandler(os.environ["FORGE_LSP_LOG"]) if os.environ.get("FORGE_LSP_LOG") else \
         logging.StreamHandler(sys.stderr)
-    logging.basicConfig(level=os.environ.get("FORGE_LSP_LOG_LEVEL", "INFO"), handlers=[handler],
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = os.environ.get("FORGE_LSP_LOG_LEVEL", "INFO")
+    logging.basicConfig(level=level, handlers=[handler], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level != "DEBUG":  # pygls logs every message body at INFO: slow, and megabytes in the editor's log
+        logging.getLogger("pygls").setLevel(logging.WARNING)
     server = create_server()
     try:
         start_server(server, argv if argv is not None else sys.argv[1:])

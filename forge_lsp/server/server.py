@@ -183,6 +183,8 @@ class ForgeServer(LanguageServer):
         self.call_soon(begin)
 
     def progress(self, job: Job, message: str, percentage: int | None = None) -> None:
+        if job.ended or job.status == "cancelled":  # a reply in flight when the job was cancelled
+            return
         job.message = message
         if percentage is not None:
             job.percentage = max(0, min(100, percentage))

@@ -40,8 +40,19 @@ def register(ls: ForgeServer) -> None:
                        _lens(k.line, "Profile kernel", "forge.profile", [uri, k.name])]
         return lenses
 
+    @ls.feature(t.CODE_ACTION_RESOLVE)
+    def resolve(ls: ForgeServer, action: t.CodeAction) -> t.CodeAction:
+        """The inputs quick fix's edit, computed only when the user picks it."""
+        data = action.data if isinstance(action.data, dict) else {}
+        if data.get("kind") == "insertInputs":
+            fix = _inputs_fix(ls, data["uri"], data["name"])
+            if fix is not None:
+                action.edit = fix.edit
+        return action
+
     @ls.feature(t.TEXT_DOCUMENT_CODE_ACTION,
-                t.CodeActionOptions(code_action_kinds=[t.CodeActionKind.QuickFix, t.CodeActionKind.Refactor]))
+                t.CodeActionOptions(code_action_kinds=[t.CodeActionKind.QuickFix, t.CodeActionKind.Refactor],
+                                    resolve_provider=True))
     def code_action(ls: ForgeServer, params: t.CodeActionParams) -> list[t.CodeAction]:
         uri = params.text_document.uri
         entry = _file_entry(ls, uri)
@@ -58,10 +69,15 @@ def register(ls: ForgeServer) -> None:
                 actions += [_action(f"Accept forge's {prop.speedup:.2f}× candidate for {name}", "forge.accept", args),
                             _action("Reject forge's candidate", "forge.reject", args),
                             _action("Show forge's candidate diff", "forge.showDiff", args)]
-            if module.inputs is None:
-                fix = _inputs_fix(ls, uri, name)
-                if fix is not None:
-                    actions.append(fix)
+            if module.inputs is None and not (entry.has_get_inputs and entry.has_get_init_inputs):
+                if _resolves_edits(ls):  # the skeleton is built on resolve: code actions stay cheap
+                    actions.append(t.CodeAction(title=f"Add get_inputs()/get_init_inputs() for {name}",
+                                                kind=t.CodeActionKind.QuickFix,
+                                                data={"kind": "insertInputs", "uri": uri, "name": name}))
+                else:
+                    fix = _inputs_fix(ls, uri, name)
+                    if fix is not None:
+                        actions.append(fix)
             actions += [_action(f"Optimize `{name}`", "forge.optimize", [uri, name]),
                         _action(f"Profile `{name}`", "forge.profile", [uri, name]),
                         _action(f"Explain bottleneck of `{name}`", "forge.explain", [uri, name])]
@@ -107,6 +123,12 @@ def register(ls: ForgeServer) -> None:
             return {"applied": False, "message": "nothing to insert"}
         result = await ls.workspace_apply_edit_async(t.ApplyWorkspaceEditParams(edit=fix.edit, label=fix.title))
         return {"applied": bool(result.applied)}
+
+
+def _resolves_edits(ls: ForgeServer) -> bool:
+    caps = ls.client_capabilities.text_document
+    ca = caps.code_action if caps else None
+    return bool(ca and ca.resolve_support and "edit" in (ca.resolve_support.properties or []))
 
 
 def _args(args: tuple[Any, ...], n: int) -> list[Any]:
