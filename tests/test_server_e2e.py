@@ -207,11 +207,13 @@ async def test_stale_accept_is_refused_and_nothing_is_lost(client: LanguageClien
     await until(lambda: proposal_diag(client, uri))
     lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
     accept = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.accept")
-    edited = client.docs[uri]["text"].replace("return torch.softmax(x, dim=1)", "return torch.softmax(x, dim=-1)")
+    edited = client.docs[uri]["text"].replace("torch.softmax(row, dim=0)", "torch.softmax(row, dim=-1)")
+    assert edited != client.docs[uri]["text"]
     edit_doc(client, uri, edited)
     result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
         command="forge.accept", arguments=accept.arguments))
     assert result["applied"] is False and ("changed" in result["message"] or "stale" in result["message"])
+    assert client.docs[uri]["version"] == 2  # no edit reached the client
     assert client.docs[uri]["text"] == edited  # the user's edit is intact
     await until(lambda: proposal_diag(client, uri) is None, 10)
 

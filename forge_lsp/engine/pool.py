@@ -88,6 +88,7 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self._lock = threading.Lock()
+        self._start_lock = threading.Lock()  # one start at a time; others wait for its hello
         self._cancelled = threading.Event()
         self._log_path = self.cache_dir / "logs" / f"worker-{device.replace(':', '')}-{os.getpid()}-{id(self):x}.log"
 
@@ -130,11 +131,12 @@ class Worker:
         return max(0, self.starts - 1)
 
     def ensure_started(self) -> Hello:
-        if self.proc is None or self.proc.poll() is not None:
-            self.kill()
-            return self.start()
-        assert self.hello is not None
-        return self.hello
+        """The running worker's hello, starting it first if needed (safe from several threads)."""
+        with self._start_lock:
+            if self.proc is None or self.proc.poll() is not None or self.hello is None:
+                self.kill()
+                return self.start()
+            return self.hello
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None

@@ -35,6 +35,10 @@ class Settings(BaseModel):
             out["model"] = self.model
         if self.base_url:
             out["base_url"] = self.base_url
+        if self.api_key_env != "OPENAI_API_KEY":
+            out["api_key_env"] = self.api_key_env
+        if self.judge_model:
+            out["judge"] = {"model": self.judge_model}
         return {k: v for k, v in out.items() if v is not None}
 
 

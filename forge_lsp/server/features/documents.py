@@ -5,6 +5,7 @@ from __future__ import annotations
 from lsprotocol import types as t
 
 from ..server import MAX_DOC_BYTES, ForgeServer
+from ..state import text_sha
 from .lifecycle import file_changed_outside
 
 
@@ -18,14 +19,22 @@ def register(ls: ForgeServer) -> None:
             return
         ls.index.update(path, doc.source, doc.version)
 
+    last_text: dict[str, str] = {}  # uri -> sha of the text the server last saw
+
     @ls.feature(t.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: ForgeServer, params: t.DidOpenTextDocumentParams) -> None:
+        last_text[params.text_document.uri] = text_sha(params.text_document.text)
         reindex(params.text_document.uri)
 
     @ls.feature(t.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: ForgeServer, params: t.DidChangeTextDocumentParams) -> None:
         uri = params.text_document.uri
         reindex(uri)
+        doc = ls.workspace.text_documents.get(uri)
+        sha = text_sha(doc.source) if doc is not None else ""
+        if last_text.get(uri) == sha:  # an edit that left the text as it was (e.g. an undone review)
+            return
+        last_text[uri] = sha
         accepting = getattr(ls, "accepting", {})
         if uri not in accepting:  # an edit forge itself sent does not make its own results stale twice
             ls.clear_file_results(uri, "edited")

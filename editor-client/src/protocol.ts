@@ -1,0 +1,184 @@
+// The forge-lsp messages this client uses, with defensive parsers (the server is another process,
+// possibly another version). Pure: no `vscode` import.
+//
+// Commands (workspace/executeCommand):
+//   forge.optimize | forge.profile | forge.explain  [uri, name]                      -> {job} | {error}
+//   forge.accept  [uri, className, runId, candidateId]  -> {applied, uri?, candidate?, message?}
+//   forge.reject  [uri, className, runId, candidateId]  -> {rejected, message?}
+//   forge.showDiff [uri, className, runId, candidateId] -> {original, proposed, diff, speedup, summary, stale} | {error}
+//   forge.cancel  [jobId?]                                                            -> {cancelled: [ids]}
+// Requests: forge/runs -> {runs: [Job]}
+// Progress tokens: "forge/<jobId>"; diagnostics with code "faster-candidate" mark a proposal.
+
+export const COMMANDS = {
+  optimize: "forge.optimize",
+  profile: "forge.profile",
+  explain: "forge.explain",
+  accept: "forge.accept",
+  reject: "forge.reject",
+  showDiff: "forge.showDiff",
+  cancel: "forge.cancel",
+  insertInputs: "forge.insertInputs",
+} as const;
+
+export const RUNS_REQUEST = "forge/runs";
+export const PROPOSAL_CODE = "faster-candidate";
+export const PROGRESS_PREFIX = "forge/";
+
+export type JobStatus = "queued" | "running" | "done" | "failed" | "cancelled";
+export type JobKind = "optimize" | "profile" | "explain" | string;
+
+export interface Job {
+  id: string;
+  kind: JobKind;
+  uri: string;
+  target: string;
+  title: string;
+  status: JobStatus;
+  message: string;
+  started: number;
+  finished: number | null;
+  runId: string | null;
+  percentage: number;
+}
+
+const STATUSES: JobStatus[] = ["queued", "running", "done", "failed", "cancelled"];
+
+function isObj(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function s(v: unknown, fallback = ""): string {
+  return typeof v === "string" ? v : fallback;
+}
+
+function n(v: unknown): number | null {
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
+}
+
+export function parseJob(v: unknown): Job | null {
+  if (!isObj(v) || typeof v.id !== "string") return null;
+  const status = STATUSES.includes(v.status as JobStatus) ? (v.status as JobStatus) : "failed";
+  const pct = n(v.percentage);
+  return {
+    id: v.id,
+    kind: s(v.kind, "optimize"),
+    uri: s(v.uri),
+    target: s(v.target),
+    title: s(v.title, v.id),
+    status,
+    message: s(v.message),
+    started: n(v.started) ?? 0,
+    finished: n(v.finished),
+    runId: typeof v.runId === "string" ? v.runId : null,
+    percentage: pct === null ? 0 : Math.max(0, Math.min(100, Math.round(pct))),
+  };
+}
+
+/** `forge/runs` reply -> jobs (malformed entries dropped). */
+export function parseRuns(v: unknown): Job[] {
+  const list = isObj(v) && Array.isArray(v.runs) ? v.runs : Array.isArray(v) ? v : [];
+  return list.map(parseJob).filter((j): j is Job => j !== null);
+}
+
+export function isActive(job: Job): boolean {
+  return job.status === "queued" || job.status === "running";
+}
+
+export interface CandidateRef {
+  uri: string;
+  className: string;
+  runId: string;
+  candidateId: string;
+}
+
+/** The 4 arguments of forge.accept/reject/showDiff (as a list, or the list wrapped once). */
+export function parseCandidateArgs(args: unknown[]): CandidateRef | null {
+  const values = args.length === 1 && Array.isArray(args[0]) ? (args[0] as unknown[]) : args;
+  if (values.length < 4 || !values.slice(0, 4).every((x) => typeof x === "string")) return null;
+  const [uri, className, runId, candidateId] = values as string[];
+  return { uri, className, runId, candidateId };
+}
+
+export function candidateArgs(ref: CandidateRef): string[] {
+  return [ref.uri, ref.className, ref.runId, ref.candidateId];
+}
+
+export interface TargetRef {
+  uri: string;
+  name: string;
+}
+
+export function parseTargetArgs(args: unknown[]): TargetRef | null {
+  const values = args.length === 1 && Array.isArray(args[0]) ? (args[0] as unknown[]) : args;
+  if (values.length < 2 || typeof values[0] !== "string" || typeof values[1] !== "string") return null;
+  return { uri: values[0], name: values[1] };
+}
+
+export interface ShowDiff {
+  original: string;
+  proposed: string;
+  diff: string;
+  speedup: number | null;
+  summary: string;
+  stale: boolean;
+}
+
+export function parseShowDiff(v: unknown): ShowDiff | { error: string } {
+  if (!isObj(v)) return { error: "no reply from the server" };
+  if (typeof v.error === "string") return { error: v.error };
+  if (typeof v.original !== "string" || typeof v.proposed !== "string") {
+    return { error: "the server's diff reply has no original/proposed text" };
+  }
+  return {
+    original: v.original,
+    proposed: v.proposed,
+    diff: s(v.diff),
+    speedup: n(v.speedup),
+    summary: s(v.summary),
+    stale: v.stale === true,
+  };
+}
+
+export interface AcceptResult {
+  applied: boolean;
+  message: string;
+}
+
+export function parseAccept(v: unknown): AcceptResult {
+  if (!isObj(v)) return { applied: false, message: "no reply from the server" };
+  return { applied: v.applied === true, message: s(v.message) };
+}
+
+export function parseReject(v: unknown): { rejected: boolean; message: string } {
+  if (!isObj(v)) return { rejected: false, message: "no reply from the server" };
+  return { rejected: v.rejected === true, message: s(v.message) };
+}
+
+export function parseStart(v: unknown): { job: string } | { error: string } {
+  if (isObj(v) && typeof v.job === "string") return { job: v.job };
+  if (isObj(v) && typeof v.error === "string") return { error: v.error };
+  return { error: "unexpected reply from the server" };
+}
+
+/** `forge/<jobId>` -> jobId; other tokens -> null. */
+export function jobIdOfToken(token: unknown): string | null {
+  return typeof token === "string" && token.startsWith(PROGRESS_PREFIX) ? token.slice(PROGRESS_PREFIX.length) : null;
+}
+
+export interface ProgressValue {
+  kind: "begin" | "report" | "end";
+  title?: string;
+  message?: string;
+  percentage?: number;
+}
+
+export function parseProgress(v: unknown): ProgressValue | null {
+  if (!isObj(v) || (v.kind !== "begin" && v.kind !== "report" && v.kind !== "end")) return null;
+  const out: ProgressValue = { kind: v.kind };
+  if (typeof v.title === "string") out.title = v.title;
+  if (typeof v.message === "string") out.message = v.message;
+  const pct = n(v.percentage);
+  if (pct !== null) out.percentage = pct;
+  return out;
+}

@@ -1,0 +1,127 @@
+// The run details webview: one run's candidates (verdicts, times, speedups, findings, sources)
+// and its open proposal, rendered from forge's data only, under a strict CSP.
+
+import { execFile } from "child_process";
+import { randomBytes } from "crypto";
+import * as vscode from "vscode";
+import { ServerManager } from "../client";
+import { candidateArgs, CandidateRef, COMMANDS, Job, parseShowDiff, ShowDiff } from "../protocol";
+import { DetailsInput, makeNonce, parseRunDetails, Proposal, renderDetailsHtml, RunDetails, STORE_CODE } from "./details";
+
+export interface ProposalActions {
+  /** The open proposal for a job's module, if the server offers one (from its code lenses). */
+  findProposal(uri: string, target: string): Promise<CandidateRef | undefined>;
+  review(ref: CandidateRef, diff: ShowDiff, mode: "inline" | "sideBySide"): Promise<void>;
+  decide(ref: CandidateRef, kind: "accept" | "reject"): Promise<void>;
+}
+
+interface PanelState {
+  panel: vscode.WebviewPanel;
+  job: Job;
+  ref?: CandidateRef;
+  diff?: ShowDiff;
+}
+
+export class RunPanels implements vscode.Disposable {
+  private readonly panels = new Map<string, PanelState>();
+
+  constructor(private readonly server: ServerManager, private readonly actions: ProposalActions) {}
+
+  async show(job: Job): Promise<void> {
+    let state = this.panels.get(job.id);
+    if (state) {
+      state.panel.reveal();
+    } else {
+      const panel = vscode.window.createWebviewPanel("forge.runDetails", job.title, vscode.ViewColumn.Beside, {
+        enableScripts: true,
+        enableCommandUris: false,
+        localResourceRoots: [],
+        retainContextWhenHidden: false,
+      });
+      const created: PanelState = { panel, job };
+      state = created;
+      this.panels.set(job.id, created);
+      const listener = panel.webview.onDidReceiveMessage((msg: unknown) => void this.onMessage(created, msg));
+      panel.onDidDispose(() => {
+        listener.dispose();
+        this.panels.delete(job.id);
+      });
+    }
+    await this.render(state, job);
+  }
+
+  private async onMessage(state: PanelState, msg: unknown): Promise<void> {
+    const command = typeof msg === "object" && msg !== null ? (msg as { command?: unknown }).command : undefined;
+    const { ref, diff } = state;
+    if (!ref || !diff) return;
+    if (command === "review") await this.actions.review(ref, diff, "inline");
+    else if (command === "sideBySide") await this.actions.review(ref, diff, "sideBySide");
+    else if (command === "accept" || command === "reject") {
+      await this.actions.decide(ref, command);
+      await this.render(state, state.job);
+    }
+  }
+
+  /** Re-render an open panel (its job changed). */
+  async update(job: Job): Promise<void> {
+    const state = this.panels.get(job.id);
+    if (state) await this.render(state, job);
+  }
+
+  private async render(state: PanelState, job: Job): Promise<void> {
+    state.job = job;
+    const input: DetailsInput = { job, actions: false };
+    let ref: CandidateRef | undefined;
+    if (job.kind === "optimize" && job.uri) {
+      ref = await this.actions.findProposal(job.uri, job.target).catch(() => undefined);
+      if (ref && job.runId && ref.runId !== job.runId) ref = undefined;
+    }
+    let diff: ShowDiff | undefined;
+    if (ref) {
+      try {
+        const d = parseShowDiff(await this.server.serverCommand(COMMANDS.showDiff, candidateArgs(ref)));
+        if (!("error" in d)) diff = d;
+      } catch {
+        // no proposal after all
+      }
+    }
+    if (ref && diff) {
+      const p: Proposal = { candidateId: ref.candidateId, speedup: diff.speedup, summary: diff.summary, diff: diff.diff, stale: diff.stale };
+      input.proposal = p;
+      input.actions = true;
+    }
+    if (job.runId) {
+      const d = await this.readStore(job.runId);
+      if ("error" in d) input.detailsError = d.error;
+      else input.details = d;
+    }
+    state.ref = input.actions ? ref : undefined;
+    state.diff = input.actions ? diff : undefined;
+    const nonce = makeNonce((n) => randomBytes(n));
+    state.panel.title = job.title;
+    state.panel.webview.html = renderDetailsHtml(input, nonce);
+  }
+
+  /** One run's candidates from the workspace's run store, read by forge's RunStore (see details.ts). */
+  private readStore(runId: string): Promise<RunDetails | { error: string }> {
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    const py = this.server.interpreter;
+    if (!folder || !py) return Promise.resolve({ error: "no workspace folder or interpreter" });
+    return new Promise((resolve) => {
+      execFile(py.command, [...py.args, "-c", STORE_CODE, folder.uri.fsPath, runId],
+        { timeout: 30_000, maxBuffer: 64 * 1024 * 1024, cwd: folder.uri.fsPath, windowsHide: true },
+        (error, stdout, stderr) => {
+          if (error && !stdout) {
+            resolve({ error: `reading the run store failed: ${String(stderr || error.message).trim().split("\n").pop()}` });
+            return;
+          }
+          resolve(parseRunDetails(String(stdout)));
+        });
+    });
+  }
+
+  dispose(): void {
+    for (const s of this.panels.values()) s.panel.dispose();
+    this.panels.clear();
+  }
+}
