@@ -34,6 +34,16 @@ def coder_reply(source: str, summary: str) -> str:
     return json.dumps({"summary": summary, "source": source})
 
 
+FAST_CPU = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
 REPAIR = json.dumps({"critical_issue": "unbalanced parenthesis in the max reduction", "fix": "remove the stray ')'"})
 OPTIMIZE = json.dumps({"bottleneck": "one pass per row", "method": "fuse", "plan": "keep the row in registers"})
 
@@ -215,3 +225,25 @@ def test_forge_optimize_apply_rewrites_the_class_in_place(tmp_path, fake_openai)
              "print(torch.allclose(y, ref.Model()(x), atol=1e-6), m.Model._forge_calls['optimized'])")
     out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "1"], out.stderr[-2000:]
+
+
+def test_judge_profiles_at_most_once_per_interval_and_says_when_findings_are_inherited(tmp_path, evaluator,
+                                                                                          fake_openai):
+    profiled: list[str] = []
+
+    def profile(task, candidate):
+        profiled.append(candidate.name)
+        return {"mode": "ncu", "roofline": {"bound": "memory", "pct_of_roof": 40.0, "arithmetic_intensity": 0.5},
+                "findings": [{"title": f"Finding for {candidate.name}", "suggestion": "do better", "lines": []}]}
+
+    fake_openai.script(*[lambda r, i=i: OPTIMIZE if is_judge(r) else
+                         coder_reply(variant(FAST_CPU, f"p{i}"), f"p{i}") for i in range(20)])
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=5, profile_interval=3)
+    opt.profile = profile
+    opt.run()
+    # judged rounds 2..5 each refine the latest candidate; fresh profiles only in rounds 2 and 5
+    assert len(profiled) == 2, profiled
+    judge_prompts = [r.messages[1]["content"] for r in fake_openai.chat_requests if is_judge(r.body)]
+    assert len(judge_prompts) == 4
+    assert "measured on its ancestor" not in judge_prompts[0] and "measured on its ancestor" in judge_prompts[1]
+    assert all("Finding for" in p for p in judge_prompts)

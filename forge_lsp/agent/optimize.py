@@ -53,6 +53,9 @@ class OptimizeOptions(BaseModel):
     wall_s: float | None = None
     roofline_stop: float | None = 0.9
     repair_limit: int = 2
+    #: Profile under ncu at most once per this many rounds (one profile costs ~8-10 s on an H200); in
+    #: between, the Judge reads the nearest profiled ancestor's findings, labelled as such.
+    profile_interval: int = 3
     offline: bool = True
     final_retime: bool = True
 
@@ -113,6 +116,7 @@ class Optimizer:
         self.tree = Tree()
         self.records: dict[str, CandidateRecord] = {}
         self.profiles: dict[str, dict[str, Any]] = {}
+        self._last_profiled: int | None = None  # the round of the last fresh profile
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self.run_id = ""
@@ -259,6 +263,7 @@ class Optimizer:
                 messages = judge_optimize_messages(
                     self.prompts, ctx, candidate=_cand_ctx(parent_rec), timing=verdict.get("timing"),
                     roofline=(prof or {}).get("roofline"), findings=(prof or {}).get("findings", [])[:6],
+                    profiled_on=(prof or {}).get("inherited_from"),
                     tried=[{"summary": c.summary, "outcome": _outcome(c)} for c in target.children])
                 advice = self._call("judge", self.judge, messages, OptimizeAdvice, target.id)
                 instruction = instruction_from(advice) if advice else None
@@ -355,16 +360,26 @@ class Optimizer:
                           check=verdict.failed_check, reason=verdict.reason[:500], reused=reused)
 
     def _profile(self, rec: CandidateRecord) -> dict[str, Any] | None:
+        """Hardware feedback for the Judge: this candidate's profile, a fresh one when the interval allows,
+        else the nearest profiled ancestor's (with ``inherited_from`` set)."""
         if self.profile is None:
             return None
-        if rec.id not in self.profiles:
-            self._publish("profiled", candidate=rec.id, phase="start")
-            prof = self.profile(self.task, Candidate.from_source(rec.source, rec.id.replace("/", "_")))
-            self.profiles[rec.id] = prof or {}
-            if prof and prof.get("findings") is not None:
-                self.store.set_findings(rec.id, prof["findings"])
-            self._publish("profiled", candidate=rec.id, phase="done",
-                          pct_of_roof=((prof or {}).get("roofline") or {}).get("pct_of_roof"))
+        with self._lock:
+            if rec.id in self.profiles:
+                return self.profiles[rec.id]
+            due = self._last_profiled is None or self.rounds - self._last_profiled >= self.opt.profile_interval
+            if not due:
+                for ancestor in reversed(self.tree.nodes[rec.id].path()[:-1]):
+                    if ancestor.id in self.profiles and self.profiles[ancestor.id]:
+                        return self.profiles[ancestor.id] | {"inherited_from": ancestor.id}
+            self._last_profiled = self.rounds
+        self._publish("profiled", candidate=rec.id, phase="start")
+        prof = self.profile(self.task, Candidate.from_source(rec.source, rec.id.replace("/", "_")))
+        self.profiles[rec.id] = prof or {}
+        if prof and prof.get("findings") is not None:
+            self.store.set_findings(rec.id, prof["findings"])
+        self._publish("profiled", candidate=rec.id, phase="done",
+                      pct_of_roof=((prof or {}).get("roofline") or {}).get("pct_of_roof"))
         return self.profiles[rec.id]
 
     def _retime_best(self) -> list[str]:

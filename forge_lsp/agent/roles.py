@@ -87,9 +87,10 @@ def judge_repair_messages(prompts: Prompts, task_ctx: dict[str, Any], *, candida
 
 def judge_optimize_messages(prompts: Prompts, task_ctx: dict[str, Any], *, candidate: dict[str, Any],
                             timing: dict[str, Any] | None, roofline: dict[str, Any] | None,
-                            findings: list[dict[str, Any]], tried: list[dict[str, str]]) -> list[dict[str, str]]:
+                            findings: list[dict[str, Any]], tried: list[dict[str, str]],
+                            profiled_on: str | None = None) -> list[dict[str, str]]:
     ctx = _common(task_ctx) | {"mode": "optimize", "candidate": candidate, "timing": timing, "roofline": roofline,
-                               "findings": findings, "tried": tried}
+                               "findings": findings, "tried": tried, "profiled_on": profiled_on}
     return [{"role": "system", "content": prompts.render("judge_system.j2", **ctx)},
             {"role": "user", "content": prompts.render("judge_optimize.j2", **ctx)}]
 
