@@ -81,6 +81,10 @@ def _optimize(ls: ForgeServer, job: Job, task_file: Path, module: Any, model_cla
         ls.message("forge: no model configured, so only the offline candidates (torch.compile and built-in "
                    "Triton kernels) are tried. Set forge.model (and forge.baseUrl) and the API key.", once=True)
     task = load_task(task_file, model_class=model_class)
+    if ls.store is None:  # no workspace folder, or its .forge/ could not be opened: keep runs beside the file
+        from ...agent.store import RunStore
+
+        ls.store = RunStore.for_workspace(Path(ls.path_of(job.uri) or task_file).parent)
     evaluator = Evaluator(s.device, cache_dir=None)
     bus = EventBus(ls.store)
     options = OptimizeOptions.from_config(config, offline=s.offline)
