@@ -61,3 +61,20 @@ def test_secret_values_never_reach_the_database(tmp_path, monkeypatch):
 def test_scrub_replaces_only_secret_looking_variables():
     assert scrub("a sk-12345678 b", ["sk-12345678"]) == f"a {REDACTED} b"
     assert scrub("nothing here", []) == "nothing here"
+
+
+def test_run_details_carries_the_candidates_a_details_view_shows(tmp_path):
+    from forge_lsp.agent.store import run_details
+
+    store = RunStore.for_workspace(tmp_path)
+    run = store.create_run("t.py", "Model", "src", {})
+    c = store.add_candidate(run, "class ModelNew: ...", parent_id=None, origin="coder", summary="first")
+    store.set_verdict(c.id, {"status": "correct", "timing": {"speedup": 2.0, "reference": {"median_ms": 2.0},
+                                                             "candidate": {"median_ms": 1.0}, "mode": "cpu"}},
+                      correct=True, speedup=2.0)
+    store.set_findings(c.id, [{"title": "Memory bound", "rule": "memory_bound", "suggestion": "fuse"}])
+    d = run_details(store, run[:12])
+    assert d["run"]["id"] == run and d["run"]["modelClass"] == "Model"
+    (cand,) = d["candidates"]
+    assert cand["verdict"]["candidate_ms"] == 1.0 and cand["speedup"] == 2.0 and cand["findings"][0]["rule"] == "memory_bound"
+    assert run_details(store, "nope") == {"error": "no run 'nope'"}

@@ -22,7 +22,7 @@ const STORE_JSON = JSON.stringify({
   ],
 });
 
-test("the run store reader's JSON parses; errors come through", () => {
+test("a forge/run reply parses; errors come through", () => {
   const d = parseRunDetails("warning on stdout\n" + STORE_JSON + "\n");
   assert.ok(!("error" in d));
   assert.equal(d.candidates.length, 2);

@@ -8,14 +8,13 @@
 
 import { after, before, describe, test } from "node:test";
 import * as assert from "node:assert/strict";
-import { execFileSync } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import { configurationAnswer, initializationOptions, serverEnv } from "../src/config";
 import { candidateArgs, parseAccept, parseCandidateArgs, parseReject, parseRuns, parseShowDiff, parseStart, PROPOSAL_CODE, ShowDiff } from "../src/protocol";
 import { minimalEdit, ReviewSession } from "../src/review/session";
-import { parseRunDetails, STORE_CODE } from "../src/runs/details";
+import { parseRunDetails } from "../src/runs/details";
 import { rootNodes, statusBar } from "../src/runs/model";
 import { FakeOpenAI } from "./support/fakeOpenAI";
 import { cannotRun, Doc, pathToUri, positionAt, serverPython, TestClient, until } from "./support/lspClient";
@@ -149,8 +148,8 @@ describe("wire: the real forge-lsp server", { timeout: 600_000 }, () => {
     assert.equal(fs.readFileSync(file, "utf8"), original, "the editor did not save: the file on disk is untouched");
     await until(() => !proposal(doc.uri), 10_000, "the proposal cleared");
 
-    // the run store knows the run: the details view's reader (forge's RunStore, same Python)
-    const out = execFileSync(PYTHON, ["-c", STORE_CODE, ws, mine!.runId!], { encoding: "utf8", timeout: 60_000 });
+    // the run store knows the run: what the details view asks the server for (`forge/run`)
+    const out = JSON.stringify(await client.request("forge/run", { runId: mine!.runId! }));
     assert.ok(!out.includes(SECRET));
     const details = parseRunDetails(out);
     assert.ok(!("error" in details), JSON.stringify(details));

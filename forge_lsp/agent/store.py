@@ -343,3 +343,37 @@ def _candidate(row: sqlite3.Row) -> CandidateRecord:
         speedup=row["speedup"], correct=None if row["correct"] is None else bool(row["correct"]),
         findings=json.loads(row["findings_json"]) if row["findings_json"] else None, created=row["created"],
         evaluated=row["evaluated"])
+
+
+def run_details(store: RunStore, run_id: str, *, source_limit: int = 200_000) -> dict[str, Any]:
+    """One run and its candidates as JSON-able data (what a run-details view shows), or {"error": ...}."""
+    try:
+        run = store.get_run(run_id)
+    except KeyError as exc:
+        return {"error": str(exc.args[0])}
+
+    def verdict(v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if not v:
+            return None
+        t = v.get("timing") or {}
+        return {"status": v.get("status"), "reason": (v.get("reason") or "")[:2000],
+                "failed_check": v.get("failed_check"), "backend": v.get("backend"),
+                "device": v.get("device_name") or v.get("device"),
+                "reference_ms": (t.get("reference") or {}).get("median_ms"),
+                "candidate_ms": (t.get("candidate") or {}).get("median_ms"), "speedup": t.get("speedup"),
+                "ci95": t.get("speedup_ci95"), "timing_mode": t.get("mode"),
+                "checks": [{"name": c.get("name"), "passed": c.get("passed"), "detail": (c.get("detail") or "")[:300]}
+                           for c in (v.get("checks") or [])],
+                "stages": v.get("stages") or {}}
+
+    candidates = [{"id": c.id, "parent": c.parent_id, "origin": c.origin, "summary": c.summary, "status": c.status,
+                   "speedup": c.speedup, "correct": c.correct, "verdict": verdict(c.verdict),
+                   "findings": [{"title": f.get("title"), "rule": f.get("rule"), "suggestion": f.get("suggestion")}
+                                for f in (c.findings or [])][:8],
+                   "source": c.source[:source_limit], "created": c.created, "evaluated": c.evaluated}
+                  for c in store.candidates(run.id)]
+    spent, tokens_in, tokens_out = store.spent(run.id)
+    return {"run": {"id": run.id, "status": run.status, "message": run.message, "task": run.task_path,
+                    "modelClass": run.model_class, "best": run.best_candidate, "created": run.created,
+                    "updated": run.updated, "spentUsd": spent, "tokensIn": tokens_in, "tokensOut": tokens_out},
+            "candidates": candidates}

@@ -1,49 +1,11 @@
 // One run's details: its candidates (from forge's run store) and the HTML of the details webview.
 // Pure: no `vscode` import.
 //
-// The server has no request for one run's candidates yet (see the README: `forge/run`), so the
-// client reads them from the workspace's run store with forge's own `RunStore`, run by the same
-// interpreter as the server, read-only in effect (it only SELECTs). The HTML is built from that
-// data alone: no network, no remote resources, a strict CSP and a nonce'd script.
+// The run and its candidates come from the server's `forge/run` request (read from the run
+// store). The HTML is built from that data alone: no network, no remote resources, a strict CSP
+// and a nonce'd script.
 
 import { Job } from "../protocol";
-
-/** Python that prints one run and its candidates as JSON: argv = [workspace, runId]. */
-export const STORE_CODE = String.raw`
-import json, sys
-from pathlib import Path
-ws, run_id = Path(sys.argv[1]), sys.argv[2]
-db = ws / ".forge" / "runs.sqlite"
-if not db.exists():
-    print(json.dumps({"error": f"no run store at {db}"})); sys.exit(0)
-from forge_lsp.agent.store import RunStore
-store = RunStore(db)
-try:
-    run = store.get_run(run_id)
-except KeyError as e:
-    print(json.dumps({"error": str(e.args[0])})); sys.exit(0)
-def verdict(v):
-    if not v:
-        return None
-    t = v.get("timing") or {}
-    return {"status": v.get("status"), "reason": (v.get("reason") or "")[:2000], "failed_check": v.get("failed_check"),
-            "backend": v.get("backend"), "device": v.get("device_name") or v.get("device"),
-            "reference_ms": (t.get("reference") or {}).get("median_ms"), "candidate_ms": (t.get("candidate") or {}).get("median_ms"),
-            "speedup": t.get("speedup"), "ci95": t.get("speedup_ci95"), "timing_mode": t.get("mode"),
-            "checks": [{"name": c.get("name"), "passed": c.get("passed"), "detail": (c.get("detail") or "")[:300]} for c in (v.get("checks") or [])],
-            "stages": v.get("stages") or {}}
-cands = []
-for c in store.candidates(run.id):
-    cands.append({"id": c.id, "parent": c.parent_id, "origin": c.origin, "summary": c.summary, "status": c.status,
-                  "speedup": c.speedup, "correct": c.correct, "verdict": verdict(c.verdict),
-                  "findings": [{"title": f.get("title"), "rule": f.get("rule"), "suggestion": f.get("suggestion")} for f in (c.findings or [])][:8],
-                  "source": c.source[:200000], "created": c.created, "evaluated": c.evaluated})
-spent = store.spent(run.id)
-print(json.dumps({"run": {"id": run.id, "status": run.status, "message": run.message, "task": run.task_path,
-                          "modelClass": run.model_class, "best": run.best_candidate, "created": run.created,
-                          "updated": run.updated, "spentUsd": spent[0], "tokensIn": spent[1], "tokensOut": spent[2]},
-                  "candidates": cands}, default=str))
-`;
 
 export interface CandidateInfo {
   id: string;
@@ -92,13 +54,13 @@ const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !
 const str = (v: unknown): string => (typeof v === "string" ? v : v === null || v === undefined ? "" : String(v));
 const num = (v: unknown): number | null => (typeof v === "number" && Number.isFinite(v) ? v : null);
 
-/** STORE_CODE's output -> details, or an error message. */
+/** The JSON of a `forge/run` reply -> details, or an error message. */
 export function parseRunDetails(stdout: string): RunDetails | { error: string } {
   let data: unknown;
   try {
     data = JSON.parse(stdout.trim().split(/\r?\n/).pop() ?? "");
   } catch {
-    return { error: "the run store reader printed no JSON" };
+    return { error: "the forge/run reply is not JSON" };
   }
   if (!isObj(data)) return { error: "unexpected run store reply" };
   if (typeof data.error === "string") return { error: data.error };

@@ -1,12 +1,11 @@
 // The run details webview: one run's candidates (verdicts, times, speedups, findings, sources)
 // and its open proposal, rendered from forge's data only, under a strict CSP.
 
-import { execFile } from "child_process";
 import { randomBytes } from "crypto";
 import * as vscode from "vscode";
 import { ServerManager } from "../client";
 import { candidateArgs, CandidateRef, COMMANDS, Job, parseShowDiff, ShowDiff } from "../protocol";
-import { DetailsInput, makeNonce, parseRunDetails, Proposal, renderDetailsHtml, RunDetails, STORE_CODE } from "./details";
+import { DetailsInput, makeNonce, parseRunDetails, Proposal, renderDetailsHtml, RunDetails } from "./details";
 
 export interface ProposalActions {
   /** The open proposal for a job's module, if the server offers one (from its code lenses). */
@@ -102,22 +101,13 @@ export class RunPanels implements vscode.Disposable {
     state.panel.webview.html = renderDetailsHtml(input, nonce);
   }
 
-  /** One run's candidates from the workspace's run store, read by forge's RunStore (see details.ts). */
-  private readStore(runId: string): Promise<RunDetails | { error: string }> {
-    const folder = vscode.workspace.workspaceFolders?.[0];
-    const py = this.server.interpreter;
-    if (!folder || !py) return Promise.resolve({ error: "no workspace folder or interpreter" });
-    return new Promise((resolve) => {
-      execFile(py.command, [...py.args, "-c", STORE_CODE, folder.uri.fsPath, runId],
-        { timeout: 30_000, maxBuffer: 64 * 1024 * 1024, cwd: folder.uri.fsPath, windowsHide: true },
-        (error, stdout, stderr) => {
-          if (error && !stdout) {
-            resolve({ error: `reading the run store failed: ${String(stderr || error.message).trim().split("\n").pop()}` });
-            return;
-          }
-          resolve(parseRunDetails(String(stdout)));
-        });
-    });
+  /** One run's candidates, from the server's run store (`forge/run`). */
+  private async readStore(runId: string): Promise<RunDetails | { error: string }> {
+    try {
+      return parseRunDetails(JSON.stringify(await this.server.request<unknown>("forge/run", { runId })));
+    } catch (err) {
+      return { error: `forge/run failed: ${err instanceof Error ? err.message : String(err)}` };
+    }
   }
 
   dispose(): void {

@@ -206,6 +206,10 @@ export class TestClient {
     return this.conn.sendRequest("workspace/executeCommand", { command, arguments: args });
   }
 
+  request(method: string, params: unknown): Promise<any> {
+    return this.conn.sendRequest(method, params);
+  }
+
   codeLenses(uri: string): Promise<any[]> {
     return this.conn.sendRequest("textDocument/codeLens", { textDocument: { uri } }) as Promise<any[]>;
   }

@@ -22,6 +22,18 @@ def register(ls: ForgeServer) -> None:
         with ls.state.lock:
             return {"runs": [j.as_dict() for j in ls.state.jobs.values()]}
 
+    @ls.feature("forge/run")
+    def run(ls: ForgeServer, params: Any = None) -> dict[str, Any]:
+        """One run and its candidates from the run store: ``{"runId": ...}``."""
+        from ...agent.store import run_details
+
+        run_id = getattr(params, "runId", None) or (params.get("runId") if isinstance(params, dict) else None)
+        if not run_id:
+            return {"error": "forge/run needs a runId"}
+        if ls.store is None:
+            return {"error": "this workspace has no run store"}
+        return run_details(ls.store, str(run_id))
+
 
 def start(ls: ForgeServer, kind: str, uri: str, target: str) -> dict[str, Any]:
     try:
