@@ -247,3 +247,21 @@ def test_judge_profiles_at_most_once_per_interval_and_says_when_findings_are_inh
     assert len(judge_prompts) == 4
     assert "measured on its ancestor" not in judge_prompts[0] and "measured on its ancestor" in judge_prompts[1]
     assert all("Finding for" in p for p in judge_prompts)
+
+
+def test_cost_is_reported_per_call_per_round_and_per_run(tmp_path, evaluator, fake_openai):
+    from forge_lsp.agent.store import costs_by_round
+
+    fake_openai.script(*[lambda r, i=i: OPTIMIZE if is_judge(r) else
+                         coder_reply(variant(C.TRITON_CORRECT, f"cost{i}"), f"cost{i}") for i in range(10)])
+    opt = optimizer(tmp_path, evaluator, fake_openai, prices={"scripted": (1.0, 2.0)}, search="linear", rounds=3)
+    result = opt.run()
+    calls = opt.store.calls(result.run_id)
+    assert len(calls) == 5 and all(c.cost_usd and c.cost_usd > 0 for c in calls)  # coder; then judge+coder twice
+    per_round = costs_by_round(opt.store, result.run_id)
+    assert [r["round"] for r in per_round] == [1, 2, 3] and [r["calls"] for r in per_round] == [1, 2, 2]
+    assert sum(r["cost_usd"] for r in per_round) == pytest.approx(result.spent_usd)
+    assert result.spent_usd == pytest.approx(sum(c.cost_usd for c in calls))
+    out = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "show", result.run_id, "--workspace",
+                          str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert "model calls per round" in out.stdout and out.returncode == 0

@@ -377,3 +377,21 @@ def run_details(store: RunStore, run_id: str, *, source_limit: int = 200_000) ->
                     "modelClass": run.model_class, "best": run.best_candidate, "created": run.created,
                     "updated": run.updated, "spentUsd": spent, "tokensIn": tokens_in, "tokensOut": tokens_out},
             "candidates": candidates}
+
+
+def costs_by_round(store: RunStore, run_id: str) -> list[dict[str, Any]]:
+    """Model calls, tokens and known dollars per round of a run (round 0: before the first round)."""
+    rounds: dict[int, dict[str, Any]] = {}
+    current = 0
+    for event in store.events(run_id):
+        if event.kind == "round":
+            current = int(event.data.get("round") or 0)
+        elif event.kind == "model_call":
+            row = rounds.setdefault(current, {"round": current, "calls": 0, "failed": 0, "prompt_tokens": 0,
+                                              "completion_tokens": 0, "cost_usd": 0.0})
+            row["calls"] += 1
+            row["failed"] += 0 if event.data.get("ok") else 1
+            row["prompt_tokens"] += int(event.data.get("prompt_tokens") or 0)
+            row["completion_tokens"] += int(event.data.get("completion_tokens") or 0)
+            row["cost_usd"] += float(event.data.get("cost_usd") or 0.0)
+    return [rounds[k] for k in sorted(rounds)]

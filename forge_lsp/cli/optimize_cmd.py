@@ -277,4 +277,15 @@ def run_show(args: argparse.Namespace) -> int:
         table.add_row(c.id.split("/")[-1], (c.parent_id or "root").split("/")[-1], c.origin, verdict,
                       f"{c.speedup:.2f}x" if c.speedup else "-", c.summary[:70])
     console.print(table)
+    from ..agent.store import costs_by_round
+
+    per_round = costs_by_round(store, run.id)
+    if per_round:
+        costs = Table(title="model calls per round", box=None, header_style="bold")
+        for col in ("round", "calls", "failed", "tokens in", "tokens out", "cost"):
+            costs.add_column(col)
+        for r in per_round:
+            costs.add_row(str(r["round"]), str(r["calls"]), str(r["failed"]), str(r["prompt_tokens"]),
+                          str(r["completion_tokens"]), f"${r['cost_usd']:.4f}")
+        console.print(costs)
     return 0
