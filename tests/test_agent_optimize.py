@@ -82,6 +82,10 @@ def test_linear_round_repairs_a_scripted_compile_error(tmp_path, evaluator, fake
     assert result.best.id == cands[1].id and result.status == "done"
     calls = opt.store.calls(result.run_id)
     assert [c.role for c in calls] == ["coder", "judge", "coder"] and all(c.error is None for c in calls)
+    # once a verdict exists, the Coder sees the real input shapes and dtypes
+    coder_prompts = [r.messages[1]["content"] for r in fake_openai.chat_requests if not is_judge(r.body)]
+    assert "float32 tensor of shape (16, 100)" not in coder_prompts[0]
+    assert "float32 tensor of shape (16, 100)" in coder_prompts[1]
 
 
 def test_mcts_expands_more_than_one_branch_with_concurrent_expansions(tmp_path, evaluator, fake_openai):

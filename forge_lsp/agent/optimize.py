@@ -406,7 +406,16 @@ class Optimizer:
         hello = self.evaluator.worker.ensure_started()
         return {"model_class": self.task.model_class, "vary": sorted(self.task.vary), "device_name": hello.device_name,
                 "device_type": "cpu" if hello.device == "cpu" else "cuda", "peaks": self.peaks,
-                "task_path": str(self.task.path), "reference_source": self.task.source}
+                "task_path": str(self.task.path), "reference_source": self.task.source, "inputs": self._inputs()}
+
+    def _inputs(self) -> list[dict[str, Any]]:
+        """The real inputs (dtype, shape) of the first input set, from any verdict of this run."""
+        for rec in self.records.values():
+            specs = (rec.verdict or {}).get("inputs") or []
+            if specs:
+                first = specs[0]["case"]
+                return [s for s in specs if s["case"] == first]
+        return []
 
     def _examples(self) -> list[str]:
         """Few-shot: the source of the best correct offline library candidate, if any."""

@@ -65,7 +65,7 @@ class Prompts:
 
 def _common(task_ctx: dict[str, Any]) -> dict[str, Any]:
     base = {"model_class": "Model", "vary": [], "device_name": "the GPU", "device_type": "cuda", "peaks": None,
-            "task_path": "", "reference_source": ""}
+            "task_path": "", "reference_source": "", "inputs": []}
     return base | task_ctx
 
 
