@@ -269,3 +269,11 @@ def test_cost_is_reported_per_call_per_round_and_per_run(tmp_path, evaluator, fa
     out = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "show", result.run_id, "--workspace",
                           str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert "model calls per round" in out.stdout and out.returncode == 0
+
+
+def test_wall_time_budget_stops_the_run(tmp_path, evaluator, fake_openai):
+    fake_openai.script(*[lambda r, i=i: OPTIMIZE if is_judge(r) else
+                         coder_reply(variant(C.TRITON_CORRECT, f"w{i}"), f"w{i}") for i in range(20)])
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=50, wall_s=3.0)
+    result = opt.run()
+    assert "wall-time budget" in result.stop_reason and 1 <= result.rounds < 50
