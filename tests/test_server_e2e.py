@@ -262,7 +262,7 @@ async def test_kernel_compile_error_becomes_a_diagnostic_on_its_line(client: Lan
     cu = tmp_path / "bad_kernel.cu"
     cu.write_text('extern "C" __global__ void bad_kernel(float* y, int n) {\n'
                   "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-                  "    if (i < n) y[i] = undefined_name;\n"
+                  "    if (i < n) y[i] = undefined_name;  // 温度 😀\n"
                   "}\n")
     (tmp_path / "run_bad_kernel.py").write_text(
         "from pathlib import Path\nfrom forge_lsp.runtime import cuda as fcuda\n"
@@ -278,6 +278,8 @@ async def test_kernel_compile_error_becomes_a_diagnostic_on_its_line(client: Lan
     assert "job" in started, started
     diag = await until(lambda: next((d for d in client.diagnostics.get(uri, []) if d.code == "compile"), None), 120)
     assert diag.range.start.line == 2 and "undefined_name" in diag.message
+    line = cu.read_text().splitlines()[2]
+    assert diag.range.end.character == len(line.encode("utf-16-le")) // 2 != len(line)  # VS Code counts UTF-16 units
     assert diag.severity == t.DiagnosticSeverity.Error and diag.source == "forge"
 
 

@@ -99,6 +99,17 @@ class ForgeServer(LanguageServer):
     def next_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
 
+    def line_range(self, uri: str, line: int) -> t.Range:
+        """A whole source line as an LSP range, in the client's position encoding (UTF-16 for VS Code,
+        UTF-8 for Neovim): the end is the line's length counted in the client's code units."""
+        doc = self.workspace.text_documents.get(uri)
+        if doc is not None and 0 <= line < len(doc.lines):
+            text = doc.lines[line].rstrip("\r\n")
+            end = doc.position_codec.position_to_client_units(doc.lines, t.Position(line=line, character=len(text)))
+            return t.Range(start=t.Position(line=line, character=0), end=end)
+        return t.Range(start=t.Position(line=max(line, 0), character=0), end=t.Position(line=max(line, 0) + 1,
+                                                                                        character=0))
+
     # ------------------------------------------------------------------ diagnostics
     def set_diagnostics(self, uri: str, producer: str, diagnostics: list[t.Diagnostic]) -> None:
         """Replace one producer's diagnostics of a file; others' are kept (they never overwrite each other)."""
@@ -244,8 +255,7 @@ class ForgeServer(LanguageServer):
                 return
             self.state.proposals[(proposal.uri, proposal.target)] = proposal
         self.set_diagnostics(proposal.uri, f"proposal:{proposal.target}", [t.Diagnostic(
-            range=t.Range(start=t.Position(line=proposal.line, character=0),
-                          end=t.Position(line=proposal.line, character=200)),
+            range=self.line_range(proposal.uri, proposal.line),
             message=(f"forge: {proposal.speedup:.2f}× faster candidate for {proposal.target} "
                      f"(run {proposal.run_id}): {proposal.summary}"),
             severity=t.DiagnosticSeverity.Information, source=SOURCE, code="faster-candidate")])

@@ -210,8 +210,7 @@ def _compile_diagnostics(ls: ForgeServer, job: Job, target: str, result: Any, so
 
     errors = errors_for(result.log_excerpt or "", source_file) if not result.kernels else []
     ls.set_diagnostics(job.uri, f"compile:{target}", [t.Diagnostic(
-        range=t.Range(start=t.Position(line=max(e.line - 1, 0), character=e.column),
-                      end=t.Position(line=max(e.line - 1, 0), character=max(e.column, 0) + 400)),
+        range=ls.line_range(job.uri, max(e.line - 1, 0)),
         message=e.message, source=SOURCE, code="compile",
         severity=t.DiagnosticSeverity.Error if e.severity == "error" else t.DiagnosticSeverity.Warning)
         for e in errors])
@@ -248,13 +247,12 @@ def _record_profile(ls: ForgeServer, job: Job, kind: str, target: str, line: int
                 if source_file is None or Path(h.file) != source_file:
                     continue
                 diags.append(t.Diagnostic(
-                    range=t.Range(start=t.Position(line=max(h.line - 1, 0), character=0),
-                                  end=t.Position(line=max(h.line - 1, 0), character=400)),
+                    range=ls.line_range(job.uri, max(h.line - 1, 0)),
                     message=f"{f.title} ({h.stall_pct:.0f}% of stalls here, {h.dominant_stall}) — {f.suggestion}",
                     severity=t.DiagnosticSeverity.Information, source=SOURCE, code=f.rule))
         if findings:
             diags.append(t.Diagnostic(
-                range=t.Range(start=t.Position(line=line, character=0), end=t.Position(line=line, character=400)),
+                range=ls.line_range(job.uri, line),
                 message="forge: " + "; ".join(f.title for f in findings[:3]),
                 severity=t.DiagnosticSeverity.Hint, source=SOURCE, code="explanation"))
         ls.set_diagnostics(job.uri, f"explain:{target}", diags)
