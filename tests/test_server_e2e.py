@@ -304,3 +304,19 @@ async def test_module_without_inputs_gets_a_quick_fix_resolved_on_demand(client:
     exec(compile(new_text, str(path), "exec"), ns)  # noqa: S102 - our own fixture, in the test process
     model = ns["Block"](*ns["get_init_inputs"]())
     assert model(*ns["get_inputs"]()).shape[-1] == 64
+
+
+@pytest.mark.asyncio
+async def test_a_failing_reference_module_is_pointed_at_in_the_users_file(client: LanguageClient, tmp_path, fake_openai):
+    path = tmp_path / "broken_ref.py"
+    path.write_text(TASK.replace("        return torch.stack([torch.softmax(row, dim=0) for row in x])",
+                                 "        scale = x.shape[1] // 0  # bug\n        return torch.stack([torch.softmax(row, dim=0) for row in x])"))
+    uri = open_doc(client, path)
+    bug_line = next(i for i, line in enumerate(client.docs[uri]["text"].splitlines()) if "# bug" in line)
+    fake_openai.script(coder(FAST + "\n# e2e broken reference\n", "vectorized"))
+    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.optimize", arguments=[uri, "Model"]))
+    assert "job" in started, started
+    diag = await until(lambda: next((d for d in client.diagnostics.get(uri, []) if d.code == "reference-failed"), None))
+    assert diag.range.start.line == bug_line and "ZeroDivisionError" in diag.message
+    assert proposal_diag(client, uri) is None

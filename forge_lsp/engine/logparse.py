@@ -7,6 +7,7 @@ about, with the exception line). Lines are 1-based, as the tools print them.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,3 +64,9 @@ def errors_for(log: str, file: str | Path) -> list[SourceError]:
         return mine
     tb = traceback_error(log, [file])
     return [tb] if tb else []
+
+
+def worker_module_name(source: str, kind: str) -> str:
+    """The file name a worker executes `source` from (``<kind>_<sha256[:16]>.py`` in its cache), so that
+    traceback frames in it can be mapped back to the user's file."""
+    return f"{kind}_{hashlib.sha256(source.encode()).hexdigest()[:16]}.py"

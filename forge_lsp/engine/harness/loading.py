@@ -26,10 +26,12 @@ def cache_dir() -> Path:
 
 def exec_module(source: str, name: str, kind: str) -> types.ModuleType:
     """Write `source` to the cache (so tracebacks, inspect and Triton see a real file) and import it."""
+    from ..logparse import worker_module_name
+
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     folder = cache_dir() / "modules"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{kind}_{digest}.py"
+    path = folder / worker_module_name(source, kind)
     if not path.exists():
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(source, encoding="utf-8")

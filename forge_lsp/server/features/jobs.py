@@ -140,6 +140,7 @@ def _optimize(ls: ForgeServer, job: Job, task_file: Path, module: Any, model_cla
     if job.status == "cancelled" or result.status == "cancelled":
         job.status, job.message = "cancelled", "cancelled"
         return
+    _reference_failures(ls, job, module.name, result.run_id, task_file)
     job.message = result.stop_reason
     best = result.best
     ls.record_result(Result(uri=job.uri, target=module.name, kind="optimize", doc_sha=doc_sha, when=time.time(),
@@ -155,6 +156,27 @@ def _optimize(ls: ForgeServer, job: Job, task_file: Path, module: Any, model_cla
         ls.message(f"forge: optimizing {module.name} failed: {result.stop_reason}", t.MessageType.Error)
     else:
         job.message = f"no verified candidate faster than the reference ({result.stop_reason})"
+
+
+_REFERENCE_FAILED = ("the reference model failed", "the reference constructor failed", "the task file failed to load")
+
+
+def _reference_failures(ls: ForgeServer, job: Job, target: str, run_id: str, task_file: Path) -> None:
+    """When the user's own module fails in the workers (not a candidate), point at its line."""
+    from ...engine.logparse import traceback_error, worker_module_name
+
+    names = [task_file, worker_module_name(task_file.read_text(encoding="utf-8"), "task")]
+    diags = []
+    for rec in ls.store.candidates(run_id):
+        v = rec.verdict or {}
+        if str(v.get("reason", "")).startswith(_REFERENCE_FAILED):
+            e = traceback_error((v.get("traceback") or "") + "\n" + (v.get("log_excerpt") or ""), names)
+            if e is not None:
+                diags.append(t.Diagnostic(range=ls.line_range(job.uri, max(e.line - 1, 0)),
+                                          message=f"forge: {v['reason']}", source=SOURCE, code="reference-failed",
+                                          severity=t.DiagnosticSeverity.Error))
+            break
+    ls.set_diagnostics(job.uri, f"reference:{target}", diags)
 
 
 def _candidate_ms(rec: Any) -> float | None:
