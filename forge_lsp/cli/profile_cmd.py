@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -137,7 +136,7 @@ def _cu_target(args: argparse.Namespace) -> tuple[str, Path]:
 def run_explain(args: argparse.Namespace) -> int:
     from ..profiler.analyze import analyze
     from ..profiler.model import Explanation
-    from ..profiler.ncu import device_peaks, profile, profile_script
+    from ..profiler.ncu import device_peaks, profile, profile_cu_kernel
     from ..profiler.roofline import place
 
     device = resolve_device(args.device)
@@ -146,9 +145,8 @@ def run_explain(args: argparse.Namespace) -> int:
             kernel, entry = _cu_target(args)
             if not args.json:
                 print(f"profiling {kernel!r} as launched by {entry}", file=sys.stderr)
-            result = profile_script(entry, rf"\b{re.escape(kernel)}\b", device=device, launch_skip=args.launch_skip,
-                                    timeout=args.timeout, cache_dir=args.cache_dir)
-            _point_hot_lines_at(result, args.target)
+            result = profile_cu_kernel(args.target, kernel, entry, device=device, launch_skip=args.launch_skip,
+                                       timeout=args.timeout, cache_dir=args.cache_dir)
         else:
             task = load_task(args.target)
             cand = load_candidate(args.candidate) if args.candidate else None
@@ -218,11 +216,3 @@ def _add_narratives(args: argparse.Namespace, explanations: list) -> str:
         e.narrative, note = narrate(model, e, source=source[:12000])
     return note
 
-
-def _point_hot_lines_at(result: ProfileResult, cu_file: Path) -> None:
-    """Line info names the file as it was compiled (often a bare name): point those at `cu_file`."""
-    full = str(cu_file.resolve())
-    for k in result.kernels:
-        for h in k.hot_lines:
-            if Path(h.file).name == cu_file.name:
-                h.file = full

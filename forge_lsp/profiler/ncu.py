@@ -234,3 +234,18 @@ def profile_script(entry: Path, kernel: str, *, device: str = "cuda:0", args: li
     return ProfileResult(mode="ncu", device_name=device_name, kernels=kernels, report_path=str(report),
                          seconds=time.perf_counter() - t0, log_excerpt=log if code else "")
 
+
+
+def profile_cu_kernel(cu_file: Path, kernel: str, entry: Path, **kwargs) -> ProfileResult:
+    """Profile the `__global__` kernel `kernel` of `cu_file` as `entry` launches it (`profile_script`'s
+    keywords pass through). Line info names the source as it was compiled, often a bare file name:
+    hot lines in a file of that name are pointed at `cu_file` itself."""
+    import re
+
+    result = profile_script(entry, rf"\b{re.escape(kernel)}\b", **kwargs)
+    full = str(Path(cu_file).resolve())
+    for k in result.kernels:
+        for h in k.hot_lines:
+            if Path(h.file).name == Path(cu_file).name:
+                h.file = full
+    return result

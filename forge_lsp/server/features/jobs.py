@@ -206,22 +206,16 @@ def _module_profile(ls: ForgeServer, job: Job, kind: str, task_file: Path, modul
 
 
 def _kernel_job(ls: ForgeServer, job: Job, cu: Path, kernel: Any, doc_sha: str) -> None:
-    import re
-
     from ...engine import resolve_device
     from ...engine.cuda_source import python_files_loading
-    from ...profiler.ncu import profile_script
+    from ...profiler.ncu import profile_cu_kernel
 
     loaders = python_files_loading(cu)
     if not loaders:
         raise JobError(f"no Python file near {cu.name} loads it: forge needs a script that launches {kernel.name}")
     ls.progress_begin(job)
     ls.progress(job, f"profiling {kernel.name} as launched by {loaders[0].name}", 10)
-    result = profile_script(loaders[0], rf"\b{re.escape(kernel.name)}\b", device=resolve_device(ls.settings.device))
-    for k in result.kernels:
-        for h in k.hot_lines:
-            if Path(h.file).name == cu.name:
-                h.file = str(cu)
+    result = profile_cu_kernel(cu, kernel.name, loaders[0], device=resolve_device(ls.settings.device))
     _compile_diagnostics(ls, job, kernel.name, result, cu)
     _record_profile(ls, job, job.kind, kernel.name, kernel.line, result, doc_sha, cu)
 
@@ -266,7 +260,7 @@ def _record_profile(ls: ForgeServer, job: Job, kind: str, target: str, line: int
         diags = []
         for f in findings[:5]:
             for h in f.lines[:3]:
-                if source_file is None or Path(h.file) != source_file:
+                if source_file is None or Path(h.file).resolve() != source_file.resolve():
                     continue
                 diags.append(t.Diagnostic(
                     range=ls.line_range(job.uri, max(h.line - 1, 0)),
