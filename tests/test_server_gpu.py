@@ -4,6 +4,7 @@ Explain NCU bottleneck on a kernel of a .cu file puts the findings on the kernel
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 import tempfile
@@ -27,10 +28,12 @@ CACHE = tempfile.mkdtemp(prefix="forge-lsp-gpu-cache-")
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "forge_lsp.server"],
-                                              server_env={"FORGE_CACHE_DIR": CACHE}))
+                                              # the whole environment: the GPU machine finds CUDA, ncu and extra packages through it
+                                              server_env={**os.environ, "FORGE_CACHE_DIR": CACHE}))
 async def client(lsp_client: LanguageClient, tmp_path: Path):
     for name in ("strided_copy.cu", "run_strided_copy.py"):
         shutil.copy(FIXTURES / "explain_cu" / name, tmp_path / name)
+    shutil.copy(FIXTURES / "softmax_small.py", tmp_path / "softmax_small.py")
 
     @lsp_client.feature(t.CLIENT_REGISTER_CAPABILITY)
     def register_capability(params: t.RegistrationParams) -> None:
@@ -64,3 +67,54 @@ async def test_explain_kernel_puts_findings_on_its_lines_and_hover(client: Langu
     hover = await client.text_document_hover_async(t.HoverParams(
         text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=kernel_line, character=30)))
     assert "roofline" in hover.contents.value and "Uncoalesced" in hover.contents.value
+
+
+async def _job_done(client: LanguageClient, job_id: str, timeout: float = 300) -> dict:
+    async with asyncio.timeout(timeout):
+        while True:
+            runs = await client.protocol.send_request_async("forge/runs", None)
+            jobs = [j._asdict() if hasattr(j, "_asdict") else j for j in (runs.runs if hasattr(runs, "runs") else runs["runs"])]
+            job = next(j for j in jobs if j["id"] == job_id)
+            if job["status"] not in ("queued", "running"):
+                return job
+            await asyncio.sleep(0.5)
+
+
+@pytest.mark.asyncio
+async def test_profile_kernel_shows_latency_and_roofline_on_hover_without_explain_diagnostics(
+        client: LanguageClient, tmp_path):
+    cu = tmp_path / "strided_copy.cu"
+    text = cu.read_text()
+    kernel_line = next(i for i, line in enumerate(text.splitlines()) if "void strided_copy" in line)
+    uri = cu.as_uri()
+    client.text_document_did_open(t.DidOpenTextDocumentParams(
+        text_document=t.TextDocumentItem(uri=uri, language_id="cuda", version=1, text=text)))
+    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.profile", arguments=[uri, "strided_copy"]))
+    job = await _job_done(client, started["job"])
+    assert job["status"] == "done", job
+    hover = await client.text_document_hover_async(t.HoverParams(
+        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=kernel_line, character=30)))
+    value = hover.contents.value
+    assert "*profile*" in value and "latency:" in value and "roofline" in value, value
+    assert not any(d.code == "uncoalesced_global_access" for d in client.diagnostics.get(uri, []))
+
+
+@pytest.mark.asyncio
+async def test_explain_bottleneck_of_a_python_module_on_the_gpu(client: LanguageClient, tmp_path):
+    py = tmp_path / "softmax_small.py"
+    text = py.read_text()
+    model_line = next(i for i, line in enumerate(text.splitlines()) if line.startswith("class Model"))
+    uri = py.as_uri()
+    client.text_document_did_open(t.DidOpenTextDocumentParams(
+        text_document=t.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.explain", arguments=[uri, "Model"]))
+    job = await _job_done(client, started["job"])
+    assert job["status"] == "done", job
+    hover = await client.text_document_hover_async(t.HoverParams(
+        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line, character=8)))
+    value = hover.contents.value
+    assert "*explain*" in value and "latency:" in value and "roofline" in value, value
+    # the summary diagnostic sits on the class line
+    assert any(d.code == "explanation" and d.range.start.line == model_line for d in client.diagnostics.get(uri, []))
