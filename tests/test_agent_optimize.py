@@ -231,6 +231,51 @@ def test_forge_optimize_apply_rewrites_the_class_in_place(tmp_path, fake_openai)
     assert out.stdout.split() == ["True", "1"], out.stderr[-2000:]
 
 
+def test_forge_optimize_apply_refuses_a_best_candidate_slower_than_the_reference(tmp_path, fake_openai):
+    """The best *verified* candidate can still be slower than the user's code: nothing is applied or written."""
+    task = tmp_path / "softmax_mod.py"
+    original = (FIXTURES / "softmax_small.py").read_text()
+    task.write_text(original)
+    slow = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
+           "        return torch.stack([torch.softmax(row, dim=0) for row in x])\n"
+    fake_openai.script(coder_reply(slow, "one row at a time"))
+    (tmp_path / "forge.toml").write_text(f'model = "scripted"\nbase_url = "{fake_openai.base_url}"\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "FORGE_MODEL")} | {"OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "optimize", str(task), "--device", "cpu",
+                        "--no-offline", "--rounds", "1", "--search", "linear", "--apply",
+                        "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True, timeout=300,
+                       env=env, cwd=tmp_path)
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "no verified candidate is faster than the reference" in out and "was not applied" in out
+    assert re.search(r"runs at 0\.\d\dx the reference", out), out
+    assert task.read_text() == original and not (tmp_path / "softmax_mod_forge_best.py").exists()
+
+
+def test_a_best_candidate_that_fails_its_final_recheck_is_not_the_answer(tmp_path, evaluator, fake_openai):
+    """A candidate that passes in the search and lies afterwards: the final re-check catches it."""
+    armed = tmp_path / "armed"
+    liar = f"""
+import os
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.softmax(x, dim=1)
+        return y + 1 if os.path.exists({str(armed)!r}) else y
+"""
+    fake_openai.script(coder_reply(liar, "softmax"))
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=1, final_retime=True)
+    opt.bus.subscribe(lambda ev: armed.touch() if ev.kind == "candidate_timed" and not ev.data.get("final") else None)
+    result = opt.run()
+    assert result.best is not None and result.best.correct  # the search saw a correct candidate
+    assert result.final_failure is not None and "elements outside atol" in result.final_failure
+    assert result.answer_speedup is None and not result.improves
+    assert any("failed its final re-check" in n for n in result.notes)
+
+
 def test_judge_profiles_at_most_once_per_interval_and_says_when_findings_are_inherited(tmp_path, evaluator,
                                                                                           fake_openai):
     profiled: list[str] = []

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import atexit
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -14,14 +16,14 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from conftest import FIXTURES
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-
-from conftest import FIXTURES
 
 pytest_plugins = ["fake_openai"]
 
 CACHE = tempfile.mkdtemp(prefix="forge-lsp-e2e-cache-")
+atexit.register(shutil.rmtree, CACHE, True)  # the servers' compile cache, shared by the module's tests
 TASK = (FIXTURES / "slow_softmax.py").read_text()
 # vectorized: faster than the row-at-a-time reference on the CPU, so the run ends with a proposal
 FAST = """

@@ -4,6 +4,7 @@ Explain NCU bottleneck on a kernel of a .cu file puts the findings on the kernel
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import shutil
 import sys
@@ -12,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from conftest import FIXTURES
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from conftest import FIXTURES
 from forge_lsp.profiler.ncu import find_ncu
 
 torch = pytest.importorskip("torch")
@@ -25,6 +26,7 @@ pytestmark = [
     pytest.mark.skipif(find_ncu() is None, reason="needs Nsight Compute (ncu)"),
 ]
 CACHE = tempfile.mkdtemp(prefix="forge-lsp-gpu-cache-")
+atexit.register(shutil.rmtree, CACHE, True)  # the servers' compile cache, shared by the module's tests
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "forge_lsp.server"],

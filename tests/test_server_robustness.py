@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -12,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from conftest import FIXTURES
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from conftest import FIXTURES
-
 pytest_plugins = ["fake_openai"]
 CACHE = tempfile.mkdtemp(prefix="forge-lsp-robust-cache-")
+atexit.register(shutil.rmtree, CACHE, True)  # the servers' compile cache, shared by the module's tests
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(

@@ -91,6 +91,21 @@ class RunResult:
     spent_usd: float
     model_configured: bool
     notes: list[str] = field(default_factory=list)
+    final_speedup: float | None = None  # the best candidate re-timed at the end (None: not re-timed)
+    final_failure: str | None = None  # why the best candidate failed its final re-check
+
+    @property
+    def answer_speedup(self) -> float | None:
+        """The speedup to report for `best`: the final re-timing when there was one; None when the
+        best candidate failed its final re-check."""
+        if self.best is None or self.final_failure is not None:
+            return None
+        return self.final_speedup if self.final_speedup is not None else self.best_speedup
+
+    @property
+    def improves(self) -> bool:
+        """Whether `best` is worth offering: verified, and faster than the reference (after re-timing)."""
+        return self.answer_speedup is not None and self.answer_speedup > 1.0
 
 
 class Cancelled(Exception):
@@ -116,6 +131,7 @@ class Optimizer:
         self.tree = Tree()
         self.records: dict[str, CandidateRecord] = {}
         self.profiles: dict[str, dict[str, Any]] = {}
+        self._final: dict[str, Any] = {}  # the final re-timing of the best candidate
         self._last_profiled: int | None = None  # the round of the last fresh profile
         self._cancel = threading.Event()
         self._lock = threading.Lock()
@@ -171,7 +187,8 @@ class Optimizer:
         self._publish("run_finished", status=status, reason=stop, best=best.id if best else None,
                       best_speedup=best.speedup if best else None, spent_usd=spent)
         return RunResult(self.run_id, status, stop, best, best.speedup if best else None, self.rounds,
-                         len(self.records), spent, self.coder is not None, notes)
+                         len(self.records), spent, self.coder is not None, notes,
+                         final_speedup=self._final.get("speedup"), final_failure=self._final.get("failure"))
 
     def _load(self, run_id: str) -> None:
         run = self.store.get_run(run_id)
@@ -391,7 +408,9 @@ class Optimizer:
         if verdict.status != Status.correct or verdict.speedup is None:
             self._publish("candidate_failed", candidate=best.id, status=verdict.status.value,
                           reason=f"final re-timing: {verdict.reason}")
+            self._final = {"failure": verdict.reason}
             return [f"the best candidate failed its final re-check: {verdict.reason}"]
+        self._final = {"speedup": verdict.speedup}
         self._publish("candidate_timed", candidate=best.id, speedup=verdict.speedup, final=True)
         self.store.add_event(self.run_id, "final_timing", {"candidate": best.id, "speedup": verdict.speedup,
                                                            "timing": verdict.timing.model_dump() if verdict.timing else None})

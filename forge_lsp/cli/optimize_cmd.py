@@ -143,8 +143,14 @@ def run_optimize(args: argparse.Namespace) -> int:
               f"{result.candidates} candidates, ${result.spent_usd:.4f}")
     for note in result.notes:
         out.print(f"  {note}")
+    if result.best is not None and not result.improves:
+        why = (f"it failed its final re-check ({result.final_failure})" if result.final_failure is not None
+               else f"it runs at {result.answer_speedup:.2f}x the reference")
+        out.print(f"no verified candidate is faster than the reference: the best, {result.best.id}, was not "
+                  f"{'applied' if args.apply else 'written'} because {why}. Inspect it with `forge show {result.run_id}`.")
+        return 1 if result.status != "cancelled" else 130
     if result.best is not None:
-        out.print(f"best: {result.best.id} {result.best_speedup:.2f}x — {result.best.summary}")
+        out.print(f"best: {result.best.id} {result.answer_speedup:.2f}x — {result.best.summary}")
         if args.apply:
             return _apply(out, task, result)
         dest = task.path.with_name(f"{task.path.stem}_forge_best.py")
@@ -170,7 +176,7 @@ def _apply(out: Console, task, result) -> int:
         return 1
     try:
         rewrite = rewrite_module(text, task.model_class, result.best.source, domain_from_verdict(verdict),
-                                 run_id=result.run_id, candidate_id=result.best.id, speedup=result.best_speedup)
+                                 run_id=result.run_id, candidate_id=result.best.id, speedup=result.answer_speedup)
     except RewriteError as exc:
         out.print(f"[red]not applied[/]: {exc}")
         return 1

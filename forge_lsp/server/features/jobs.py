@@ -144,16 +144,18 @@ def _optimize(ls: ForgeServer, job: Job, task_file: Path, module: Any, model_cla
     job.message = result.stop_reason
     best = result.best
     ls.record_result(Result(uri=job.uri, target=module.name, kind="optimize", doc_sha=doc_sha, when=time.time(),
-                            run_id=result.run_id, speedup=result.best_speedup,
+                            run_id=result.run_id, speedup=result.answer_speedup,
                             latency_ms=_candidate_ms(best), note=result.stop_reason))
-    if best is not None and (result.best_speedup or 0) > 1.0 and (best.verdict or {}).get("checkpoint_compatible"):
+    if best is not None and result.improves and (best.verdict or {}).get("checkpoint_compatible"):
         ls.offer(Proposal(uri=job.uri, target=module.name, run_id=result.run_id, candidate_id=best.id,
-                          speedup=result.best_speedup, summary=best.summary, doc_sha=doc_sha, version=version,
+                          speedup=result.answer_speedup, summary=best.summary, doc_sha=doc_sha, version=version,
                           source=best.source, domain=domain_of(best.verdict), line=module.line))
-        job.message = f"{result.best_speedup:.2f}× faster candidate found"
+        job.message = f"{result.answer_speedup:.2f}× faster candidate found"
     elif result.status == "failed":
         job.status = "failed"
         ls.message(f"forge: optimizing {module.name} failed: {result.stop_reason}", t.MessageType.Error)
+    elif result.final_failure is not None:
+        job.message = f"the best candidate failed its final re-check: {result.final_failure[:200]}"
     else:
         job.message = f"no verified candidate faster than the reference ({result.stop_reason})"
 
