@@ -147,6 +147,17 @@ async def optimize(client: LanguageClient, uri: str, fake, source: str, summary:
     return started
 
 
+def plain(value):
+    """A reply to a forge/ request as JSON data (pygls hands unknown methods' results over as namedtuples)."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
 def proposal_diag(client: LanguageClient, uri: str):
     return next((d for d in client.diagnostics.get(uri, []) if d.code == "faster-candidate"), None)
 
@@ -200,6 +211,47 @@ async def test_reject_removes_the_proposal_and_does_not_offer_it_again(client: L
     assert proposal_diag(client, uri) is None
     lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
     assert not any(lens.command and lens.command.command == "forge.accept" for lens in lenses)
+
+
+@pytest.mark.asyncio
+async def test_show_diff_writes_the_candidate_under_forge_and_shows_it(client: LanguageClient, tmp_path, fake_openai):
+    uri = open_doc(client, tmp_path / "softmax_mod.py")
+    original = client.docs[uri]["text"]
+    await optimize(client, uri, fake_openai, FAST + "\n# e2e show diff\n", "vectorized")
+    await until(lambda: proposal_diag(client, uri))
+    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    show = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.showDiff")
+    result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.showDiff", arguments=show.arguments))
+    proposed = Path(result["proposedUri"].removeprefix("file://"))
+    patch = Path(result["diffUri"].removeprefix("file://"))
+    assert proposed.parent.is_relative_to(tmp_path / ".forge" / "proposals")
+    assert proposed.read_text() == result["proposed"] != original and "class Model" in result["proposed"]
+    assert "+" in patch.read_text() and result["diff"] in patch.read_text() and result["stale"] is False
+    assert [p.uri for p in client.shown_documents] == [result["diffUri"]]  # window/showDocument opened the diff
+    # a client with its own diff view asks for the texts only
+    again = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.showDiff", arguments=[*show.arguments, {"show": False}]))
+    assert again["proposed"] == result["proposed"] and len(client.shown_documents) == 1
+    assert client.docs[uri]["text"] == original and (tmp_path / "softmax_mod.py").read_text() == original
+
+
+@pytest.mark.asyncio
+async def test_forge_run_returns_the_typed_run_details(client: LanguageClient, tmp_path, fake_openai):
+    uri = open_doc(client, tmp_path / "softmax_mod.py")
+    started = await optimize(client, uri, fake_openai, FAST + "\n# e2e run details\n", "vectorized")
+    await until(lambda: any(r.kind == "end" for r in client.progress_reports.get(f"forge/{started['job']}", [])))
+    runs = await client.protocol.send_request_async("forge/runs", None)
+    jobs = [j._asdict() if hasattr(j, "_asdict") else j for j in (runs.runs if hasattr(runs, "runs") else runs["runs"])]
+    run_id = next(j["runId"] for j in jobs if j["id"] == started["job"])
+    details = await client.protocol.send_request_async("forge/run", {"runId": run_id})
+    d = plain(details)
+    assert d["run"]["id"] == run_id and d["run"]["modelClass"] == "Model" and "error" not in d
+    (cand,) = d["candidates"]
+    assert cand["verdict"]["status"] == "correct" and cand["verdict"]["referenceMs"] > 0
+    assert cand["verdict"]["candidateMs"] > 0 and "failed_check" not in json.dumps(d)  # camelCase on the wire
+    bad = plain(await client.protocol.send_request_async("forge/run", {"run": 3}))
+    assert "run" not in bad and bad["candidates"] == [] and "runId: Field required" in bad["error"], bad
 
 
 @pytest.mark.asyncio

@@ -12,6 +12,7 @@ import {
   parseShowDiff,
   parseStart,
   ShowDiff,
+  showDiffArgs,
 } from "./protocol";
 import { InlineReviews } from "./review/inline";
 import { SideBySide } from "./review/sideBySide";
@@ -40,7 +41,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     async executeCommand(command, args, next) {
       const ref = parseCandidateArgs(args);
       if (command === COMMANDS.showDiff && ref) {
-        const result = await next(command, args);
+        const result = await next(command, showDiffArgs(ref)); // texts only: shown in this extension's diff views
         const diff = parseShowDiff(result);
         if ("error" in diff) void vscode.window.showWarningMessage(`Forge: ${diff.error}`);
         else await showCandidate(ref, diff);

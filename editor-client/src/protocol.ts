@@ -5,9 +5,11 @@
 //   forge.optimize | forge.profile | forge.explain  [uri, name]                      -> {job} | {error}
 //   forge.accept  [uri, className, runId, candidateId]  -> {applied, uri?, candidate?, message?}
 //   forge.reject  [uri, className, runId, candidateId]  -> {rejected, message?}
-//   forge.showDiff [uri, className, runId, candidateId] -> {original, proposed, diff, speedup, summary, stale} | {error}
+//   forge.showDiff [uri, className, runId, candidateId, {show}?] -> {original, proposed, diff, speedup, summary, stale,
+//                  proposedUri, diffUri} | {error}   (show: false = texts only, no window/showDocument)
 //   forge.cancel  [jobId?]                                                            -> {cancelled: [ids]}
-// Requests: forge/runs -> {runs: [Job]}
+// Requests: forge/runs -> {runs: [Job]}; forge/run {runId} -> {run, candidates} | {error}
+// The whole protocol, with every type: docs/lsp-extensions.md.
 // Progress tokens: "forge/<jobId>"; diagnostics with code "faster-candidate" mark a proposal.
 
 export const COMMANDS = {
@@ -102,6 +104,11 @@ export function parseCandidateArgs(args: unknown[]): CandidateRef | null {
 
 export function candidateArgs(ref: CandidateRef): string[] {
   return [ref.uri, ref.className, ref.runId, ref.candidateId];
+}
+
+/** forge.showDiff arguments that ask for the texts only: this extension shows them in its own diff views. */
+export function showDiffArgs(ref: CandidateRef): [string, string, string, string, { show: false }] {
+  return [ref.uri, ref.className, ref.runId, ref.candidateId, { show: false }];
 }
 
 export interface TargetRef {

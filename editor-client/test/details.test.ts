@@ -11,13 +11,13 @@ const STORE_JSON = JSON.stringify({
     created: 1, updated: 2, spentUsd: 0.0012, tokensIn: 100, tokensOut: 20 },
   candidates: [
     { id: "r1/c1", parent: null, origin: "coder", summary: "<script>alert(1)</script>", status: "evaluated", speedup: null, correct: false,
-      verdict: { status: "incorrect", reason: "values differ", failed_check: "outputs_match", backend: "torch", device: "cpu",
-        reference_ms: 0.5, candidate_ms: null, speedup: null, ci95: null, timing_mode: null,
+      verdict: { status: "incorrect", reason: "values differ", failedCheck: "outputs_match", backend: "torch", device: "cpu",
+        referenceMs: 0.5, candidateMs: null, speedup: null, ci95: null, timingMode: null,
         checks: [{ name: "outputs_match", passed: false, detail: "max abs 1.0" }] },
       findings: [], source: "class ModelNew: pass  # </pre><img src=x onerror=alert(1)>" },
     { id: "r1/c2", parent: "r1/c1", origin: "coder", summary: "vectorized", status: "evaluated", speedup: 1.42, correct: true,
-      verdict: { status: "correct", reason: "", failed_check: null, backend: "torch", device: "cpu", reference_ms: 0.5,
-        candidate_ms: 0.352, speedup: 1.42, ci95: [1.3, 1.5], timing_mode: "cpu", checks: [{ name: "outputs_match", passed: true, detail: "" }] },
+      verdict: { status: "correct", reason: "", failedCheck: null, backend: "torch", device: "cpu", referenceMs: 0.5,
+        candidateMs: 0.352, speedup: 1.42, ci95: [1.3, 1.5], timingMode: "cpu", checks: [{ name: "outputs_match", passed: true, detail: "" }] },
       findings: [{ title: "memory-bound", rule: "roofline", suggestion: "fuse" }], source: "class ModelNew: ..." },
   ],
 });

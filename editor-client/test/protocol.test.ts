@@ -2,7 +2,7 @@ import { test } from "node:test";
 import * as assert from "node:assert/strict";
 import {
   candidateArgs, isActive, jobIdOfToken, parseAccept, parseCandidateArgs, parseJob, parseProgress, parseReject, parseRuns,
-  parseShowDiff, parseStart, parseTargetArgs,
+  parseShowDiff, parseStart, parseTargetArgs, showDiffArgs,
 } from "../src/protocol";
 
 const JOB = { id: "optimize-3", kind: "optimize", uri: "file:///w/m.py", target: "Model", title: "forge: optimize Model",
@@ -24,6 +24,9 @@ test("candidate and target arguments, flat or wrapped once", () => {
   const ref = { uri: "file:///a.py", className: "Model", runId: "r1", candidateId: "r1/c3" };
   assert.deepEqual(parseCandidateArgs(candidateArgs(ref)), ref);
   assert.deepEqual(parseCandidateArgs([candidateArgs(ref)]), ref);
+  // the texts-only form this extension sends to forge.showDiff still names the same candidate
+  assert.deepEqual(showDiffArgs(ref).slice(4), [{ show: false }]);
+  assert.deepEqual(parseCandidateArgs(showDiffArgs(ref)), ref);
   assert.equal(parseCandidateArgs(["a", "b", "c"]), null);
   assert.equal(parseCandidateArgs(["a", "b", "c", 4]), null);
   assert.deepEqual(parseTargetArgs(["file:///a.py", "Model"]), { uri: "file:///a.py", name: "Model" });

@@ -166,7 +166,7 @@ describe("wire: the real forge-lsp server", { timeout: 600_000 }, () => {
     const { doc } = await optimize("softmax_review_reject", "wire review reject");
     const original = doc.text;
     const args = await candidateLens(doc.uri, "forge.showDiff");
-    const diff = parseShowDiff(await client.command("forge.showDiff", args)) as ShowDiff;
+    const diff = parseShowDiff(await client.command("forge.showDiff", [...args, { show: false }])) as ShowDiff;
     assert.ok(!("error" in diff), JSON.stringify(diff));
     assert.equal(diff.original, original);
     assert.equal(diff.stale, false);
@@ -196,7 +196,7 @@ describe("wire: the real forge-lsp server", { timeout: 600_000 }, () => {
     const { doc, file } = await optimize("softmax_review_accept", "wire review accept");
     const original = doc.text;
     const args = await candidateLens(doc.uri, "forge.showDiff");
-    const diff = parseShowDiff(await client.command("forge.showDiff", args)) as ShowDiff;
+    const diff = parseShowDiff(await client.command("forge.showDiff", [...args, { show: false }])) as ShowDiff;
     const { session, edits } = ReviewSession.create(diff.original, diff.proposed, "\n");
     await applyOwn(doc, session, edits);
     // the user edits the file during the review, outside the hunks (line 0: an import line)

@@ -78,9 +78,9 @@ export function parseRunDetails(stdout: string): RunDetails | { error: string } 
       id: str(c.id), parent: typeof c.parent === "string" ? c.parent : null, origin: str(c.origin), summary: str(c.summary),
       status: str(c.status), speedup: num(c.speedup), correct: typeof c.correct === "boolean" ? c.correct : null,
       verdict: v ? {
-        status: str(v.status), reason: str(v.reason), failedCheck: typeof v.failed_check === "string" ? v.failed_check : null,
-        backend: str(v.backend), device: str(v.device), referenceMs: num(v.reference_ms), candidateMs: num(v.candidate_ms),
-        speedup: num(v.speedup), ci95: ci, timingMode: str(v.timing_mode),
+        status: str(v.status), reason: str(v.reason), failedCheck: typeof v.failedCheck === "string" ? v.failedCheck : null,
+        backend: str(v.backend), device: str(v.device), referenceMs: num(v.referenceMs), candidateMs: num(v.candidateMs),
+        speedup: num(v.speedup), ci95: ci, timingMode: str(v.timingMode),
         checks: Array.isArray(v.checks) ? v.checks.filter(isObj).map((k) => ({ name: str(k.name), passed: k.passed === true, detail: str(k.detail) })) : [],
       } : null,
       findings: Array.isArray(c.findings) ? c.findings.filter(isObj).map((f) => ({ title: str(f.title), rule: str(f.rule), suggestion: str(f.suggestion) })) : [],

@@ -4,7 +4,7 @@
 import { randomBytes } from "crypto";
 import * as vscode from "vscode";
 import { ServerManager } from "../client";
-import { candidateArgs, CandidateRef, COMMANDS, Job, parseShowDiff, ShowDiff } from "../protocol";
+import { CandidateRef, COMMANDS, Job, parseShowDiff, ShowDiff, showDiffArgs } from "../protocol";
 import { DetailsInput, makeNonce, parseRunDetails, Proposal, renderDetailsHtml, RunDetails } from "./details";
 
 export interface ProposalActions {
@@ -78,7 +78,7 @@ export class RunPanels implements vscode.Disposable {
     let diff: ShowDiff | undefined;
     if (ref) {
       try {
-        const d = parseShowDiff(await this.server.serverCommand(COMMANDS.showDiff, candidateArgs(ref)));
+        const d = parseShowDiff(await this.server.serverCommand(COMMANDS.showDiff, showDiffArgs(ref)));
         if (!("error" in d)) diff = d;
       } catch {
         // no proposal after all

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-from typing import Any
+import re
+import tempfile
+from pathlib import Path
 
 from lsprotocol import types as t
 
+from ..protocol import AcceptResult, CandidateArgs, DiffResult, RejectResult
 from ..server import ForgeServer
 from ..state import Proposal, text_sha
 
@@ -41,7 +44,8 @@ def _decide(ls: ForgeServer, prop: Proposal, decision: str) -> None:
     ls.refresh_lenses()
 
 
-async def accept(ls: ForgeServer, uri: str, target: str, run_id: str, candidate_id: str) -> dict[str, Any]:
+async def accept(ls: ForgeServer, args: CandidateArgs) -> AcceptResult:
+    uri, target, run_id, candidate_id = args.uri, args.class_name, args.run_id, args.candidate_id
     prop = _proposal(ls, uri, target, candidate_id)
     if prop is None:
         return _refuse(ls, f"no open proposal {candidate_id} for {target}: it was applied, rejected or became stale")
@@ -82,7 +86,7 @@ async def accept(ls: ForgeServer, uri: str, target: str, run_id: str, candidate_
         return _refuse(ls, f"the editor did not apply forge's edit ({why}); your code is unchanged")
     _decide(ls, prop, "accepted")
     ls.clear_file_results(uri, "accepted")
-    return {"applied": True, "uri": uri, "candidate": candidate_id}
+    return AcceptResult(applied=True, uri=uri, candidate=candidate_id)
 
 
 async def _confirm(ls: ForgeServer, uri: str, expected: str) -> bool:
@@ -94,28 +98,54 @@ async def _confirm(ls: ForgeServer, uri: str, expected: str) -> bool:
     return False
 
 
-def reject(ls: ForgeServer, uri: str, target: str, run_id: str, candidate_id: str) -> dict[str, Any]:
-    prop = _proposal(ls, uri, target, candidate_id)
+def reject(ls: ForgeServer, args: CandidateArgs) -> RejectResult:
+    prop = _proposal(ls, args.uri, args.class_name, args.candidate_id)
     if prop is None:
-        return {"rejected": False, "message": "no such proposal"}
+        return RejectResult(rejected=False, message="no such proposal")
     _decide(ls, prop, "rejected")
-    return {"rejected": True}
+    return RejectResult(rejected=True)
 
 
-def diff(ls: ForgeServer, uri: str, target: str, run_id: str, candidate_id: str) -> dict[str, Any]:
-    prop = _proposal(ls, uri, target, candidate_id)
-    text = ls.doc_text(uri)
+async def show_diff(ls: ForgeServer, args: CandidateArgs) -> DiffResult:
+    """The rewritten file and its diff against the document, written under `.forge/proposals/`; unless
+    the client asked only for the texts, the diff is opened with `window/showDocument`."""
+    prop = _proposal(ls, args.uri, args.class_name, args.candidate_id)
+    text = ls.doc_text(args.uri)
     if prop is None or text is None:
-        return {"error": "no such proposal"}
+        return DiffResult(error="no such proposal")
     rewrite, error = _rewrite(ls, prop, text)
     if rewrite is None:
-        return {"error": error}
+        return DiffResult(error=error)
+    name = Path(ls.path_of(args.uri) or "module.py").name
+    folder = (ls.root or Path(tempfile.gettempdir())) / ".forge" / "proposals" / _safe(prop.run_id) / _safe(prop.candidate_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    proposed, patch = folder / name, folder / f"{name}.diff"
     unified = "".join(difflib.unified_diff(text.splitlines(keepends=True), rewrite.new_text.splitlines(keepends=True),
-                                           fromfile="current", tofile=f"forge {candidate_id}"))
-    return {"original": text, "proposed": rewrite.new_text, "diff": unified, "speedup": prop.speedup,
-            "summary": prop.summary, "stale": text_sha(text) != prop.doc_sha}
+                                           fromfile=f"a/{name}", tofile=f"b/{name} (forge {prop.candidate_id})"))
+    proposed.write_text(rewrite.new_text, encoding="utf-8")
+    patch.write_text(f"# forge: {prop.speedup:.2f}x faster candidate for {prop.target} (run {prop.run_id})\n"
+                     f"# {prop.summary}\n# Accept or Reject it from the code lens on {prop.target}.\n" + unified,
+                     encoding="utf-8")
+    result = DiffResult(original=text, proposed=rewrite.new_text, diff=unified, speedup=prop.speedup,
+                        summary=prop.summary, stale=text_sha(text) != prop.doc_sha,
+                        proposed_uri=proposed.as_uri(), diff_uri=patch.as_uri())
+    window = ls.client_capabilities.window
+    if (args.options is None or args.options.show) and window is not None and window.show_document is not None \
+            and window.show_document.support:
+        try:
+            shown = await ls.window_show_document_async(t.ShowDocumentParams(uri=patch.as_uri(), take_focus=True))
+            opened = bool(shown and shown.success)
+        except Exception:  # noqa: BLE001 - an error reply: the files are written all the same
+            opened = False
+        if not opened:
+            ls.message(f"forge: the editor did not open {patch}", t.MessageType.Warning)
+    return result
 
 
-def _refuse(ls: ForgeServer, message: str) -> dict[str, Any]:
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:80]
+
+
+def _refuse(ls: ForgeServer, message: str) -> AcceptResult:
     ls.message(f"forge: {message}", t.MessageType.Warning)
-    return {"applied": False, "message": message}
+    return AcceptResult(applied=False, message=message)

@@ -6,11 +6,9 @@ from typing import Any
 
 from lsprotocol import types as t
 
+from ..protocol import CancelResult, CandidateArgs, InsertInputsResult, TargetArgs, positional, wire
 from ..server import ForgeServer
 from . import accept, jobs
-
-COMMANDS = ("forge.optimize", "forge.profile", "forge.explain", "forge.cancel", "forge.accept", "forge.reject",
-            "forge.showDiff", "forge.insertInputs")
 
 
 def _lens(line: int, title: str, command: str, args: list[Any]) -> t.CodeLens:
@@ -89,53 +87,50 @@ def register(ls: ForgeServer) -> None:
 
     @ls.command("forge.optimize")
     def optimize(ls: ForgeServer, *args: Any) -> dict[str, Any]:
-        return jobs.start(ls, "optimize", *_args(args, 2))
+        a = positional(TargetArgs, args)
+        return wire(jobs.start(ls, "optimize", a.uri, a.name))
 
     @ls.command("forge.profile")
     def profile(ls: ForgeServer, *args: Any) -> dict[str, Any]:
-        return jobs.start(ls, "profile", *_args(args, 2))
+        a = positional(TargetArgs, args)
+        return wire(jobs.start(ls, "profile", a.uri, a.name))
 
     @ls.command("forge.explain")
     def explain(ls: ForgeServer, *args: Any) -> dict[str, Any]:
-        return jobs.start(ls, "explain", *_args(args, 2))
+        a = positional(TargetArgs, args)
+        return wire(jobs.start(ls, "explain", a.uri, a.name))
 
     @ls.command("forge.cancel")
     def cancel(ls: ForgeServer, *args: Any) -> dict[str, Any]:
-        return {"cancelled": ls.cancel_job(args[0] if args else None)}
+        job_id = args[0] if args and isinstance(args[0], str) else None
+        return wire(CancelResult(cancelled=ls.cancel_job(job_id)))
 
     @ls.command("forge.accept")
     async def accept_(ls: ForgeServer, *args: Any) -> dict[str, Any]:
-        return await accept.accept(ls, *_args(args, 4))
+        return wire(await accept.accept(ls, positional(CandidateArgs, args)))
 
     @ls.command("forge.reject")
     def reject_(ls: ForgeServer, *args: Any) -> dict[str, Any]:
-        return accept.reject(ls, *_args(args, 4))
+        return wire(accept.reject(ls, positional(CandidateArgs, args)))
 
     @ls.command("forge.showDiff")
-    def show_diff(ls: ForgeServer, *args: Any) -> dict[str, Any]:
-        return accept.diff(ls, *_args(args, 4))
+    async def show_diff(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return wire(await accept.show_diff(ls, positional(CandidateArgs, args)))
 
     @ls.command("forge.insertInputs")
     async def insert_inputs(ls: ForgeServer, *args: Any) -> dict[str, Any]:
-        uri, name = _args(args, 2)
-        fix = _inputs_fix(ls, uri, name)
+        a = positional(TargetArgs, args)
+        fix = _inputs_fix(ls, a.uri, a.name)
         if fix is None or fix.edit is None:
-            return {"applied": False, "message": "nothing to insert"}
+            return wire(InsertInputsResult(applied=False, message="nothing to insert"))
         result = await ls.workspace_apply_edit_async(t.ApplyWorkspaceEditParams(edit=fix.edit, label=fix.title))
-        return {"applied": bool(result.applied)}
+        return wire(InsertInputsResult(applied=bool(result.applied)))
 
 
 def _resolves_edits(ls: ForgeServer) -> bool:
     caps = ls.client_capabilities.text_document
     ca = caps.code_action if caps else None
     return bool(ca and ca.resolve_support and "edit" in (ca.resolve_support.properties or []))
-
-
-def _args(args: tuple[Any, ...], n: int) -> list[Any]:
-    values = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
-    if len(values) < n:
-        raise ValueError(f"expected {n} arguments, got {len(values)}")
-    return values[:n]
 
 
 def _action(title: str, command: str, args: list[Any]) -> t.CodeAction:

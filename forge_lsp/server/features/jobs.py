@@ -8,6 +8,8 @@ from typing import Any
 
 from lsprotocol import types as t
 
+from ..protocol import Job as JobInfo
+from ..protocol import JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
 from ..state import Job, Proposal, Result, text_sha
 
@@ -20,34 +22,35 @@ def register(ls: ForgeServer) -> None:
     @ls.feature("forge/runs")
     def runs(ls: ForgeServer, params: Any = None) -> dict[str, Any]:
         with ls.state.lock:
-            return {"runs": [j.as_dict() for j in ls.state.jobs.values()]}
+            return wire(RunsResult(runs=[JobInfo.model_validate(j.as_dict()) for j in ls.state.jobs.values()]))
 
     @ls.feature("forge/run")
     def run(ls: ForgeServer, params: Any = None) -> dict[str, Any]:
-        """One run and its candidates from the run store: ``{"runId": ...}``."""
+        """One run and its candidates from the run store."""
         from ...agent.store import run_details
 
-        run_id = getattr(params, "runId", None) or (params.get("runId") if isinstance(params, dict) else None)
-        if not run_id:
-            return {"error": "forge/run needs a runId"}
+        try:
+            run_id = read(RunParams, params).run_id
+        except ProtocolError as exc:
+            return wire(RunResult(error=f"forge/run: {exc}"))
         if ls.store is None:
-            return {"error": "this workspace has no run store"}
-        return run_details(ls.store, str(run_id))
+            return wire(RunResult(error="this workspace has no run store"))
+        return wire(RunResult.model_validate(run_details(ls.store, run_id)))
 
 
-def start(ls: ForgeServer, kind: str, uri: str, target: str) -> dict[str, Any]:
+def start(ls: ForgeServer, kind: str, uri: str, target: str) -> JobStarted:
     try:
         work, title = _plan(ls, kind, uri, target)
     except JobError as exc:
         ls.message(f"forge: {exc}", t.MessageType.Warning)
-        return {"error": str(exc)}
+        return JobStarted(error=str(exc))
     running = [j for j in ls.state.jobs.values() if j.status in ("queued", "running")]
     if len(running) >= ls.settings.workers:
         msg = f"{len(running)} forge runs are already going (forge.workers = {ls.settings.workers}); cancel one first"
         ls.message(f"forge: {msg}", t.MessageType.Warning)
-        return {"error": msg}
+        return JobStarted(error=msg)
     job = ls.start_job(kind, uri, target, title, work)
-    return {"job": job.id}
+    return JobStarted(job=job.id)
 
 
 def _plan(ls: ForgeServer, kind: str, uri: str, target: str):

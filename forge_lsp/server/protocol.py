@@ -1,0 +1,224 @@
+"""The forge-lsp extensions to LSP: typed params and results of the `forge/...` requests and the
+`forge.*` commands. Documented in docs/lsp-extensions.md (a test keeps the two in step).
+
+Every type is a pydantic model whose JSON names are camelCase, like LSP's own. Handlers return
+``wire(model)``; params are read with ``read(Model, params)``, which accepts what pygls hands over
+for a method lsprotocol does not know (a dict, or its namedtuple-like objects).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+REQUESTS = ("forge/runs", "forge/run")
+COMMANDS = ("forge.optimize", "forge.profile", "forge.explain", "forge.cancel", "forge.accept", "forge.reject",
+            "forge.showDiff", "forge.insertInputs")
+PROGRESS_TOKEN_PREFIX = "forge/"  # `$/progress` tokens are "forge/<jobId>"
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+M = TypeVar("M", bound=Message)
+
+
+class ProtocolError(ValueError):
+    """Params that do not match their type: the handler answers with a clear error instead."""
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "_asdict"):  # pygls' objects for unknown methods are namedtuples
+        value = value._asdict()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def read(model: type[M], params: Any) -> M:
+    try:
+        return model.model_validate(_plain(params) if params is not None else {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "params"
+        raise ProtocolError(f"{where}: {first['msg']}") from None
+
+
+def wire(model: Message) -> dict[str, Any]:
+    """JSON for the client: camelCase names; fields that are None are left out."""
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+# ------------------------------------------------------------------------------ forge/runs
+JobKind = Literal["optimize", "profile", "explain"]
+JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+
+
+class Job(Message):
+    """A background job of this server (an optimize run, a profile, an explanation)."""
+
+    id: str
+    kind: JobKind
+    uri: str
+    target: str  # the module or kernel name
+    title: str
+    status: JobStatus
+    message: str
+    started: float  # Unix time
+    finished: float | None
+    run_id: str | None  # the run in the run store (optimize jobs)
+    percentage: int  # 0-100
+
+
+class RunsParams(Message):
+    pass
+
+
+class RunsResult(Message):
+    runs: list[Job]
+
+
+# ------------------------------------------------------------------------------- forge/run
+class RunParams(Message):
+    run_id: str
+
+
+class Check(Message):
+    name: str | None
+    passed: bool | None
+    detail: str
+
+
+class VerdictSummary(Message):
+    status: str | None  # correct | compile_error | runtime_error | incorrect | timeout | ...
+    reason: str
+    failed_check: str | None
+    backend: str | None
+    device: str | None
+    reference_ms: float | None
+    candidate_ms: float | None
+    speedup: float | None
+    ci95: list[float] | None
+    timing_mode: str | None
+    checks: list[Check]
+    stages: dict[str, float]  # seconds per stage
+
+
+class Finding(Message):
+    title: str | None
+    rule: str | None
+    suggestion: str | None
+
+
+class CandidateSummary(Message):
+    id: str
+    parent: str | None
+    origin: str  # offline:<name> | coder | repair
+    summary: str
+    status: str  # queued | evaluated
+    speedup: float | None
+    correct: bool | None
+    verdict: VerdictSummary | None
+    findings: list[Finding]
+    source: str
+    created: float
+    evaluated: float | None
+
+
+class RunSummary(Message):
+    id: str
+    status: str
+    message: str
+    task: str
+    model_class: str
+    best: str | None
+    created: float
+    updated: float
+    spent_usd: float | None
+    tokens_in: int
+    tokens_out: int
+
+
+class RunResult(Message):
+    run: RunSummary | None = None
+    candidates: list[CandidateSummary] = []
+    error: str | None = None  # set instead of run/candidates
+
+
+# -------------------------------------------------------------------------------- commands
+class TargetArgs(Message):
+    """forge.optimize / forge.profile / forge.explain / forge.insertInputs: ``[uri, name]``."""
+
+    uri: str
+    name: str
+
+
+class CandidateArgs(Message):
+    """forge.accept / forge.reject / forge.showDiff: ``[uri, className, runId, candidateId, options?]``."""
+
+    uri: str
+    class_name: str
+    run_id: str
+    candidate_id: str
+    options: ShowDiffOptions | None = None
+
+
+class ShowDiffOptions(Message):
+    show: bool = True  # false: only return the texts (a client with its own diff view)
+
+
+CandidateArgs.model_rebuild()
+
+
+class JobStarted(Message):
+    job: str | None = None
+    error: str | None = None
+
+
+class CancelResult(Message):
+    cancelled: list[str]
+
+
+class AcceptResult(Message):
+    applied: bool
+    uri: str | None = None
+    candidate: str | None = None
+    message: str | None = None
+
+
+class RejectResult(Message):
+    rejected: bool
+    message: str | None = None
+
+
+class DiffResult(Message):
+    original: str | None = None
+    proposed: str | None = None
+    diff: str | None = None
+    speedup: float | None = None
+    summary: str | None = None
+    stale: bool | None = None
+    proposed_uri: str | None = None  # the rewritten file, written under .forge/proposals/
+    diff_uri: str | None = None  # the unified diff beside it (what window/showDocument opens)
+    error: str | None = None
+
+
+class InsertInputsResult(Message):
+    applied: bool
+    message: str | None = None
+
+
+def positional(model: type[M], args: tuple[Any, ...]) -> M:
+    """A command's positional arguments (as sent, or wrapped in one list) as `model`."""
+    values = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
+    names = list(model.model_fields)
+    required = [n for n, f in model.model_fields.items() if f.is_required()]
+    if len(values) < len(required):
+        raise ProtocolError(f"expected {len(required)} arguments ({', '.join(to_camel(n) for n in required)}), "
+                            f"got {len(values)}")
+    return read(model, {to_camel(n): _plain(v) for n, v in zip(names, values)})
