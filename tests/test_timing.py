@@ -27,3 +27,5 @@ def test_summarize_reports_median_speedup_and_launch_bound_note():
     t = summarize("events", ref, cand, True, [])
     assert t.speedup == 4.0 and t.candidate_host_ms == 0.9
     assert any("launch-bound" in n for n in t.notes)
+    # in graph mode the host time is a graph replay's, not the candidate's: no launch-bound note
+    assert not summarize("graph", ref, cand, True, []).notes
