@@ -207,6 +207,16 @@ def test_forge_optimize_without_a_model_says_how_to_configure_one(tmp_path):
     assert "no model configured" in run["message"]
 
 
+def optimize_apply_one_round(tmp_path, task, fake) -> subprocess.CompletedProcess:
+    """`forge optimize TASK --apply`: one linear round on the CPU with the scripted model, no offline seeds."""
+    (tmp_path / "forge.toml").write_text(f'model = "scripted"\nbase_url = "{fake.base_url}"\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "FORGE_MODEL")} | {"OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "optimize", str(task), "--device", "cpu",
+                           "--no-offline", "--rounds", "1", "--search", "linear", "--apply",
+                           "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=tmp_path)
+
+
 def test_forge_optimize_apply_rewrites_the_class_in_place(tmp_path, fake_openai):
     """`forge optimize --apply`: the same guarded rewrite the editor's Accept uses, written to the task file."""
     task = tmp_path / "softmax_mod.py"
@@ -214,12 +224,7 @@ def test_forge_optimize_apply_rewrites_the_class_in_place(tmp_path, fake_openai)
     fast = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
            "        return torch.softmax(x, dim=1)\n"
     fake_openai.script(coder_reply(fast, "vectorized softmax"))
-    (tmp_path / "forge.toml").write_text(f'model = "scripted"\nbase_url = "{fake_openai.base_url}"\n')
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "FORGE_MODEL")} | {"OMP_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "optimize", str(task), "--device", "cpu",
-                        "--no-offline", "--rounds", "1", "--search", "linear", "--apply",
-                        "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True, timeout=300,
-                       env=env, cwd=tmp_path)
+    r = optimize_apply_one_round(tmp_path, task, fake_openai)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "applied to" in r.stdout
     check = (f"import sys, torch; sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(FIXTURES)!r})\n"
@@ -239,12 +244,7 @@ def test_forge_optimize_apply_refuses_a_best_candidate_slower_than_the_reference
     slow = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
            "        return torch.stack([torch.softmax(row, dim=0) for row in x])\n"
     fake_openai.script(coder_reply(slow, "one row at a time"))
-    (tmp_path / "forge.toml").write_text(f'model = "scripted"\nbase_url = "{fake_openai.base_url}"\n')
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "FORGE_MODEL")} | {"OMP_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "optimize", str(task), "--device", "cpu",
-                        "--no-offline", "--rounds", "1", "--search", "linear", "--apply",
-                        "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True, timeout=300,
-                       env=env, cwd=tmp_path)
+    r = optimize_apply_one_round(tmp_path, task, fake_openai)
     out = " ".join(r.stdout.split())
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     assert "no verified candidate is faster than the reference" in out and "was not applied" in out

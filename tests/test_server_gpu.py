@@ -82,6 +82,15 @@ async def _job_done(client: LanguageClient, job_id: str, timeout: float = 300) -
             await asyncio.sleep(0.5)
 
 
+async def _run_to_end(client: LanguageClient, uri: str, language: str, text: str, command: str, target: str) -> dict:
+    """Open the document, run `command` on `target`, and wait for the job to end."""
+    client.text_document_did_open(t.DidOpenTextDocumentParams(
+        text_document=t.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)))
+    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(command=command,
+                                                                                  arguments=[uri, target]))
+    return await _job_done(client, started["job"])
+
+
 @pytest.mark.asyncio
 async def test_profile_kernel_shows_latency_and_roofline_on_hover_without_explain_diagnostics(
         client: LanguageClient, tmp_path):
@@ -89,11 +98,7 @@ async def test_profile_kernel_shows_latency_and_roofline_on_hover_without_explai
     text = cu.read_text()
     kernel_line = next(i for i, line in enumerate(text.splitlines()) if "void strided_copy" in line)
     uri = cu.as_uri()
-    client.text_document_did_open(t.DidOpenTextDocumentParams(
-        text_document=t.TextDocumentItem(uri=uri, language_id="cuda", version=1, text=text)))
-    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.profile", arguments=[uri, "strided_copy"]))
-    job = await _job_done(client, started["job"])
+    job = await _run_to_end(client, uri, "cuda", text, "forge.profile", "strided_copy")
     assert job["status"] == "done", job
     hover = await client.text_document_hover_async(t.HoverParams(
         text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=kernel_line, character=30)))
@@ -108,11 +113,7 @@ async def test_explain_bottleneck_of_a_python_module_on_the_gpu(client: Language
     text = py.read_text()
     model_line = next(i for i, line in enumerate(text.splitlines()) if line.startswith("class Model"))
     uri = py.as_uri()
-    client.text_document_did_open(t.DidOpenTextDocumentParams(
-        text_document=t.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
-    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.explain", arguments=[uri, "Model"]))
-    job = await _job_done(client, started["job"])
+    job = await _run_to_end(client, uri, "python", text, "forge.explain", "Model")
     assert job["status"] == "done", job
     hover = await client.text_document_hover_async(t.HoverParams(
         text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line, character=8)))
