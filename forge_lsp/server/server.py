@@ -28,6 +28,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from .. import __version__
+from .protocol import PROGRESS_TOKEN_PREFIX
 from .settings import Settings
 from .state import Job, Proposal, Result, ServerState, text_sha
 
@@ -171,7 +172,7 @@ class ForgeServer(LanguageServer):
         caps = self.client_capabilities.window
         if not (caps and caps.work_done_progress):
             return
-        token = f"forge/{job.id}"
+        token = f"{PROGRESS_TOKEN_PREFIX}{job.id}"
         job.token = token
         done = threading.Event()
 
@@ -234,10 +235,15 @@ class ForgeServer(LanguageServer):
             self._observer.stop()
 
     # --------------------------------------------------------------- task snapshots
+    def forge_dir(self, *parts: str) -> Path:
+        """A folder under the workspace's `.forge/` (the temp dir's without a workspace), created."""
+        folder = (self.root or Path(tempfile.gettempdir())).joinpath(".forge", *parts)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
     def snapshot(self, uri: str, text: str) -> Path:
         """Write the editor's text of a task file where workers can read it (nothing of the user's is touched)."""
-        base = (self.root or Path(tempfile.gettempdir())) / ".forge" / "snapshots"
-        base.mkdir(parents=True, exist_ok=True)
+        base = self.forge_dir("snapshots")
         name = Path(self.path_of(uri) or "module.py").stem
         path = base / f"{name}_{text_sha(text)[:10]}.py"
         if not path.exists():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import difflib
 import re
-import tempfile
 from pathlib import Path
 
 from lsprotocol import types as t
@@ -117,8 +116,7 @@ async def show_diff(ls: ForgeServer, args: CandidateArgs) -> DiffResult:
     if rewrite is None:
         return DiffResult(error=error)
     name = Path(ls.path_of(args.uri) or "module.py").name
-    folder = (ls.root or Path(tempfile.gettempdir())) / ".forge" / "proposals" / _safe(prop.run_id) / _safe(prop.candidate_id)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = ls.forge_dir("proposals", _safe(prop.run_id), _safe(prop.candidate_id))
     proposed, patch = folder / name, folder / f"{name}.diff"
     unified = "".join(difflib.unified_diff(text.splitlines(keepends=True), rewrite.new_text.splitlines(keepends=True),
                                            fromfile=f"a/{name}", tofile=f"b/{name} (forge {prop.candidate_id})"))
