@@ -1,14 +1,36 @@
-"""`forge-lsp` entry point: stdio by default, `--tcp --host H --port P` for debugging."""
+"""`forge-lsp` entry point: stdio by default (``--stdio`` accepted, as editors pass it), ``--tcp`` for
+debugging. A bad argument prints the usage and exits with status 2 before anything starts."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(prog="forge-lsp", description="The forge language server.")
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
+    transport.add_argument("--tcp", action="store_true", help="listen on TCP (for debugging)")
+    parser.add_argument("--host", help="address to bind with --tcp (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to bind with --tcp (default 8888)")
+    # vscode-languageclient passes its process id to node servers; accepted so any client's launch works
+    parser.add_argument("--clientProcessId", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--version", action="version", version=f"forge-lsp {__version__}")
+    args = parser.parse_args(argv)
+    if not args.tcp and (args.host is not None or args.port is not None):
+        parser.error("--host and --port go with --tcp")
+    args.host = args.host or "127.0.0.1"
+    args.port = 8888 if args.port is None else args.port
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    from pygls.cli import start_server
+    args = parse_args(sys.argv[1:] if argv is None else argv)  # exits 2 with the usage on a bad argument
 
     from .server import create_server
 
@@ -20,8 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     if level != "DEBUG":  # pygls logs every message body at INFO: slow, and megabytes in the editor's log
         logging.getLogger("pygls").setLevel(logging.WARNING)
     server = create_server()
+    code = 0
     try:
-        start_server(server, argv if argv is not None else sys.argv[1:])
+        if args.tcp:
+            server.start_tcp(args.host, args.port)
+        else:
+            server.start_io()
+    except Exception:  # noqa: BLE001 - logged, then the workers are stopped below
+        logging.getLogger("forge_lsp.server").exception("the server stopped on an error")
+        code = 1
     finally:
         # the client is gone (exit, or stdin closed): stop every job and kill its worker processes, then
         # leave without waiting for job threads that may sit in a model call
@@ -31,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
         except (ValueError, OSError):  # pygls closes stdout on `exit`
             pass
-        os._exit(0)
-    return 0
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":
