@@ -14,8 +14,17 @@ const source = fs.readdirSync(path.join(ROOT, "src"), { recursive: true })
   .map((f) => fs.readFileSync(path.join(ROOT, "src", String(f)), "utf8"))
   .join("\n");
 
-test("engines and entry point", () => {
-  assert.equal(pkg.engines.vscode, "^1.140.0");
+test("engines: the oldest VS Code the code needs (vscode-languageclient's floor), matching the API types it is built against", () => {
+  // the extension uses no API newer than vscode-languageclient's own requirement; VS Code builds that lag
+  // behind (code-server, VSCodium, ...) refuse an extension whose engines.vscode is newer than they are
+  const client = JSON.parse(fs.readFileSync(path.join(ROOT, "node_modules", "vscode-languageclient", "package.json"), "utf8"));
+  assert.equal(pkg.engines.vscode, client.engines.vscode);
+  assert.equal(pkg.engines.vscode, `^${pkg.devDependencies["@types/vscode"]}`);
+  const [major, minor] = pkg.engines.vscode.replace("^", "").split(".").map(Number);
+  assert.ok(major === 1 && minor <= 139, "installable in code-server 4.139.1 (VS Code 1.139.1), which the e2e test uses");
+});
+
+test("entry point and activation", () => {
   assert.equal(pkg.main, "./dist/extension.js");
   assert.ok(pkg.activationEvents.includes("onLanguage:python"));
   assert.ok(pkg.activationEvents.includes("onLanguage:cuda-cpp"));
