@@ -162,6 +162,12 @@ def proposal_diag(client: LanguageClient, uri: str):
     return next((d for d in client.diagnostics.get(uri, []) if d.code == "faster-candidate"), None)
 
 
+async def job_of(client: LanguageClient, job_id: str) -> dict:
+    """One job as `forge/runs` reports it."""
+    runs = plain(await client.protocol.send_request_async("forge/runs", None))
+    return next(j for j in runs["runs"] if j["id"] == job_id)
+
+
 @pytest.mark.asyncio
 async def test_optimize_progress_diagnostic_lens_accept(client: LanguageClient, tmp_path, fake_openai):
     uri = open_doc(client, tmp_path / "softmax_mod.py")
@@ -173,14 +179,28 @@ async def test_optimize_progress_diagnostic_lens_accept(client: LanguageClient, 
     await until(lambda: client.progress_reports[token][-1].kind == "end", 20, "progress end")
     kinds = [r.kind for r in client.progress_reports[token]]
     assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
+    reports = [r for r in client.progress_reports[token] if r.kind == "report"]
+    assert all(0 <= r.percentage <= 100 for r in reports) and reports[-1].percentage > 0
+    assert any(r.message.startswith("round 1/1") for r in reports), [r.message for r in reports]
     lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
     accept = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.accept")
+    show = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.showDiff")
+    # the final re-timing is the answer, said the same way in the lens, the diagnostic and the job
+    assert "× (final re-timing" in show.title and "× (final re-timing" in diag.message, (show.title, diag.message)
+    job = await job_of(client, started["job"])
+    assert job["status"] == "done" and "× (final re-timing" in job["message"] and "found" in job["message"]
+    assert job["proposal"]["candidateId"] == accept.arguments[3] and job["proposal"]["className"] == "Model"
+    assert f"{job['proposal']['speedup']:.2f}× (final re-timing" in show.title
     hover = await client.text_document_hover_async(t.HoverParams(
         text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line(original), character=6)))
-    assert "best verified candidate" in hover.contents.value and "stale" not in hover.contents.value
+    value = hover.contents.value
+    assert "best verified candidate" in value and "stale" not in value and "(final re-timing" in value
+    assert "reference" in value and "best candidate" in value and "interleaved calls, wall clock on the CPU" in value
     result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
         command="forge.accept", arguments=accept.arguments))
     assert result["applied"] is True, result
+    job = await job_of(client, started["job"])
+    assert job["decision"] == "accepted" and "proposal" not in job and "accepted" in job["message"]
     new_text = client.docs[uri]["text"]
     assert new_text != original and (tmp_path / "softmax_mod.py").read_text() == new_text
     # the rewritten module imports and matches the reference (in a fresh process, under the Triton interpreter)
@@ -205,6 +225,11 @@ async def test_reject_removes_the_proposal_and_does_not_offer_it_again(client: L
     assert (await client.workspace_execute_command_async(t.ExecuteCommandParams(
         command="forge.reject", arguments=reject.arguments)))["rejected"] is True
     await until(lambda: proposal_diag(client, uri) is None, 10)
+    runs = plain(await client.protocol.send_request_async("forge/runs", None))
+    job = next(j for j in runs["runs"] if j.get("runId") == reject.arguments[2])
+    # the runs view must not go on saying "faster candidate found" for a rejected candidate
+    assert job["decision"] == "rejected" and "proposal" not in job, job
+    assert "rejected" in job["message"] and "found" not in job["message"], job["message"]
     # the same candidate for the same source version is not offered again
     started = await optimize(client, uri, fake_openai, source, "rejected one")
     await until(lambda: any(r.kind == "end" for r in client.progress_reports.get(f"forge/{started['job']}", [])))
@@ -300,11 +325,16 @@ async def test_change_outside_the_editor_marks_results_stale(client: LanguageCli
         command="forge.optimize", arguments=[uri, "Model"]))
     assert "job" in started, started
     await until(lambda: proposal_diag(client, uri))
+    # a proposal for a file that is not open is still reported with its job (the editor announces it from there)
+    assert (await job_of(client, started["job"]))["proposal"]["uri"] == uri
     line = model_line(TASK)
     before = await client.text_document_hover_async(t.HoverParams(
         text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=6)))
     assert "stale" not in before.contents.value
-    other.write_text(TASK.replace("dim = 32", "dim = 48"))  # not open in the editor: the watcher sees it
+    other.write_text(TASK.replace("dim = 32", "dim = 48"))  # not open in the editor
+    # VS Code's file watcher reports it (the server registered for it instead of watching files itself)
+    client.workspace_did_change_watched_files(t.DidChangeWatchedFilesParams(
+        changes=[t.FileEvent(uri=uri, type=t.FileChangeType.Changed)]))
     await until(lambda: proposal_diag(client, uri) is None, 20, "proposal cleared after the outside change")
     after = await client.text_document_hover_async(t.HoverParams(
         text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=6)))
@@ -374,3 +404,23 @@ async def test_a_failing_reference_module_is_pointed_at_in_the_users_file(client
     diag = await until(lambda: next((d for d in client.diagnostics.get(uri, []) if d.code == "reference-failed"), None))
     assert diag.range.start.line == bug_line and "ZeroDivisionError" in diag.message
     assert proposal_diag(client, uri) is None
+
+
+@pytest.mark.asyncio
+async def test_explain_on_the_cpu_labels_its_numbers_next_to_an_optimize_runs(client: LanguageClient, tmp_path,
+                                                                              fake_openai):
+    """Explain without hardware counters times the reference alone by wall clock; optimize times the reference
+    and its candidate together. Hover shows both, each saying what it measured."""
+    uri = open_doc(client, tmp_path / "softmax_mod.py")
+    started = await optimize(client, uri, fake_openai, FAST + "\n# e2e explain\n", "vectorized")
+    await until(lambda: proposal_diag(client, uri))
+    explained = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="forge.explain", arguments=[uri, "Model"]))
+    await until(lambda: any(r.kind == "end" for r in client.progress_reports.get(f"forge/{explained['job']}", [])), 180)
+    assert (await job_of(client, explained["job"]))["status"] == "done"
+    hover = await client.text_document_hover_async(t.HoverParams(
+        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line(TASK), character=6)))
+    value = hover.contents.value
+    assert "*explain*" in value and "*optimize*" in value and started["job"]
+    assert "per call (the reference alone: median wall time per call, no profiler counters" in value, value
+    assert "→ best candidate" in value and "interleaved calls" in value, value

@@ -2,12 +2,12 @@
 
 import { execFile } from "child_process";
 import * as os from "os";
+import * as readline from "readline";
+import * as stream from "stream";
 import * as vscode from "vscode";
 import {
-  ApplyWorkspaceEditParams,
-  ApplyWorkspaceEditResult,
   DidChangeConfigurationNotification,
-  DidChangeTextDocumentNotification,
+  DynamicFeature,
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
@@ -16,6 +16,7 @@ import {
   RevealOutputChannelOn,
   ServerOptions,
   State,
+  StaticFeature,
   TransportKind,
 } from "vscode-languageclient/node";
 import {
@@ -37,26 +38,32 @@ import {
   ProbeResult,
   serverArgv,
 } from "./interpreter";
+import { isBuiltinProgressFeature, ProgressNotifications } from "./progress";
 import { activeInterpreter, onInterpreterChange } from "./python";
+import { ServerLogParser } from "./serverLog";
 
 export const SECRET_KEY = "forge.apiKey";
 
 /** What the rest of the extension plugs into the client (review, runs view). */
 export interface ClientHooks {
   executeCommand(command: string, args: unknown[], next: (command: string, args: unknown[]) => Promise<unknown>): Promise<unknown>;
-  /** True while the document's changes must not reach the server (an inline review is in its buffer). */
-  holdChanges(uri: string): boolean;
-  handleApplyEdit(params: ApplyWorkspaceEditParams,
-    next: (params: ApplyWorkspaceEditParams) => Promise<ApplyWorkspaceEditResult>): Promise<ApplyWorkspaceEditResult>;
-  /** True when the server's lenses for the document must be hidden (they point at lines of another text). */
-  hideServerFeatures(uri: string): boolean;
   onProgress(token: string | number, value: unknown): void;
   onRunning(running: boolean): void;
 }
 
-/** A LanguageClient that also tells the extension about every `$/progress` value it handles. */
+/**
+ * A LanguageClient that shows server progress as cancellable notifications (progress.ts) instead of
+ * the status-bar-only progress of vscode-languageclient, and tells the extension about every
+ * `$/progress` value it handles.
+ */
 class ForgeLanguageClient extends LanguageClient {
   progressListener?: (token: string | number, value: unknown) => void;
+
+  // called from the base constructor too (its built-in features): no subclass fields used here
+  override registerFeature(feature: StaticFeature | DynamicFeature<unknown>): void {
+    if (isBuiltinProgressFeature(feature)) return;
+    super.registerFeature(feature);
+  }
 
   override onProgress<P>(type: ProgressType<P>, token: string | number, handler: NotificationHandler<P>): vscode.Disposable {
     return super.onProgress(type, token, (value: P) => {
@@ -68,6 +75,10 @@ class ForgeLanguageClient extends LanguageClient {
       handler(value);
     });
   }
+}
+
+function lines(input: stream.Readable, each: (line: string) => void): void {
+  readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on("line", each);
 }
 
 function forgeConfig(): SettingGetter {
@@ -174,20 +185,21 @@ export class ServerManager implements vscode.Disposable {
       ],
       outputChannel: this.output,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
+      // each server log line at its own level (the default logs all of stderr as errors)
+      stdioOptions: {
+        stdout: (input: stream.Readable, channel: vscode.LogOutputChannel) => lines(input, (line) => channel.info(line)),
+        stderr: (input: stream.Readable, channel: vscode.LogOutputChannel) => {
+          const parser = new ServerLogParser();
+          lines(input, (raw) => {
+            const { level, text } = parser.line(raw);
+            channel[level](text);
+          });
+        },
+      },
       initializationOptions: initializationOptions(get),
       middleware: {
         executeCommand: (command, args, next) =>
           hooks.executeCommand(command, args, async (c, a) => next(c, a as unknown[])),
-        didChange: async (event, next) => {
-          if (hooks.holdChanges(event.document.uri.toString())) return;
-          return next(event);
-        },
-        provideCodeLenses: (document, token, next) =>
-          hooks.hideServerFeatures(document.uri.toString()) ? [] : next(document, token),
-        provideHover: (document, position, token, next) =>
-          hooks.hideServerFeatures(document.uri.toString()) ? undefined : next(document, position, token),
-        provideCodeActions: (document, range, context, token, next) =>
-          hooks.hideServerFeatures(document.uri.toString()) ? [] : next(document, range, context, token),
         workspace: {
           configuration: (params, token, next) => {
             const get2 = forgeConfig();
@@ -198,15 +210,11 @@ export class ServerManager implements vscode.Disposable {
               return answers.map((a, i) => (a !== undefined ? a : fromNext[i]));
             });
           },
-          handleApplyEdit: (params, next) => hooks.handleApplyEdit(params, async (p) => {
-            const r = await (next as unknown as (q: ApplyWorkspaceEditParams) => unknown)(p);
-            if (r instanceof Error) throw r;
-            return r as ApplyWorkspaceEditResult;
-          }),
         },
       },
     };
     const client = new ForgeLanguageClient("forge", "forge-lsp", serverOptions, clientOptions);
+    client.registerFeature(new ProgressNotifications(client));
     client.progressListener = (token, value) => hooks.onProgress(token, value);
     client.onDidChangeState((e) => hooks.onRunning(e.newState === State.Running));
     this.client = client;
@@ -267,22 +275,6 @@ export class ServerManager implements vscode.Disposable {
   async request<R>(method: string, params?: unknown): Promise<R> {
     if (!this.client || !this.running) throw new Error("the forge language server is not running");
     return this.client.sendRequest(method, params) as Promise<R>;
-  }
-
-  /** Tell the server the document's whole current text, at its current version. */
-  async resync(document: vscode.TextDocument): Promise<void> {
-    if (!this.client || !this.running) return;
-    await this.client.sendNotification(DidChangeTextDocumentNotification.type, {
-      textDocument: { uri: this.client.code2ProtocolConverter.asUri(document.uri), version: document.version },
-      contentChanges: [{ text: document.getText() }],
-    });
-  }
-
-  /** Convert a server WorkspaceEdit and apply it without the version check (the caller checked). */
-  async applyServerEdit(params: ApplyWorkspaceEditParams): Promise<boolean> {
-    if (!this.client) return false;
-    const edit = await this.client.protocol2CodeConverter.asWorkspaceEdit(params.edit);
-    return vscode.workspace.applyEdit(edit);
   }
 
   private async offerFix(choice: InterpreterChoice, probe: Extract<ProbeResult, { ok: false }>): Promise<void> {

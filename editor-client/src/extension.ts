@@ -5,9 +5,11 @@ import * as vscode from "vscode";
 import { ClientHooks, SECRET_KEY, ServerManager } from "./client";
 import { apiKeyEnvName } from "./config";
 import {
+  candidateArgs,
   CandidateRef,
   COMMANDS,
   isActive,
+  Job,
   parseCandidateArgs,
   parseShowDiff,
   parseStart,
@@ -47,7 +49,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         else await showCandidate(ref, diff);
         return result;
       }
-      if ((command === COMMANDS.accept || command === COMMANDS.reject) && ref && reviews?.isReviewing(vscode.Uri.parse(ref.uri).toString())) {
+      if ((command === COMMANDS.accept || command === COMMANDS.reject) && ref && reviews?.isReviewing(ref.uri)) {
         await reviews.decide(command === COMMANDS.accept ? "acceptAll" : "rejectAll", ref.uri);
         return command === COMMANDS.accept ? { applied: true, message: "decided in the inline review" } : { rejected: true };
       }
@@ -61,9 +63,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
       return result;
     },
-    holdChanges: (uri) => reviews?.holdChanges(uri) ?? false,
-    handleApplyEdit: (params, next) => (reviews ? reviews.handleApplyEdit(params, next) : next(params)),
-    hideServerFeatures: (uri) => reviews?.hideServerFeatures(uri) ?? false,
     onProgress: (token, value) => runs?.onProgress(token, value),
     onRunning: (running) => {
       if (running) void runs?.refresh();
@@ -83,35 +82,38 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const review = reviews;
   const sbs = sideBySide;
 
-  /** The open proposal for a module, from the server's code lenses (its `forge.showDiff` lens). */
-  const findProposal = async (uri: string, target: string): Promise<CandidateRef | undefined> => {
-    const lenses = await vscode.commands.executeCommand<vscode.CodeLens[]>("vscode.executeCodeLensProvider", vscode.Uri.parse(uri));
-    for (const lens of lenses ?? []) {
-      if (lens.command?.command !== COMMANDS.showDiff) continue;
-      const ref = parseCandidateArgs(lens.command.arguments ?? []);
-      if (ref && ref.className === target) return ref;
-    }
-    return undefined;
-  };
+  /** A job's open proposal, as the server last reported it (`forge/runs`): also for files that are closed. */
+  const findProposal = (job: Job): CandidateRef | undefined => (runsView.job(job.id) ?? job).proposal ?? undefined;
 
   const panels = new RunPanels(server, {
     findProposal,
     review: (ref, diff, mode) => showCandidate(ref, diff, mode),
     decide: async (ref, kind) => {
-      await vscode.commands.executeCommand(kind === "accept" ? COMMANDS.accept : COMMANDS.reject, ...[ref.uri, ref.className, ref.runId, ref.candidateId]);
+      await vscode.commands.executeCommand(kind === "accept" ? COMMANDS.accept : COMMANDS.reject, ...candidateArgs(ref));
+      await runsView.refresh();
     },
   });
 
   context.subscriptions.push(server, review, sbs, runsView, panels);
 
+  // every finished optimize run says how it ended; profile/explain put their results in hover and diagnostics
   runsView.onDidFinish(async (job) => {
     void panels.update(job);
-    if (job.kind !== "optimize" || job.status !== "done") return;
-    const ref = await findProposal(job.uri, job.target).catch(() => undefined);
-    if (!ref) return;
-    const pick = await vscode.window.showInformationMessage(`Forge: ${job.target}: ${job.message}`, "Review", "Details");
-    if (pick === "Review") await vscode.commands.executeCommand(COMMANDS.showDiff, ref.uri, ref.className, ref.runId, ref.candidateId);
-    else if (pick === "Details") await panels.show(job);
+    const where = `${job.target} (${vscode.workspace.asRelativePath(vscode.Uri.parse(job.uri), false)})`;
+    if (job.status === "cancelled") {
+      vscode.window.setStatusBarMessage(`forge: ${job.kind} ${where} cancelled`, 5000);
+      return;
+    }
+    if (job.status === "failed") return; // the server has shown the error
+    if (job.kind !== "optimize") {
+      vscode.window.setStatusBarMessage(`forge: ${job.kind} ${where}: ${job.message || "done"} — hover the ${job.kind === "explain" ? "line" : "class"} for the numbers`, 10000);
+      return;
+    }
+    const ref = findProposal(job);
+    const buttons = ref ? ["Review", "Details"] : ["Details"];
+    const pick = await vscode.window.showInformationMessage(`Forge: ${where}: ${job.message || job.status}`, ...buttons);
+    if (pick === "Review" && ref) await vscode.commands.executeCommand(COMMANDS.showDiff, ...candidateArgs(ref));
+    else if (pick === "Details") await panels.show(runsView.job(job.id) ?? job);
   });
 
   const onTarget = (kind: "optimize" | "profile" | "explain") => async () => {

@@ -8,7 +8,8 @@
 //   forge.showDiff [uri, className, runId, candidateId, {show}?] -> {original, proposed, diff, speedup, summary, stale,
 //                  proposedUri, diffUri} | {error}   (show: false = texts only, no window/showDocument)
 //   forge.cancel  [jobId?]                                                            -> {cancelled: [ids]}
-// Requests: forge/runs -> {runs: [Job]}; forge/run {runId} -> {run, candidates} | {error}
+// Requests: forge/runs -> {runs: [Job]} (a finished optimize job carries its open `proposal`);
+//           forge/run {runId} -> {run, candidates} | {error}
 // The whole protocol, with every type: docs/lsp-extensions.md.
 // Progress tokens: "forge/<jobId>"; diagnostics with code "faster-candidate" mark a proposal.
 
@@ -30,6 +31,17 @@ export const PROGRESS_PREFIX = "forge/";
 export type JobStatus = "queued" | "running" | "done" | "failed" | "cancelled";
 export type JobKind = "optimize" | "profile" | "explain" | string;
 
+/** The verified faster candidate a finished optimize job offers (until accepted, rejected or stale). */
+export interface JobProposal extends CandidateRef {
+  /** The final re-timing against the reference (the answer). */
+  speedup: number;
+  /** What the search measured for the same candidate. */
+  searchSpeedup: number | null;
+  summary: string;
+}
+
+export type Decision = "accepted" | "rejected" | "stale";
+
 export interface Job {
   id: string;
   kind: JobKind;
@@ -42,6 +54,8 @@ export interface Job {
   finished: number | null;
   runId: string | null;
   percentage: number;
+  proposal: JobProposal | null;
+  decision: Decision | null;
 }
 
 const STATUSES: JobStatus[] = ["queued", "running", "done", "failed", "cancelled"];
@@ -74,7 +88,27 @@ export function parseJob(v: unknown): Job | null {
     finished: n(v.finished),
     runId: typeof v.runId === "string" ? v.runId : null,
     percentage: pct === null ? 0 : Math.max(0, Math.min(100, Math.round(pct))),
+    proposal: parseJobProposal(v.proposal),
+    decision: v.decision === "accepted" || v.decision === "rejected" || v.decision === "stale" ? v.decision : null,
   };
+}
+
+function parseJobProposal(v: unknown): JobProposal | null {
+  if (!isObj(v)) return null;
+  const ref = parseCandidateArgs([v.uri, v.className, v.runId, v.candidateId]);
+  const speedup = n(v.speedup);
+  if (!ref || speedup === null) return null;
+  return { ...ref, speedup, searchSpeedup: n(v.searchSpeedup), summary: s(v.summary) };
+}
+
+/**
+ * A best candidate's speedup, said the same way everywhere (and as the server says it): the final
+ * re-timing is the answer; the search's own measurement of the same candidate is named beside it.
+ */
+export function speedupLabel(final: number, search: number | null = null): string {
+  const f = final.toFixed(2);
+  const extra = search !== null && search.toFixed(2) !== f ? `; search ${search.toFixed(2)}×` : "";
+  return `${f}× (final re-timing${extra})`;
 }
 
 /** `forge/runs` reply -> jobs (malformed entries dropped). */
@@ -126,7 +160,9 @@ export interface ShowDiff {
   original: string;
   proposed: string;
   diff: string;
+  /** Final re-timing; `searchSpeedup`: the search's measurement of the same candidate. */
   speedup: number | null;
+  searchSpeedup: number | null;
   summary: string;
   stale: boolean;
 }
@@ -142,6 +178,7 @@ export function parseShowDiff(v: unknown): ShowDiff | { error: string } {
     proposed: v.proposed,
     diff: s(v.diff),
     speedup: n(v.speedup),
+    searchSpeedup: n(v.searchSpeedup),
     summary: s(v.summary),
     stale: v.stale === true,
   };

@@ -1,14 +1,16 @@
 import { test } from "node:test";
 import * as assert from "node:assert/strict";
-import { contentSecurityPolicy, escapeHtml, makeNonce, parseRunDetails, renderDetailsHtml } from "../src/runs/details";
+import { contentSecurityPolicy, escapeHtml, makeNonce, parseRunDetails, plural, renderDetailsHtml } from "../src/runs/details";
 import { Job } from "../src/protocol";
 
 const JOB: Job = { id: "optimize-1", kind: "optimize", uri: "file:///w/m.py", target: "Model", title: "forge: optimize Model",
-  status: "done", message: "1.42× faster candidate found", started: 1, finished: 2, runId: "r1", percentage: 100 };
+  status: "done", message: "1.45× (final re-timing; search 1.42×) faster candidate found", started: 1, finished: 2, runId: "r1",
+  percentage: 100, proposal: null, decision: null };
 
 const STORE_JSON = JSON.stringify({
   run: { id: "r1", status: "done", message: "rounds exhausted", task: "/w/.forge/snapshots/m.py", modelClass: "Model", best: "r1/c2",
-    created: 1, updated: 2, spentUsd: 0.0012, tokensIn: 100, tokensOut: 20 },
+    created: 1, updated: 2, spentUsd: 0.0012, tokensIn: 100, tokensOut: 20,
+    final: { candidate: "r1/c2", speedup: 1.45, ci95: [1.4, 1.5], referenceMs: 0.5, candidateMs: 0.345 } },
   candidates: [
     { id: "r1/c1", parent: null, origin: "coder", summary: "<script>alert(1)</script>", status: "evaluated", speedup: null, correct: false,
       verdict: { status: "incorrect", reason: "values differ", failedCheck: "outputs_match", backend: "torch", device: "cpu",
@@ -36,7 +38,8 @@ test("the page escapes the server's text, has a strict CSP, loads nothing, and o
   const d = parseRunDetails(STORE_JSON);
   assert.ok(!("error" in d));
   const nonce = "abc123";
-  const html = renderDetailsHtml({ job: JOB, details: d, proposal: { candidateId: "r1/c2", speedup: 1.42, summary: "s<b>", diff: "-a\n+b", stale: false }, actions: true }, nonce);
+  const html = renderDetailsHtml({ job: JOB, file: "m.py", details: d, proposal: { candidateId: "r1/c2", speedup: 1.45, searchSpeedup: 1.42,
+    summary: "s<b>", diff: "-a\n+b", stale: false }, actions: true }, nonce);
   assert.ok(!html.includes("<script>alert"), "summaries are escaped");
   assert.ok(!html.includes("<img"), "sources are escaped");
   assert.match(html, /&lt;script&gt;alert\(1\)&lt;\/script&gt;/);
@@ -62,10 +65,10 @@ test("the page escapes the server's text, has a strict CSP, loads nothing, and o
 });
 
 test("without actions there is no script at all; missing candidates say why", () => {
-  const html = renderDetailsHtml({ job: JOB, detailsError: "no run store at /w/.forge/runs.sqlite" }, "n");
+  const html = renderDetailsHtml({ job: JOB, file: "m.py", detailsError: "no run store at /w/.forge/runs.sqlite" }, "n");
   assert.ok(!html.includes("<script"));
   assert.match(html, /Candidates are not available: no run store/);
-  const profile = renderDetailsHtml({ job: { ...JOB, kind: "profile", runId: null } }, "n");
+  const profile = renderDetailsHtml({ job: { ...JOB, kind: "profile", runId: null }, file: "m.py" }, "n");
   assert.match(profile, /profile jobs keep none/);
 });
 
@@ -74,4 +77,23 @@ test("escapeHtml and nonces", () => {
   const n = makeNonce((k) => new Uint8Array(k).fill(251));
   assert.match(n, /^[A-Za-z0-9_-]+$/);
   assert.equal(n.length, 22);
+});
+
+test("the page says which speedup is the final re-timing and which the search's, counts in words, and names the file by its path", () => {
+  const d = parseRunDetails(STORE_JSON);
+  assert.ok(!("error" in d));
+  assert.deepEqual(d.run.final, { candidate: "r1/c2", speedup: 1.45, ci95: [1.4, 1.5], referenceMs: 0.5, candidateMs: 0.345 });
+  const html = renderDetailsHtml({ job: JOB, file: "models/m.py", details: d, proposal: { candidateId: "r1/c2", speedup: 1.45,
+    searchSpeedup: 1.42, summary: "s", diff: "", stale: false }, actions: true }, "n");
+  assert.match(html, /Proposed candidate r1\/c2: 1\.45× \(final re-timing; search 1\.42×\)/);
+  assert.match(html, /Final re-timing of c2: <b>1\.45× \(final re-timing; search 1\.42×\)<\/b> \[1\.40, 1\.50\]/);
+  assert.match(html, /<th>speedup \(search\)<\/th>/);
+  assert.match(html, /1\.42× <span class="muted">\[1\.30, 1\.50\]<\/span>/); // the search's own number, in the search column
+  assert.match(html, /<th>file<\/th><td>models\/m\.py<\/td>/);
+  assert.ok(!html.includes("file:///"), "no URI shown as the file");
+  assert.match(html, / · 2 candidates · /);
+  const one = parseRunDetails(JSON.stringify({ ...JSON.parse(STORE_JSON), candidates: [JSON.parse(STORE_JSON).candidates[1]] }));
+  assert.ok(!("error" in one));
+  assert.match(renderDetailsHtml({ job: JOB, file: "m.py", details: one }, "n"), / · 1 candidate · /);
+  assert.equal(plural(0, "candidate"), "0 candidates");
 });

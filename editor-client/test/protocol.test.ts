@@ -2,11 +2,12 @@ import { test } from "node:test";
 import * as assert from "node:assert/strict";
 import {
   candidateArgs, isActive, jobIdOfToken, parseAccept, parseCandidateArgs, parseJob, parseProgress, parseReject, parseRuns,
-  parseShowDiff, parseStart, parseTargetArgs, showDiffArgs,
+  parseShowDiff, parseStart, parseTargetArgs, showDiffArgs, speedupLabel,
 } from "../src/protocol";
 
 const JOB = { id: "optimize-3", kind: "optimize", uri: "file:///w/m.py", target: "Model", title: "forge: optimize Model",
-  status: "running", message: "round 1/10 · verifying", started: 100.5, finished: null, runId: "20261129-1-abc", percentage: 10 };
+  status: "running", message: "round 1/10 · verifying", started: 100.5, finished: null, runId: "20261129-1-abc", percentage: 10,
+  proposal: null, decision: null };
 
 test("forge/runs replies parse into jobs; malformed entries are dropped", () => {
   const jobs = parseRuns({ runs: [JOB, { nope: 1 }, null, { ...JOB, id: "x", status: "weird", percentage: 250 }] });
@@ -18,6 +19,26 @@ test("forge/runs replies parse into jobs; malformed entries are dropped", () => 
   assert.deepEqual(parseRuns({ runs: "no" }), []);
   assert.equal(parseJob({ id: 3 }), null);
   assert.equal(isActive(jobs[0]), true);
+});
+
+test("a finished job carries its open proposal (the four candidate arguments and both speedups) and its decision", () => {
+  const proposal = { uri: "file:///w/m.py", className: "Model", runId: "r1", candidateId: "r1/c2", speedup: 1.45,
+    searchSpeedup: 1.42, summary: "vectorized" };
+  const [done] = parseRuns({ runs: [{ ...JOB, status: "done", proposal }] });
+  assert.deepEqual(done.proposal, proposal);
+  assert.deepEqual(parseCandidateArgs(candidateArgs(done.proposal!)), { uri: "file:///w/m.py", className: "Model", runId: "r1", candidateId: "r1/c2" });
+  const [rejected] = parseRuns({ runs: [{ ...JOB, status: "done", decision: "rejected" }] });
+  assert.equal(rejected.decision, "rejected");
+  assert.equal(rejected.proposal, null);
+  const [bad] = parseRuns({ runs: [{ ...JOB, proposal: { uri: "u", className: "M" }, decision: "maybe" }] });
+  assert.equal(bad.proposal, null);
+  assert.equal(bad.decision, null);
+});
+
+test("speedups are said one way: the final re-timing, then the search's when it differs", () => {
+  assert.equal(speedupLabel(14.34, 14.27), "14.34× (final re-timing; search 14.27×)");
+  assert.equal(speedupLabel(1.5, 1.499), "1.50× (final re-timing)");
+  assert.equal(speedupLabel(2), "2.00× (final re-timing)");
 });
 
 test("candidate and target arguments, flat or wrapped once", () => {
@@ -34,8 +55,8 @@ test("candidate and target arguments, flat or wrapped once", () => {
 });
 
 test("forge.showDiff replies", () => {
-  const ok = parseShowDiff({ original: "a\n", proposed: "b\n", diff: "@@", speedup: 1.5, summary: "s", stale: false });
-  assert.deepEqual(ok, { original: "a\n", proposed: "b\n", diff: "@@", speedup: 1.5, summary: "s", stale: false });
+  const ok = parseShowDiff({ original: "a\n", proposed: "b\n", diff: "@@", speedup: 1.5, searchSpeedup: 1.4, summary: "s", stale: false });
+  assert.deepEqual(ok, { original: "a\n", proposed: "b\n", diff: "@@", speedup: 1.5, searchSpeedup: 1.4, summary: "s", stale: false });
   assert.deepEqual(parseShowDiff({ error: "no such proposal" }), { error: "no such proposal" });
   assert.ok("error" in parseShowDiff({ original: "a" }));
   assert.ok("error" in parseShowDiff(undefined));

@@ -7,7 +7,8 @@ import {
 
 function job(id: string, status: Job["status"], extra: Partial<Job> = {}): Job {
   return { id, kind: "optimize", uri: "file:///w/my%20mod.py", target: "Model", title: `forge: optimize Model`, status, message: "",
-    started: 1000, finished: status === "running" || status === "queued" ? null : 1100, runId: null, percentage: 0, ...extra };
+    started: 1000, finished: status === "running" || status === "queued" ? null : 1100, runId: null, percentage: 0,
+    proposal: null, decision: null, ...extra };
 }
 
 test("groups: running, done, failed/cancelled; empty groups are left out", () => {
@@ -30,7 +31,7 @@ test("order: active oldest first, finished newest first", () => {
 
 test("run nodes: label, description with progress and time, icon and context for menus", () => {
   const n = runNode(job("b", "running", { percentage: 30, message: "round 3/10 · best 1.42×", started: 1000 }), 1065);
-  assert.equal(n.label, "optimize Model");
+  assert.equal(n.label, "optimize Model · my mod.py"); // which file: every module may be called Model
   assert.equal(n.description, "30% · round 3/10 · best 1.42× · 1 min 5 s");
   assert.equal(n.icon, "sync~spin");
   assert.equal(n.contextValue, "forgeRun.active");
@@ -40,6 +41,11 @@ test("run nodes: label, description with progress and time, icon and context for
   assert.equal(done.contextValue, "forgeRun.done");
   assert.match(done.description, /1 min 40 s$/);
   assert.equal(runNode(job("c", "cancelled"), 0).icon, "circle-slash");
+  // after a decision the row says what became of the candidate (the server's message), with its own icon
+  const rejected = runNode(job("r", "done", { message: "candidate r1/c2 (1.45× (final re-timing)) rejected", decision: "rejected" }), 5000);
+  assert.equal(rejected.icon, "close");
+  assert.match(rejected.description, /^candidate r1\/c2 \(1\.45× \(final re-timing\)\) rejected/);
+  assert.equal(runNode(job("a", "done", { decision: "accepted" }), 0).icon, "check");
   const details = detailNodes(job("a", "done", { message: "m", runId: "r1" }), 0);
   assert.deepEqual(details.map((d) => d.label), ["status", "message", "file", "run", "job", "time"]);
 });

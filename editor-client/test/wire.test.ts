@@ -1,7 +1,7 @@
 // The REAL forge-lsp server driven from node over stdio (vscode-jsonrpc), with a scripted
 // OpenAI-compatible server in node, through optimize -> accept (mirrors tests/test_server_e2e.py),
-// and through the protocol the inline review uses (changes held back, reject restores the exact
-// text, accept goes through forge.accept with a resync). The settings, environment, message
+// and through the protocol the inline review uses (the proposal from forge/runs, the review in a
+// document of its own while the file is untouched, reject recorded, accept through forge.accept). The settings, environment, message
 // parsers, review state machine, runs model and run-store reader used here are the extension's.
 //
 // Python: $FORGE_PYTHON, else <repo>/.venv/bin/python, else python3 (it must import forge_lsp).
@@ -13,7 +13,7 @@ import * as os from "os";
 import * as path from "path";
 import { configurationAnswer, initializationOptions, serverEnv } from "../src/config";
 import { candidateArgs, parseAccept, parseCandidateArgs, parseReject, parseRuns, parseShowDiff, parseStart, PROPOSAL_CODE, ShowDiff } from "../src/protocol";
-import { minimalEdit, ReviewSession } from "../src/review/session";
+import { applyEdits, minimalEdit, ReviewSession } from "../src/review/session";
 import { parseRunDetails } from "../src/runs/details";
 import { rootNodes, statusBar } from "../src/runs/model";
 import { FakeOpenAI } from "./support/fakeOpenAI";
@@ -162,65 +162,62 @@ describe("wire: the real forge-lsp server", { timeout: 600_000 }, () => {
     assert.match(best.source, /wire accept/);
   });
 
-  test("inline review, all rejected: the text comes back byte for byte and forge.reject is recorded", async () => {
-    const { doc } = await optimize("softmax_review_reject", "wire review reject");
+  test("inline review, all rejected: the file's buffer is never touched and forge.reject is recorded", async () => {
+    const { doc, job } = await optimize("softmax_review_reject", "wire review reject");
     const original = doc.text;
-    const args = await candidateLens(doc.uri, "forge.showDiff");
+    const version = doc.version;
+    // the extension finds the proposal from forge/runs (also for a file that is closed), not from lenses
+    const mine = parseRuns(await client.conn.sendRequest("forge/runs", null)).find((j) => j.id === job);
+    assert.ok(mine?.proposal, JSON.stringify(mine));
+    const args = candidateArgs(mine.proposal);
+    assert.deepEqual(args, await candidateLens(doc.uri, "forge.showDiff"));
+    assert.match(mine.message, /× \(final re-timing(; search \d+\.\d\d×)?\) faster candidate found$/);
     const diff = parseShowDiff(await client.command("forge.showDiff", [...args, { show: false }])) as ShowDiff;
     assert.ok(!("error" in diff), JSON.stringify(diff));
     assert.equal(diff.original, original);
     assert.equal(diff.stale, false);
+    assert.equal(diff.speedup, mine.proposal.speedup);
 
-    // the review goes into the buffer; its changes are held back from the server
-    const serverVersion = doc.version;
+    // the review is a document of its own (the session's text); the file's buffer stays as it is
     const { session, edits } = ReviewSession.create(diff.original, diff.proposed, "\n");
     assert.ok(session.hunks.length >= 1);
-    await applyOwn(doc, session, edits);
-    assert.notEqual(doc.text, original);
-    assert.ok(doc.version > serverVersion);
-    await applyOwn(doc, session, session.rejectAll());
+    session.applyEvent([{ offset: 0, length: original.length, text: applyEdits(original, edits) }]);
+    session.applyEvent(session.rejectAll().sort((a, b) => b.offset - a.offset));
     assert.equal(session.outcome().finished, true);
-    assert.equal(doc.text, original, "byte for byte");
+    assert.equal(session.outcome().text, original, "byte for byte");
+    assert.equal(doc.version, version);
 
-    // the server never saw the review: its proposal is still open, and reject records it
-    assert.ok(proposal(doc.uri), "the proposal survived the (held back) review");
     const r = parseReject(await client.command("forge.reject", args));
     assert.equal(r.rejected, true, r.message);
-    await client.resync(doc.uri);
     await until(() => !proposal(doc.uri), 10_000, "the proposal cleared");
     const lenses = await client.codeLenses(doc.uri);
     assert.ok(!lenses.some((l) => l.command?.command === "forge.accept"));
+    const after = parseRuns(await client.conn.sendRequest("forge/runs", null)).find((j) => j.id === job);
+    assert.equal(after?.decision, "rejected");
+    assert.equal(after?.proposal, null);
+    assert.doesNotMatch(after!.message, /found/);
   });
 
-  test("inline review, accepted: back to the server's text, forge.accept's edit after a resync, the rest on top", async () => {
+  test("inline review, accepted: forge.accept's versioned edit on the untouched file, the review's rest on top", async () => {
     const { doc, file } = await optimize("softmax_review_accept", "wire review accept");
     const original = doc.text;
     const args = await candidateLens(doc.uri, "forge.showDiff");
     const diff = parseShowDiff(await client.command("forge.showDiff", [...args, { show: false }])) as ShowDiff;
     const { session, edits } = ReviewSession.create(diff.original, diff.proposed, "\n");
-    await applyOwn(doc, session, edits);
-    // the user edits the file during the review, outside the hunks (line 0: an import line)
-    const userEdit = { range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, newText: "# reviewed\n" };
-    const before = doc.text;
-    await client.edit(doc.uri, [userEdit], false);
+    session.applyEvent([{ offset: 0, length: original.length, text: applyEdits(original, edits) }]);
+    // the user edits the review document, outside the hunks (line 0: an import line)
     const r = session.applyEvent([{ offset: 0, length: 0, text: "# reviewed\n" }]);
     assert.equal(r.own, false);
-    assert.deepEqual(r.dropped, [], `no hunk starts at line 0 of ${JSON.stringify(before.slice(0, 40))}`);
-    await applyOwn(doc, session, session.acceptAll());
+    assert.deepEqual(r.dropped, []);
+    session.applyEvent(session.acceptAll().sort((a, b) => b.offset - a.offset));
     const final = session.outcome().text;
     assert.equal(final, "# reviewed\n" + diff.proposed);
 
-    // finalize as the extension does: buffer := the server's text (held back), then forge.accept
-    await client.edit(doc.uri, [{ range: { start: { line: 0, character: 0 }, end: positionAt(doc.text, doc.text.length) }, newText: original }], false);
-    assert.equal(doc.text, original);
-    let sawStaleVersion = false;
+    // finalize as the extension does: forge.accept; the server's edit carries the file's current version
+    let editVersion: number | null = null;
     client.applyEdit = async (params) => {
-      const change = params.edit.documentChanges[0];
-      sawStaleVersion = change.textDocument.version !== doc.version;
-      if (doc.text !== original) return { applied: false, failureReason: "buffer changed" };
-      await client.resync(doc.uri); // the server learns the current version; it is accepting, so nothing is cleared
-      await client.edit(doc.uri, change.edits);
-      return { applied: true };
+      editVersion = params.edit.documentChanges[0].textDocument.version;
+      return client.defaultApplyEdit(params);
     };
     try {
       const result = parseAccept(await client.command("forge.accept", args));
@@ -228,9 +225,9 @@ describe("wire: the real forge-lsp server", { timeout: 600_000 }, () => {
     } finally {
       client.applyEdit = (p) => client.defaultApplyEdit(p);
     }
-    assert.equal(sawStaleVersion, true, "the server's edit carried the version it knew (the review's edits were held back)");
+    assert.equal(editVersion, 1, "the version the editor had: nothing else touched the file during the review");
     assert.equal(doc.text, diff.proposed, "the server's edit gives exactly the reviewed proposal");
-    // the user's own edit goes back on top (as the extension does it: one minimal edit to the review's result)
+    // the user's own edit in the review goes on top (one minimal edit to the review's result)
     const rest = minimalEdit(doc.text, final);
     assert.equal(rest.length, 1);
     const now = doc.text;
@@ -263,17 +260,4 @@ describe("wire: the real forge-lsp server", { timeout: 600_000 }, () => {
     const log = path.join(cache, "server.log");
     if (fs.existsSync(log)) assert.ok(!fs.readFileSync(log, "utf8").includes(SECRET));
   });
-
-  /** Apply a review operation's edits to the client's buffer (held back from the server) and feed the session. */
-  async function applyOwn(doc: Doc, session: ReviewSession, edits: { offset: number; length: number; text: string }[]): Promise<void> {
-    if (edits.length === 0) return;
-    const before = doc.text;
-    await client.edit(doc.uri, edits.map((e) => ({
-      range: { start: positionAt(before, e.offset), end: positionAt(before, e.offset + e.length) }, newText: e.text,
-    })), false);
-    const changes = [...edits].sort((a, b) => b.offset - a.offset);
-    const r = session.applyEvent(changes);
-    assert.equal(r.own, true);
-    assert.equal(session.text, doc.text);
-  }
 });

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 #: Event kinds, in the order a candidate sees them.
 KINDS = ("run_started", "round", "model_call", "candidate_queued", "candidate_compiled", "candidate_verified",
-         "candidate_timed", "candidate_failed", "new_best", "profiled", "budget", "run_finished")
+         "candidate_timed", "candidate_failed", "new_best", "profiled", "budget", "final_retime", "run_finished")
 
 
 class RunEvent(BaseModel):

@@ -93,6 +93,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     final_speedup: float | None = None  # the best candidate re-timed at the end (None: not re-timed)
     final_failure: str | None = None  # why the best candidate failed its final re-check
+    final_timing: dict[str, Any] | None = None  # the final re-timing's `Timing`, as data
 
     @property
     def answer_speedup(self) -> float | None:
@@ -188,7 +189,8 @@ class Optimizer:
                       best_speedup=best.speedup if best else None, spent_usd=spent)
         return RunResult(self.run_id, status, stop, best, best.speedup if best else None, self.rounds,
                          len(self.records), spent, self.coder is not None, notes,
-                         final_speedup=self._final.get("speedup"), final_failure=self._final.get("failure"))
+                         final_speedup=self._final.get("speedup"), final_failure=self._final.get("failure"),
+                         final_timing=self._final.get("timing"))
 
     def _load(self, run_id: str) -> None:
         run = self.store.get_run(run_id)
@@ -404,16 +406,18 @@ class Optimizer:
         if best is None:
             return ["no verified candidate"]
         self._check_cancel()
+        self._publish("final_retime", candidate=best.id, search_speedup=best.speedup)
         verdict = self.evaluator.evaluate(self.task, Candidate.from_source(best.source, "final"))
         if verdict.status != Status.correct or verdict.speedup is None:
             self._publish("candidate_failed", candidate=best.id, status=verdict.status.value,
                           reason=f"final re-timing: {verdict.reason}")
             self._final = {"failure": verdict.reason}
             return [f"the best candidate failed its final re-check: {verdict.reason}"]
-        self._final = {"speedup": verdict.speedup}
+        timing = verdict.timing.model_dump(mode="json") if verdict.timing else None
+        self._final = {"speedup": verdict.speedup, "timing": timing}
         self._publish("candidate_timed", candidate=best.id, speedup=verdict.speedup, final=True)
         self.store.add_event(self.run_id, "final_timing", {"candidate": best.id, "speedup": verdict.speedup,
-                                                           "timing": verdict.timing.model_dump() if verdict.timing else None})
+                                                           "timing": timing})
         return [f"final re-timing of {best.id}: {verdict.speedup:.3f}x (search measured {best.speedup:.3f}x)"]
 
     def _best_record(self) -> CandidateRecord | None:

@@ -373,9 +373,17 @@ def run_details(store: RunStore, run_id: str, *, source_limit: int = 200_000) ->
                    "source": c.source[:source_limit], "created": c.created, "evaluated": c.evaluated}
                   for c in store.candidates(run.id)]
     spent, tokens_in, tokens_out = store.spent(run.id)
+    final = None
+    for event in store.events(run.id):
+        if event.kind == "final_timing" and event.data.get("speedup") is not None:
+            t = event.data.get("timing") or {}
+            final = {"candidate": event.data.get("candidate"), "speedup": event.data["speedup"],
+                     "ci95": t.get("speedup_ci95"), "referenceMs": (t.get("reference") or {}).get("median_ms"),
+                     "candidateMs": (t.get("candidate") or {}).get("median_ms")}
     return {"run": {"id": run.id, "status": run.status, "message": run.message, "task": run.task_path,
                     "modelClass": run.model_class, "best": run.best_candidate, "created": run.created,
-                    "updated": run.updated, "spentUsd": spent, "tokensIn": tokens_in, "tokensOut": tokens_out},
+                    "updated": run.updated, "spentUsd": spent, "tokensIn": tokens_in, "tokensOut": tokens_out,
+                    "final": final},
             "candidates": candidates}
 
 

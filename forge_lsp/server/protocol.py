@@ -59,6 +59,19 @@ JobKind = Literal["optimize", "profile", "explain"]
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
+class JobProposal(Message):
+    """The verified faster candidate a finished optimize job offers (until it is accepted, rejected or
+    becomes stale): the arguments of forge.showDiff/accept/reject, and its speedups."""
+
+    uri: str
+    class_name: str
+    run_id: str
+    candidate_id: str
+    speedup: float  # the final re-timing against the reference
+    search_speedup: float | None  # what the search measured for the same candidate
+    summary: str
+
+
 class Job(Message):
     """A background job of this server (an optimize run, a profile, an explanation)."""
 
@@ -73,6 +86,8 @@ class Job(Message):
     finished: float | None
     run_id: str | None  # the run in the run store (optimize jobs)
     percentage: int  # 0-100
+    proposal: JobProposal | None = None  # the job's open proposal, if any (also when its file is closed)
+    decision: Literal["accepted", "rejected", "stale"] | None = None  # what became of the job's proposal
 
 
 class RunsParams(Message):
@@ -130,6 +145,16 @@ class CandidateSummary(Message):
     evaluated: float | None
 
 
+class FinalTiming(Message):
+    """The run's answer: its best candidate re-timed against the reference after the search."""
+
+    candidate: str
+    speedup: float
+    ci95: list[float] | None
+    reference_ms: float | None
+    candidate_ms: float | None
+
+
 class RunSummary(Message):
     id: str
     status: str
@@ -142,6 +167,7 @@ class RunSummary(Message):
     spent_usd: float | None
     tokens_in: int
     tokens_out: int
+    final: FinalTiming | None = None  # None: not re-timed (yet), or the best candidate failed its re-check
 
 
 class RunResult(Message):
@@ -200,7 +226,8 @@ class DiffResult(Message):
     original: str | None = None
     proposed: str | None = None
     diff: str | None = None
-    speedup: float | None = None
+    speedup: float | None = None  # the final re-timing
+    search_speedup: float | None = None  # the search's measurement of the same candidate
     summary: str | None = None
     stale: bool | None = None
     proposed_uri: str | None = None  # the rewritten file, written under .forge/proposals/

@@ -155,6 +155,7 @@ class ForgeServer(LanguageServer):
         if job.status == "cancelled":
             return
         job.status = "running"
+        log.info("job %s started: %s (%s)", job.id, job.title, self.path_of(job.uri) or job.uri)
         try:
             work(job)
             if job.status == "running":
@@ -166,6 +167,8 @@ class ForgeServer(LanguageServer):
                 self.message(f"forge: {job.title} failed: {job.message}", t.MessageType.Error)
         finally:
             job.finished = time.time()
+            if job.status != "cancelled":  # cancel_job logged it
+                log.info("job %s %s after %.1f s: %s", job.id, job.status, job.finished - job.started, job.message)
             self.progress_end(job)
 
     def progress_begin(self, job: Job) -> None:
@@ -218,6 +221,7 @@ class ForgeServer(LanguageServer):
                     if j.status in ("queued", "running") and (job_id is None or j.id == job_id)]
         for job in jobs:
             job.status, job.message = "cancelled", "cancelled"
+            log.info("job %s cancelled after %.1f s", job.id, time.time() - job.started)
             if job.cancel is not None:
                 try:
                     job.cancel()  # kills the job's workers now; its thread stops at its next check
@@ -262,7 +266,7 @@ class ForgeServer(LanguageServer):
             self.state.proposals[(proposal.uri, proposal.target)] = proposal
         self.set_diagnostics(proposal.uri, f"proposal:{proposal.target}", [t.Diagnostic(
             range=self.line_range(proposal.uri, proposal.line),
-            message=(f"forge: {proposal.speedup:.2f}× faster candidate for {proposal.target} "
+            message=(f"forge: {proposal.label} faster candidate for {proposal.target} "
                      f"(run {proposal.run_id}): {proposal.summary}"),
             severity=t.DiagnosticSeverity.Information, source=SOURCE, code="faster-candidate")])
         self.refresh_lenses()

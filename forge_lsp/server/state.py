@@ -13,6 +13,15 @@ def text_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
 
 
+def speedup_label(final: float, search: float | None = None) -> str:
+    """A best candidate's speedup, said one way everywhere (messages, lenses, diagnostics, hover): the
+    final re-timing is the answer; the search's own measurement is named as such beside it."""
+    text = f"{final:.2f}× (final re-timing"
+    if search is not None and f"{search:.2f}" != f"{final:.2f}":
+        text += f"; search {search:.2f}×"
+    return text + ")"
+
+
 @dataclass
 class Job:
     id: str
@@ -29,11 +38,7 @@ class Job:
     percentage: int = 0
     cancel: Any = None  # callable that stops the job and its workers
     ended: bool = False  # the client got the progress end
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "uri": self.uri, "target": self.target, "title": self.title,
-                "status": self.status, "message": self.message, "started": self.started, "finished": self.finished,
-                "runId": self.run_id, "percentage": self.percentage}
+    decision: str | None = None  # accepted | rejected | stale: what became of the job's proposal
 
 
 @dataclass
@@ -46,8 +51,13 @@ class Result:
     doc_sha: str
     when: float
     run_id: str | None = None
-    latency_ms: float | None = None
-    speedup: float | None = None
+    latency_ms: float | None = None  # profile/explain: the module's or kernel's time per call
+    measured: str = ""  # how latency_ms was measured (hover says it next to the number)
+    reference_ms: float | None = None  # optimize: the reference and the best candidate, timed together
+    candidate_ms: float | None = None
+    timing: str = ""  # how reference_ms/candidate_ms were timed
+    speedup: float | None = None  # optimize: the final re-timing of the best candidate
+    search_speedup: float | None = None  # the same candidate as the search measured it
     roofline_pct: float | None = None
     bound: str | None = None
     findings: list[dict[str, Any]] = field(default_factory=list)
@@ -63,13 +73,19 @@ class Proposal:
     target: str
     run_id: str
     candidate_id: str
-    speedup: float
+    speedup: float  # final re-timing
     summary: str
     doc_sha: str
     version: int | None
     source: str
     domain: dict[str, Any]
     line: int
+    search_speedup: float | None = None  # what the search measured for the same candidate
+    job_id: str | None = None  # the job that found it
+
+    @property
+    def label(self) -> str:
+        return speedup_label(self.speedup, self.search_speedup)
 
 
 class ServerState:

@@ -1,35 +1,110 @@
-// Inline review of a proposed candidate in the document's own editor: removed lines in red,
-// added lines in green, Accept · Reject code lenses per hunk (and keybindings), Accept all /
-// Reject all. The pure state machine is ReviewSession (session.ts); this file binds it to VS Code.
+// Inline review of a proposed candidate: the file's text with, for every hunk, the original lines
+// in red (struck through) followed by the proposed lines in green, Accept · Reject code lenses per
+// hunk (and keybindings), Accept all / Reject all. The pure state machine is ReviewSession
+// (session.ts); this file binds it to VS Code.
 //
-// How it stays honest with the server:
-// - While a review is in the buffer, the document's changes are held back from the server (the
-//   server would otherwise drop its proposal on the first change). The file on disk is never
-//   written by the review.
-// - When every hunk is decided: nothing accepted -> `forge.reject` (recorded in the run store),
-//   then the server gets the document's text again. Something accepted -> the buffer goes back to
-//   the exact text the server has, `forge.accept` runs, and the server's own versioned edit is
-//   applied (the server confirms it from the text and records the decision); then the hunks the
-//   user rejected and any edits the user made meanwhile are put back on top.
+// The review lives in its own document, `forge-review:` "<name> (forge review).<ext>", opened in the
+// file's editor group, backed by an in-memory file system. The file itself is not touched until the
+// decision, so nothing of the review can reach the disk, whatever the autosave setting: saving the
+// review document (by hand or by autosave) stays in memory. The server never sees review text.
+//
+// When every hunk is decided: nothing accepted -> `forge.reject` (recorded in the run store).
+// Something accepted -> `forge.accept`, and the server's own versioned edit goes to the file (the
+// server confirms it from the text); then the hunks the user rejected and any edits the user made
+// in the review are put on top. The review document is closed and the file shown in its place.
 
 import * as vscode from "vscode";
-import { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from "vscode-languageclient/node";
 import { ServerManager } from "../client";
-import { candidateArgs, CandidateRef, COMMANDS, parseAccept, parseReject, ShowDiff } from "../protocol";
-import { Edit, finalPlan, minimalEdit, ReviewHunk, ReviewSession } from "./session";
+import { candidateArgs, CandidateRef, COMMANDS, parseAccept, parseReject, ShowDiff, speedupLabel } from "../protocol";
+import { applyEdits, Edit, finalPlan, minimalEdit, ReviewHunk, ReviewSession } from "./session";
 
-type Phase = "starting" | "reviewing" | "finalizing" | "done";
+export const REVIEW_SCHEME = "forge-review";
+
+type Phase = "reviewing" | "finalizing" | "done";
 
 interface Review {
-  uri: string;
+  /** The file under review and its key (URI string). */
+  file: vscode.Uri;
+  fileKey: string;
+  /** The review document (`forge-review:`) and its key. */
+  uri: vscode.Uri;
+  key: string;
   ref: CandidateRef;
   diff: ShowDiff;
   session: ReviewSession;
   phase: Phase;
-  /** Changes are held back from the server while true. */
-  hold: boolean;
-  /** Set while forge.accept is expected to send its edit: the buffer holds exactly this text. */
-  expectServerEdit?: string;
+  /** The status bar message, disposed when the review ends. */
+  status?: vscode.Disposable;
+  /** The user was told that saving the review document does not write the file. */
+  saveNoted?: boolean;
+}
+
+/** The review document of a file: same folder, "<stem> (forge review)<ext>" (the extension keeps the language). */
+export function reviewUri(file: vscode.Uri): vscode.Uri {
+  const slash = file.path.lastIndexOf("/");
+  const name = file.path.slice(slash + 1);
+  const dot = name.lastIndexOf(".");
+  const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
+  return vscode.Uri.from({ scheme: REVIEW_SCHEME, path: `${file.path.slice(0, slash + 1)}${stem} (forge review)${ext}` });
+}
+
+/** The review documents' storage: memory only. Saving a review document never writes a file. */
+class ReviewFiles implements vscode.FileSystemProvider {
+  private readonly files = new Map<string, { data: Uint8Array; ctime: number; mtime: number }>();
+  private readonly emitter = new vscode.EventEmitter<vscode.FileChangeEvent[]>();
+  readonly onDidChangeFile = this.emitter.event;
+
+  set(uri: vscode.Uri, text: string): void {
+    const now = Date.now();
+    this.files.set(uri.toString(), { data: Buffer.from(text, "utf8"), ctime: now, mtime: now });
+    this.emitter.fire([{ type: vscode.FileChangeType.Changed, uri }]);
+  }
+
+  remove(uri: vscode.Uri): void {
+    this.files.delete(uri.toString());
+  }
+
+  watch(): vscode.Disposable {
+    return new vscode.Disposable(() => undefined);
+  }
+
+  stat(uri: vscode.Uri): vscode.FileStat {
+    const f = this.files.get(uri.toString());
+    if (f) return { type: vscode.FileType.File, ctime: f.ctime, mtime: f.mtime, size: f.data.byteLength };
+    const prefix = uri.toString().replace(/\/?$/, "/");
+    if ([...this.files.keys()].some((k) => k.startsWith(prefix))) return { type: vscode.FileType.Directory, ctime: 0, mtime: 0, size: 0 };
+    throw vscode.FileSystemError.FileNotFound(uri);
+  }
+
+  readDirectory(): [string, vscode.FileType][] {
+    return [];
+  }
+
+  createDirectory(): void {
+    // folders are implicit
+  }
+
+  readFile(uri: vscode.Uri): Uint8Array {
+    const f = this.files.get(uri.toString());
+    if (!f) throw vscode.FileSystemError.FileNotFound(uri);
+    return f.data;
+  }
+
+  writeFile(uri: vscode.Uri, content: Uint8Array): void {
+    const f = this.files.get(uri.toString());
+    if (!f) throw vscode.FileSystemError.NoPermissions("a forge review document is gone once the review ends");
+    f.data = content;
+    f.mtime = Date.now();
+    this.emitter.fire([{ type: vscode.FileChangeType.Changed, uri }]);
+  }
+
+  delete(uri: vscode.Uri): void {
+    this.files.delete(uri.toString());
+  }
+
+  rename(): void {
+    throw vscode.FileSystemError.NoPermissions("forge review documents cannot be renamed");
+  }
 }
 
 /** Wait (briefly) for a condition that the document's change event makes true. */
@@ -50,8 +125,16 @@ function toWorkspaceEdit(doc: vscode.TextDocument, edits: Edit[]): vscode.Worksp
   return we;
 }
 
+/** The editor group showing a document, else the active text editor's, else the first (never a webview's). */
+export function columnFor(uri: vscode.Uri): vscode.ViewColumn {
+  const key = uri.toString();
+  return vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === key)?.viewColumn ??
+    vscode.window.activeTextEditor?.viewColumn ?? vscode.ViewColumn.One;
+}
+
 export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider {
-  private readonly reviews = new Map<string, Review>();
+  private readonly reviews = new Map<string, Review>(); // by review document key
+  private readonly files = new ReviewFiles();
   private readonly disposables: vscode.Disposable[] = [];
   private readonly lensChanged = new vscode.EventEmitter<void>();
   readonly onDidChangeCodeLenses = this.lensChanged.event;
@@ -72,78 +155,42 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
   constructor(private readonly server: ServerManager) {
     this.disposables.push(
       this.removedDeco, this.addedDeco, this.lensChanged,
-      vscode.languages.registerCodeLensProvider({ scheme: "file" }, this),
-      vscode.languages.registerCodeLensProvider({ scheme: "untitled" }, this),
+      vscode.workspace.registerFileSystemProvider(REVIEW_SCHEME, this.files, { isCaseSensitive: true }),
+      vscode.languages.registerCodeLensProvider({ scheme: REVIEW_SCHEME }, this),
       vscode.workspace.onDidChangeTextDocument((e) => this.onChange(e)),
-      vscode.workspace.onDidCloseTextDocument((d) => this.onClose(d)),
-      vscode.workspace.onWillSaveTextDocument((e) => {
-        if (this.reviews.get(e.document.uri.toString())?.phase === "reviewing") {
-          void vscode.window.showWarningMessage("Forge: this file is saved with the review's lines in it (removed and added). " +
-            "Finish the review (Accept/Reject) to get a clean file; Reject all restores the original text.");
-        }
-      }),
+      vscode.workspace.onDidSaveTextDocument((d) => this.onSave(d)),
+      vscode.window.tabGroups.onDidChangeTabs(() => this.onTabs()),
       vscode.window.onDidChangeVisibleTextEditors(() => this.decorateAll()),
       vscode.window.onDidChangeActiveTextEditor(() => this.updateContext()),
     );
   }
 
-  // ------------------------------------------------------------------ hooks for the client
-  holdChanges(uri: string): boolean {
-    return this.reviews.get(uri)?.hold === true;
+  // ------------------------------------------------------------------ lookups
+  /** The review of a file or of a review document (URI string), in any phase. */
+  private find(uri: string): Review | undefined {
+    const key = vscode.Uri.parse(uri).toString();
+    return this.reviews.get(key) ?? [...this.reviews.values()].find((r) => r.fileKey === key);
   }
 
-  hideServerFeatures(uri: string): boolean {
-    return this.reviews.has(uri);
-  }
-
+  /** True while the file (or the review document) is under an undecided review. */
   isReviewing(uri: string): boolean {
-    const r = this.reviews.get(uri);
-    return r !== undefined && r.phase === "reviewing";
-  }
-
-  /** The server's `workspace/applyEdit` during a finalizing accept (see the header). */
-  async handleApplyEdit(params: ApplyWorkspaceEditParams,
-    next: (p: ApplyWorkspaceEditParams) => Promise<ApplyWorkspaceEditResult>): Promise<ApplyWorkspaceEditResult> {
-    const uris = (params.edit.documentChanges ?? [])
-      .map((c) => ("textDocument" in c ? c.textDocument.uri : undefined))
-      .filter((u): u is string => typeof u === "string");
-    const review = uris.map((u) => this.reviews.get(vscode.Uri.parse(u).toString())).find((r) => r?.expectServerEdit !== undefined);
-    if (!review) {
-      // a server edit for a document in review (another command): refuse, the buffer is not the server's text
-      if (uris.some((u) => this.reviews.get(vscode.Uri.parse(u).toString())?.hold)) {
-        return { applied: false, failureReason: "the document is under an inline forge review" };
-      }
-      return next(params);
-    }
-    const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === review.uri);
-    const expected = review.expectServerEdit;
-    review.expectServerEdit = undefined;
-    if (!doc || doc.getText() !== expected) {
-      return { applied: false, failureReason: "the document changed while forge was applying the review" };
-    }
-    // the server's text is the buffer's text again: let it know the current version, then apply
-    // its edit (which it computed for that text) and let the change reach it normally
-    review.hold = false;
-    await this.server.resync(doc);
-    const applied = await this.server.applyServerEdit(params);
-    return { applied };
+    return this.find(uri)?.phase === "reviewing";
   }
 
   // ------------------------------------------------------------------ starting a review
   async start(ref: CandidateRef, diff: ShowDiff): Promise<void> {
-    const uri = vscode.Uri.parse(ref.uri);
-    const key = uri.toString();
+    const file = vscode.Uri.parse(ref.uri);
     if (diff.stale) {
       void vscode.window.showWarningMessage(`Forge: ${ref.className} changed since run ${ref.runId}; run Optimize again on the current code.`);
       return;
     }
-    const existing = this.reviews.get(key);
-    const doc = await vscode.workspace.openTextDocument(uri);
-    await vscode.window.showTextDocument(doc, { preview: false });
+    const existing = this.find(ref.uri);
     if (existing) {
+      await vscode.window.showTextDocument(existing.uri, { viewColumn: columnFor(existing.uri), preview: false });
       void vscode.window.showInformationMessage("Forge: this file is already under review: accept or reject its hunks first.");
       return;
     }
+    const doc = await vscode.workspace.openTextDocument(file);
     if (doc.getText() !== diff.original) {
       void vscode.window.showWarningMessage("Forge: the editor's text differs from the text forge compared against; " +
         "try Show diff again in a moment.");
@@ -155,34 +202,37 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
       void vscode.window.showInformationMessage("Forge: the candidate does not change this file.");
       return;
     }
-    const review: Review = { uri: key, ref, diff, session, phase: "starting", hold: true };
-    this.reviews.set(key, review);
-    if (edits.length > 0) {
-      const ok = await vscode.workspace.applyEdit(toWorkspaceEdit(doc, edits));
-      if (!ok || !(await settle(() => !session.busy)) || session.text !== doc.getText()) {
-        await this.abandon(review, "the editor did not take the review's lines");
-        return;
-      }
+    // the review text, as the session's own (already applied) operation
+    const text = reviewText(session, diff.original, edits);
+    const uri = reviewUri(file);
+    this.files.set(uri, text);
+    const review: Review = { file, fileKey: file.toString(), uri, key: uri.toString(), ref, diff, session, phase: "reviewing" };
+    this.reviews.set(review.key, review);
+    const reviewDoc = await vscode.workspace.openTextDocument(uri);
+    if (reviewDoc.getText() !== session.text) {
+      await this.end(review, "the review document did not open with the review's text");
+      return;
     }
-    review.phase = "reviewing";
+    // in the file's own editor group (not beside a webview that asked for the review)
+    await vscode.window.showTextDocument(reviewDoc, { viewColumn: columnFor(file), preview: false });
     this.refresh();
-    const speed = diff.speedup !== null ? `${diff.speedup.toFixed(2)}× ` : "";
-    void vscode.window.setStatusBarMessage(`forge: reviewing the ${speed}candidate for ${ref.className} — ` +
-      `${session.hunks.length} hunk${session.hunks.length === 1 ? "" : "s"}`, 8000);
+    const speed = diff.speedup !== null ? `${speedupLabel(diff.speedup, diff.searchSpeedup)} ` : "";
+    review.status = vscode.window.setStatusBarMessage(`forge: reviewing the ${speed}candidate for ${ref.className} — ` +
+      `${session.hunks.length} hunk${session.hunks.length === 1 ? "" : "s"}`);
   }
 
   // ------------------------------------------------------------------ decisions
   private reviewFor(uri?: unknown): Review | undefined {
-    const key = typeof uri === "string" ? vscode.Uri.parse(uri).toString()
-      : uri instanceof vscode.Uri ? uri.toString() : vscode.window.activeTextEditor?.document.uri.toString();
-    const r = key ? this.reviews.get(key) : undefined;
+    const key = typeof uri === "string" ? uri : uri instanceof vscode.Uri ? uri.toString()
+      : vscode.window.activeTextEditor?.document.uri.toString();
+    const r = key ? this.find(key) : undefined;
     return r && r.phase === "reviewing" ? r : undefined;
   }
 
   /** The hunk for a command: its index when given (code lens), else the one at the cursor. */
   private hunkFor(review: Review, index?: unknown): ReviewHunk | undefined {
     if (typeof index === "number") return review.session.hunks[index]?.status === "pending" ? review.session.hunks[index] : undefined;
-    const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === review.uri);
+    const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === review.key);
     const offset = editor ? editor.document.offsetAt(editor.selection.active) : 0;
     return review.session.hunkAt(offset);
   }
@@ -204,7 +254,7 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
       edits = kind === "accept" ? s.accept(h.index) : s.reject(h.index);
     }
     if (edits.length > 0) {
-      const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(review.uri));
+      const doc = await vscode.workspace.openTextDocument(review.uri);
       const ok = await vscode.workspace.applyEdit(toWorkspaceEdit(doc, edits));
       if (!ok) {
         s.cancelOwn();
@@ -219,21 +269,36 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
   }
 
   private async onChange(e: vscode.TextDocumentChangeEvent): Promise<void> {
-    const review = this.reviews.get(e.document.uri.toString());
-    if (!review || e.contentChanges.length === 0) return;
-    if (review.phase !== "reviewing" && review.phase !== "starting") return;
+    if (e.contentChanges.length === 0) return;
+    const key = e.document.uri.toString();
+    const review = this.reviews.get(key);
+    if (!review) {
+      // the file itself changed under its review (another editor, a tool, the disk): the review is void
+      const underReview = [...this.reviews.values()].find((r) => r.fileKey === key && r.phase === "reviewing");
+      if (underReview) await this.end(underReview, `${fileName(underReview.file)} changed during the review; run Optimize again`);
+      return;
+    }
+    if (review.phase !== "reviewing") return;
     const result = review.session.applyEvent(e.contentChanges.map((c) => ({ offset: c.rangeOffset, length: c.rangeLength, text: c.text })));
     if (review.session.text !== e.document.getText()) {
-      await this.abandon(review, "lost track of the review's lines");
+      await this.end(review, "lost track of the review's lines");
       return;
     }
     for (const h of result.dropped) {
       void vscode.window.showWarningMessage(`Forge: hunk ${h.index + 1} (line ${h.originalLine + 1} of the original) was dropped: ` +
         "you edited its lines, so they are left as you made them.");
     }
-    if (review.phase === "reviewing") {
-      this.refresh();
-      if (!result.own) await this.maybeFinish(review);
+    this.refresh();
+    if (!result.own) await this.maybeFinish(review);
+  }
+
+  private onSave(doc: vscode.TextDocument): void {
+    const review = this.reviews.get(doc.uri.toString());
+    if (review?.phase === "reviewing" && !review.saveNoted) {
+      // saving the review (by hand or autosave) keeps it in memory: say so once
+      review.saveNoted = true;
+      void vscode.window.setStatusBarMessage(`forge: the review is not saved to ${fileName(review.file)}; ` +
+        "accept or reject its hunks to change the file", 5000);
     }
   }
 
@@ -246,14 +311,11 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
     try {
       await this.finalize(review);
     } finally {
-      review.phase = "done";
-      this.reviews.delete(review.uri);
-      this.refresh();
+      await this.end(review);
     }
   }
 
   private async finalize(review: Review): Promise<void> {
-    const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(review.uri));
     const outcome = review.session.outcome();
     const final = outcome.text;
     const args = candidateArgs(review.ref);
@@ -266,70 +328,72 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
       } catch (err) {
         note = ` (forge did not record it: ${String(err)})`;
       }
-      review.hold = false;
-      await this.server.resync(doc);
-      void vscode.window.showInformationMessage(`Forge: candidate ${review.ref.candidateId} rejected (${counts})${note}.` +
-        (outcome.isOriginal ? " The file is back to its original text." : ""));
+      const kept = outcome.isOriginal ? `${fileName(review.file)} is unchanged` :
+        `${fileName(review.file)} is unchanged; your edits in the review are not applied`;
+      void vscode.window.showInformationMessage(`Forge: candidate ${review.ref.candidateId} rejected (${counts})${note}. ${kept}.`);
       return;
     }
-    // something accepted: the buffer goes back to the server's text, and forge.accept applies its edit
-    const original = review.session.original;
-    const back = minimalEdit(doc.getText(), original);
-    if (back.length && !(await vscode.workspace.applyEdit(toWorkspaceEdit(doc, back)))) {
-      review.hold = false;
-      await this.server.resync(doc);
-      void vscode.window.showErrorMessage("Forge: could not prepare the accept; the review's result stays in the buffer, " +
-        "not recorded by forge.");
-      return;
-    }
-    review.expectServerEdit = original;
+    // something accepted: forge.accept sends the server's versioned edit of the file
     let result = { applied: false, message: "" };
     try {
       result = parseAccept(await this.server.serverCommand(COMMANDS.accept, args));
     } catch (err) {
       result = { applied: false, message: String(err) };
     }
-    review.expectServerEdit = undefined;
-    if (review.hold) {
-      // the server never sent its edit: it has the original text, the buffer too
-      review.hold = false;
-      await this.server.resync(doc);
-    }
     if (!result.applied) {
-      if (doc.getText() === original) await vscode.workspace.applyEdit(toWorkspaceEdit(doc, minimalEdit(original, final)));
-      void vscode.window.showWarningMessage(`Forge: the candidate was not accepted by forge (${result.message || "no reason given"}). ` +
-        "Your review's result is in the buffer, not recorded as accepted.");
+      void vscode.window.showWarningMessage(`Forge: the candidate was not accepted by forge (${result.message || "no reason given"}); ` +
+        `${fileName(review.file)} is unchanged.`);
       return;
     }
-    // put the rejected hunks and the user's own edits back on top of the server's edit
+    // put the hunks the user rejected and the user's own edits in the review on top of the server's edit
+    const doc = await vscode.workspace.openTextDocument(review.file);
     const rest = minimalEdit(doc.getText(), final);
     if (rest.length) await vscode.workspace.applyEdit(toWorkspaceEdit(doc, rest));
-    void vscode.window.showInformationMessage(`Forge: candidate ${review.ref.candidateId} accepted (${counts}). ` +
-      "Save the file to keep it.");
+    const autosave = vscode.workspace.getConfiguration("files", review.file).get<string>("autoSave", "off") !== "off";
+    void vscode.window.showInformationMessage(`Forge: candidate ${review.ref.candidateId} accepted (${counts}).` +
+      (autosave || !doc.isDirty ? "" : " Save the file to keep it."));
   }
 
-  /** Leave a review without deciding: the buffer stays as it is, the server gets its text again. */
-  private async abandon(review: Review, why: string): Promise<void> {
-    this.reviews.delete(review.uri);
+  /** End a review: close its document (nothing of it is kept), show the file again. */
+  private async end(review: Review, why?: string): Promise<void> {
+    if (review.phase === "done") return;
+    const wasShown = vscode.window.visibleTextEditors.some((e) => e.document.uri.toString() === review.key);
+    const column = columnFor(review.uri);
     review.phase = "done";
-    const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === review.uri);
-    if (review.hold && doc) {
-      review.hold = false;
-      await this.server.resync(doc);
-    }
+    review.status?.dispose();
+    this.reviews.delete(review.key);
     this.refresh();
-    void vscode.window.showWarningMessage(`Forge: review stopped (${why}); the buffer is left as it is.`);
+    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs)
+      .filter((t) => t.input instanceof vscode.TabInputText && t.input.uri.toString() === review.key);
+    const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === review.key);
+    if (doc?.isDirty) await doc.save(); // into memory: closing must not ask to save a review
+    if (tabs.length) await vscode.window.tabGroups.close(tabs, true);
+    this.files.remove(review.uri);
+    if (wasShown) await vscode.window.showTextDocument(review.file, { viewColumn: column, preview: false });
+    if (why) void vscode.window.showWarningMessage(`Forge: review closed (${why}); ${fileName(review.file)} is unchanged.`);
   }
 
-  private onClose(doc: vscode.TextDocument): void {
-    // closing the document ends the review; the server's proposal stays (it never saw the review)
-    if (this.reviews.delete(doc.uri.toString())) this.refresh();
+  /** The user closed a review's tab: the review ends undecided (the proposal stays open). */
+  private onTabs(): void {
+    for (const review of [...this.reviews.values()]) {
+      if (review.phase !== "reviewing") continue;
+      const open = vscode.window.tabGroups.all.some((g) => g.tabs.some((t) =>
+        t.input instanceof vscode.TabInputText && t.input.uri.toString() === review.key));
+      if (!open) {
+        review.phase = "done";
+        review.status?.dispose();
+        this.reviews.delete(review.key);
+        this.files.remove(review.uri);
+        this.refresh();
+      }
+    }
+    this.updateContext();
   }
 
   /** Server restarted: reviews cannot be finished against a new server. */
   async serverStopped(): Promise<void> {
     for (const review of [...this.reviews.values()]) {
-      if (review.phase === "reviewing") await this.abandon(review, "the language server stopped");
+      if (review.phase === "reviewing") await this.end(review, "the language server stopped");
     }
   }
 
@@ -347,6 +411,7 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
 
   private decorateAll(): void {
     for (const editor of vscode.window.visibleTextEditors) {
+      if (editor.document.uri.scheme !== REVIEW_SCHEME) continue;
       const review = this.reviews.get(editor.document.uri.toString());
       const removed: vscode.Range[] = [];
       const added: vscode.Range[] = [];
@@ -368,12 +433,12 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
     if (!review || review.phase !== "reviewing") return [];
     const lenses: vscode.CodeLens[] = [];
     const pending = review.session.pending();
-    const uri = review.uri;
+    const uri = review.key;
     pending.forEach((h, i) => {
       const line = document.positionAt(h.start).line;
       const range = new vscode.Range(line, 0, line, 0);
       if (i === 0) {
-        const speed = review.diff.speedup !== null ? `${review.diff.speedup.toFixed(2)}× ` : "";
+        const speed = review.diff.speedup !== null ? `${speedupLabel(review.diff.speedup, review.diff.searchSpeedup)} ` : "";
         lenses.push(new vscode.CodeLens(range, { title: `forge: ${speed}candidate · ${pending.length} pending`, command: "" }));
         lenses.push(new vscode.CodeLens(range, { title: "Accept all", command: "forge.review.acceptAll", arguments: [uri] }));
         lenses.push(new vscode.CodeLens(range, { title: "Reject all", command: "forge.review.rejectAll", arguments: [uri] }));
@@ -385,8 +450,19 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
   }
 
   dispose(): void {
+    for (const review of this.reviews.values()) review.status?.dispose();
     for (const d of this.disposables) d.dispose();
   }
+}
+
+function fileName(uri: vscode.Uri): string {
+  return uri.path.split("/").pop() ?? uri.path;
+}
+
+/** The review text: the session's initial operation (inserting the proposed lines), applied and committed. */
+function reviewText(session: ReviewSession, original: string, edits: Edit[]): string {
+  if (edits.length > 0) session.applyEvent([{ offset: 0, length: original.length, text: applyEdits(original, edits) }]);
+  return session.text;
 }
 
 function lineRange(doc: vscode.TextDocument, start: number, end: number): vscode.Range {

@@ -3,7 +3,8 @@
 
 import * as vscode from "vscode";
 import { ServerManager } from "../client";
-import { candidateArgs, CandidateRef, COMMANDS, parseAccept, parseReject, ShowDiff } from "../protocol";
+import { candidateArgs, CandidateRef, COMMANDS, parseAccept, parseReject, ShowDiff, speedupLabel } from "../protocol";
+import { columnFor } from "./inline";
 
 export const SCHEME = "forge-candidate";
 
@@ -44,10 +45,12 @@ export class SideBySide implements vscode.TextDocumentContentProvider, vscode.Di
     this.entries.set(cand.toString(), { ref, text: diff.proposed });
     this.changed.fire(cand);
     const name = vscode.Uri.parse(ref.uri).path.split("/").pop() ?? ref.uri;
-    const speed = diff.speedup !== null ? ` ${diff.speedup.toFixed(2)}×` : "";
+    const speed = diff.speedup !== null ? ` ${speedupLabel(diff.speedup, diff.searchSpeedup)}` : "";
     const stale = diff.stale ? " (stale)" : "";
-    await vscode.commands.executeCommand("vscode.diff", vscode.Uri.parse(ref.uri), cand,
-      `${name} ↔ forge${speed} ${ref.candidateId}${stale}`, { preview: false });
+    const file = vscode.Uri.parse(ref.uri);
+    // in the file's own editor group, not beside a webview that asked for it
+    await vscode.commands.executeCommand("vscode.diff", file, cand,
+      `${name} ↔ forge ${ref.candidateId}${speed}${stale}`, { preview: false, viewColumn: columnFor(file) });
     this.updateContext();
   }
 

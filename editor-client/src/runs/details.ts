@@ -5,7 +5,7 @@
 // store). The HTML is built from that data alone: no network, no remote resources, a strict CSP
 // and a nonce'd script.
 
-import { Job } from "../protocol";
+import { Job, speedupLabel } from "../protocol";
 
 export interface CandidateInfo {
   id: string;
@@ -32,6 +32,15 @@ export interface CandidateInfo {
   source: string;
 }
 
+/** The final re-timing of the run's best candidate (its answer), against the reference. */
+export interface FinalTiming {
+  candidate: string;
+  speedup: number;
+  ci95: [number, number] | null;
+  referenceMs: number | null;
+  candidateMs: number | null;
+}
+
 export interface RunInfo {
   id: string;
   status: string;
@@ -42,6 +51,7 @@ export interface RunInfo {
   spentUsd: number | null;
   tokensIn: number | null;
   tokensOut: number | null;
+  final: FinalTiming | null;
 }
 
 export interface RunDetails {
@@ -66,14 +76,19 @@ export function parseRunDetails(stdout: string): RunDetails | { error: string } 
   if (typeof data.error === "string") return { error: data.error };
   if (!isObj(data.run) || !Array.isArray(data.candidates)) return { error: "unexpected run store reply" };
   const r = data.run;
+  const f = isObj(r.final) ? r.final : null;
   const run: RunInfo = {
     id: str(r.id), status: str(r.status), message: str(r.message), task: str(r.task), modelClass: str(r.modelClass),
     best: typeof r.best === "string" ? r.best : null, spentUsd: num(r.spentUsd), tokensIn: num(r.tokensIn),
     tokensOut: num(r.tokensOut),
+    final: f && num(f.speedup) !== null ? {
+      candidate: str(f.candidate), speedup: num(f.speedup) as number, ci95: pair(f.ci95),
+      referenceMs: num(f.referenceMs), candidateMs: num(f.candidateMs),
+    } : null,
   };
   const candidates: CandidateInfo[] = data.candidates.filter(isObj).map((c) => {
     const v = isObj(c.verdict) ? c.verdict : null;
-    const ci = v && Array.isArray(v.ci95) && v.ci95.length === 2 ? [num(v.ci95[0]) ?? 0, num(v.ci95[1]) ?? 0] as [number, number] : null;
+    const ci = v ? pair(v.ci95) : null;
     return {
       id: str(c.id), parent: typeof c.parent === "string" ? c.parent : null, origin: str(c.origin), summary: str(c.summary),
       status: str(c.status), speedup: num(c.speedup), correct: typeof c.correct === "boolean" ? c.correct : null,
@@ -88,6 +103,15 @@ export function parseRunDetails(stdout: string): RunDetails | { error: string } 
     };
   });
   return { run, candidates };
+}
+
+function pair(v: unknown): [number, number] | null {
+  return Array.isArray(v) && v.length === 2 && num(v[0]) !== null && num(v[1]) !== null ? [v[0] as number, v[1] as number] : null;
+}
+
+/** "1 candidate", "3 candidates". */
+export function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }
 
 export function escapeHtml(text: string): string {
@@ -116,6 +140,7 @@ export function contentSecurityPolicy(nonce: string): string {
 export interface Proposal {
   candidateId: string;
   speedup: number | null;
+  searchSpeedup: number | null;
   summary: string;
   diff: string;
   stale: boolean;
@@ -123,6 +148,8 @@ export interface Proposal {
 
 export interface DetailsInput {
   job: Job;
+  /** The job's file as the user knows it (workspace-relative path). */
+  file: string;
   details?: RunDetails;
   /** Why the candidates could not be read (shown instead of them). */
   detailsError?: string;
@@ -151,7 +178,7 @@ export function renderDetailsHtml(input: DetailsInput, nonce: string): string {
   parts.push(`<h1>${escapeHtml(job.title)}</h1>`);
   parts.push(`<table class="kv">` + [
     ["status", `${job.status}${job.message ? ` — ${job.message}` : ""}`],
-    ["file", job.uri],
+    ["file", input.file],
     ["target", job.target],
     ["job", job.id],
     ["run", job.runId ?? "–"],
@@ -160,7 +187,8 @@ export function renderDetailsHtml(input: DetailsInput, nonce: string): string {
     const buttons = input.actions
       ? `<p><button data-command="review">Review inline</button> <button data-command="sideBySide">Side by side</button> ` +
         `<button data-command="accept">Accept</button> <button data-command="reject">Reject</button></p>` : "";
-    parts.push(`<h2>Proposed candidate ${escapeHtml(proposal.candidateId)}: ${escapeHtml(fmtX(proposal.speedup))}` +
+    const speed = proposal.speedup !== null ? speedupLabel(proposal.speedup, proposal.searchSpeedup) : "–";
+    parts.push(`<h2>Proposed candidate ${escapeHtml(proposal.candidateId)}: ${escapeHtml(speed)}` +
       `${proposal.stale ? ' <span class="bad">(stale)</span>' : ""}</h2>` +
       `<p>${escapeHtml(proposal.summary)}</p>${buttons}` +
       `<details><summary>Diff</summary><pre class="diff">${renderDiff(proposal.diff)}</pre></details>`);
@@ -169,10 +197,18 @@ export function renderDetailsHtml(input: DetailsInput, nonce: string): string {
     const r = details.run;
     const spent = r.spentUsd !== null ? `$${r.spentUsd.toFixed(4)}` : "–";
     parts.push(`<h2>Run ${escapeHtml(r.id)}</h2><p>${escapeHtml(r.status)}${r.message ? ` — ${escapeHtml(r.message)}` : ""}` +
-      ` · ${escapeHtml(String(details.candidates.length))} candidates · ${escapeHtml(spent)}` +
+      ` · ${escapeHtml(plural(details.candidates.length, "candidate"))} · ${escapeHtml(spent)}` +
       `${r.tokensIn !== null ? ` · ${r.tokensIn} tokens in / ${r.tokensOut ?? 0} out` : ""}</p>`);
+    if (r.final) {
+      const best = details.candidates.find((c) => c.id === r.final?.candidate);
+      const ci = r.final.ci95 ? ` [${r.final.ci95[0].toFixed(2)}, ${r.final.ci95[1].toFixed(2)}]` : "";
+      parts.push(`<p class="final">Final re-timing of ${escapeHtml(r.final.candidate.split("/").pop() ?? "")}: ` +
+        `<b>${escapeHtml(speedupLabel(r.final.speedup, best?.speedup ?? null))}</b>${escapeHtml(ci)}` +
+        ` · reference ${escapeHtml(fmtMs(r.final.referenceMs))}, candidate ${escapeHtml(fmtMs(r.final.candidateMs))}` +
+        ` <span class="muted">(the search's own measurements are in the table)</span></p>`);
+    }
     parts.push(`<table class="cands"><thead><tr><th>id</th><th>origin</th><th>verdict</th><th>reference</th>` +
-      `<th>candidate</th><th>speedup</th><th>summary</th></tr></thead><tbody>` +
+      `<th>candidate</th><th>speedup (search)</th><th>summary</th></tr></thead><tbody>` +
       details.candidates.map((c) => {
         const short = c.id.split("/").pop() ?? c.id;
         const best = r.best === c.id ? ' class="best"' : "";
@@ -192,7 +228,7 @@ export function renderDetailsHtml(input: DetailsInput, nonce: string): string {
         ? `<p>${c.verdict.checks.map((k) => `<span class="${k.passed ? "ok" : "bad"}" title="${escapeHtml(k.detail)}">` +
           `${k.passed ? "✓" : "✗"} ${escapeHtml(k.name)}</span>`).join(" ")}</p>` : "";
       parts.push(`<details><summary>${escapeHtml(short)} · ${escapeHtml(c.origin)} · ${escapeHtml(c.verdict?.status ?? c.status)}` +
-        ` · ${escapeHtml(fmtX(c.speedup))}</summary>${checks}${findings}<pre class="src">${escapeHtml(c.source)}</pre></details>`);
+        `${c.speedup !== null ? ` · ${escapeHtml(fmtX(c.speedup))} (search)` : ""}</summary>${checks}${findings}<pre class="src">${escapeHtml(c.source)}</pre></details>`);
     }
   } else if (detailsError) {
     parts.push(`<p class="muted">Candidates are not available: ${escapeHtml(detailsError)}</p>`);

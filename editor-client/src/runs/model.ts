@@ -88,6 +88,8 @@ const ICON: Record<string, string> = {
   cancelled: "circle-slash",
 };
 
+const DECISION_ICON: Record<string, string> = { accepted: "check", rejected: "close", stale: "history" };
+
 export function runNode(job: Job, now: number): RunNode {
   const end = job.finished ?? now;
   const took = formatDuration(end - job.started);
@@ -98,16 +100,17 @@ export function runNode(job: Job, now: number): RunNode {
     `status: ${job.status}${job.message ? ` — ${job.message}` : ""}`,
     `file: ${fileName(job.uri)}`,
     job.runId ? `run: ${job.runId}` : "",
+    job.proposal ? `open proposal: candidate ${job.proposal.candidateId}` : "",
     took ? `time: ${took}` : "",
   ].filter(Boolean).join("\n");
   return {
     type: "run",
     id: `run:${job.id}`,
     job,
-    label: `${job.kind} ${job.target}`,
+    label: `${job.kind} ${job.target} · ${fileName(job.uri)}`,
     description,
     tooltip,
-    icon: ICON[job.status] ?? "question",
+    icon: job.decision ? DECISION_ICON[job.decision] : ICON[job.status] ?? "question",
     contextValue: isActive(job) ? "forgeRun.active" : `forgeRun.${job.status}`,
   };
 }

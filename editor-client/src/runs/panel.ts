@@ -8,8 +8,8 @@ import { CandidateRef, COMMANDS, Job, parseShowDiff, ShowDiff, showDiffArgs } fr
 import { DetailsInput, makeNonce, parseRunDetails, Proposal, renderDetailsHtml, RunDetails } from "./details";
 
 export interface ProposalActions {
-  /** The open proposal for a job's module, if the server offers one (from its code lenses). */
-  findProposal(uri: string, target: string): Promise<CandidateRef | undefined>;
+  /** The job's open proposal, if the server still offers it. */
+  findProposal(job: Job): CandidateRef | undefined;
   review(ref: CandidateRef, diff: ShowDiff, mode: "inline" | "sideBySide"): Promise<void>;
   decide(ref: CandidateRef, kind: "accept" | "reject"): Promise<void>;
 }
@@ -69,12 +69,9 @@ export class RunPanels implements vscode.Disposable {
 
   private async render(state: PanelState, job: Job): Promise<void> {
     state.job = job;
-    const input: DetailsInput = { job, actions: false };
-    let ref: CandidateRef | undefined;
-    if (job.kind === "optimize" && job.uri) {
-      ref = await this.actions.findProposal(job.uri, job.target).catch(() => undefined);
-      if (ref && job.runId && ref.runId !== job.runId) ref = undefined;
-    }
+    const file = job.uri ? vscode.workspace.asRelativePath(vscode.Uri.parse(job.uri), false) : "";
+    const input: DetailsInput = { job, file, actions: false };
+    const ref = job.kind === "optimize" ? this.actions.findProposal(job) : undefined;
     let diff: ShowDiff | undefined;
     if (ref) {
       try {
@@ -85,7 +82,8 @@ export class RunPanels implements vscode.Disposable {
       }
     }
     if (ref && diff) {
-      const p: Proposal = { candidateId: ref.candidateId, speedup: diff.speedup, summary: diff.summary, diff: diff.diff, stale: diff.stale };
+      const p: Proposal = { candidateId: ref.candidateId, speedup: diff.speedup, searchSpeedup: diff.searchSpeedup,
+        summary: diff.summary, diff: diff.diff, stale: diff.stale };
       input.proposal = p;
       input.actions = true;
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import logging
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from ..server import ForgeServer
 from ..state import Proposal, text_sha
 
 CONFIRM_S = 5.0
+log = logging.getLogger("forge_lsp.server")
 
 
 def _proposal(ls: ForgeServer, uri: str, target: str, candidate_id: str) -> Proposal | None:
@@ -36,6 +38,14 @@ def _decide(ls: ForgeServer, prop: Proposal, decision: str) -> None:
         ls.state.proposals.pop((prop.uri, prop.target), None)
         if decision == "rejected":
             ls.state.rejected.add((prop.uri, prop.target, text_sha(prop.source), prop.doc_sha))
+        job = ls.state.jobs.get(prop.job_id or "")
+        if job is not None:  # the runs view says what became of the offer
+            job.decision = decision
+            job.message = {"accepted": f"{prop.label} candidate {prop.candidate_id} accepted",
+                           "rejected": f"candidate {prop.candidate_id} ({prop.label}) rejected",
+                           "stale": f"candidate {prop.candidate_id} not applied: {prop.target} changed since the run"
+                           }.get(decision, job.message)
+    log.info("%s: candidate %s of run %s for %s %s", prop.uri, prop.candidate_id, prop.run_id, prop.target, decision)
     if ls.store is not None:
         ls.store.add_event(prop.run_id, decision, {"candidate": prop.candidate_id, "uri": prop.uri,
                                                    "target": prop.target})
@@ -61,7 +71,7 @@ async def accept(ls: ForgeServer, args: CandidateArgs) -> AcceptResult:
                   end=t.Position(line=rewrite.end_line, character=0))
     caps = ls.client_capabilities.workspace
     annotated = bool(caps and caps.workspace_edit and caps.workspace_edit.change_annotation_support)
-    label = f"forge: {prop.speedup:.2f}× candidate for {target} (run {run_id})"
+    label = f"forge: {prop.label} candidate for {target} (run {run_id})"
     edit_item: t.TextEdit = (t.AnnotatedTextEdit(range=rng, new_text=rewrite.replacement, annotation_id="forge-accept")
                              if annotated else t.TextEdit(range=rng, new_text=rewrite.replacement))
     edit = t.WorkspaceEdit(
@@ -121,11 +131,11 @@ async def show_diff(ls: ForgeServer, args: CandidateArgs) -> DiffResult:
     unified = "".join(difflib.unified_diff(text.splitlines(keepends=True), rewrite.new_text.splitlines(keepends=True),
                                            fromfile=f"a/{name}", tofile=f"b/{name} (forge {prop.candidate_id})"))
     proposed.write_text(rewrite.new_text, encoding="utf-8")
-    patch.write_text(f"# forge: {prop.speedup:.2f}x faster candidate for {prop.target} (run {prop.run_id})\n"
+    patch.write_text(f"# forge: {prop.label} faster candidate for {prop.target} (run {prop.run_id})\n"
                      f"# {prop.summary}\n# Accept or Reject it from the code lens on {prop.target}.\n" + unified,
                      encoding="utf-8")
     result = DiffResult(original=text, proposed=rewrite.new_text, diff=unified, speedup=prop.speedup,
-                        summary=prop.summary, stale=text_sha(text) != prop.doc_sha,
+                        search_speedup=prop.search_speedup, summary=prop.summary, stale=text_sha(text) != prop.doc_sha,
                         proposed_uri=proposed.as_uri(), diff_uri=patch.as_uri())
     window = ls.client_capabilities.window
     if (args.options is None or args.options.show) and window is not None and window.show_document is not None \

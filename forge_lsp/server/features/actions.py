@@ -28,7 +28,7 @@ def register(ls: ForgeServer) -> None:
             prop = ls.state.proposals.get((uri, m.name))
             if prop is not None:
                 args = [uri, m.name, prop.run_id, prop.candidate_id]
-                lenses += [_lens(m.line, f"forge: {prop.speedup:.2f}× faster candidate — Show diff", "forge.showDiff", args),
+                lenses += [_lens(m.line, f"forge: {prop.label} faster candidate — Show diff", "forge.showDiff", args),
                            _lens(m.line, "Accept", "forge.accept", args), _lens(m.line, "Reject", "forge.reject", args)]
             lenses += [_lens(m.line, f"Optimize {m.name}", "forge.optimize", [uri, m.name]),
                        _lens(m.line, "Profile", "forge.profile", [uri, m.name]),
@@ -64,7 +64,7 @@ def register(ls: ForgeServer) -> None:
             prop = ls.state.proposals.get((uri, name))
             if prop is not None:
                 args = [uri, name, prop.run_id, prop.candidate_id]
-                actions += [_action(f"Accept forge's {prop.speedup:.2f}× candidate for {name}", "forge.accept", args),
+                actions += [_action(f"Accept forge's {prop.label} candidate for {name}", "forge.accept", args),
                             _action("Reject forge's candidate", "forge.reject", args),
                             _action("Show forge's candidate diff", "forge.showDiff", args)]
             if module.inputs is None and not (entry.has_get_inputs and entry.has_get_init_inputs):

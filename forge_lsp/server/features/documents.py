@@ -6,7 +6,7 @@ from lsprotocol import types as t
 
 from ..server import MAX_DOC_BYTES, ForgeServer
 from ..state import text_sha
-from .lifecycle import file_changed_outside
+from .lifecycle import file_changed_outside, indexed
 
 
 def register(ls: ForgeServer) -> None:
@@ -55,5 +55,5 @@ def register(ls: ForgeServer) -> None:
             if change.uri in ls.workspace.text_documents:
                 continue
             path = ls.path_of(change.uri)
-            if path is not None:
+            if path is not None and (ls.root is None or indexed(ls.root, path)):  # not .forge/proposals/...
                 file_changed_outside(ls, change.uri, path)

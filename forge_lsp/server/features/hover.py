@@ -7,7 +7,7 @@ import time
 from lsprotocol import types as t
 
 from ..server import ForgeServer
-from ..state import Result, text_sha
+from ..state import Result, speedup_label, text_sha
 
 
 def register(ls: ForgeServer) -> None:
@@ -42,10 +42,13 @@ def render(target: str, results: list[Result], current_sha: str) -> str:
             head += " — **stale: the code changed since these numbers were measured**"
         lines.append("")
         lines.append(head)
-        if r.latency_ms is not None:
-            lines.append(f"- latency: {r.latency_ms * 1000:.1f} µs")
+        if r.reference_ms is not None and r.candidate_ms is not None:
+            lines.append(f"- reference {_time(r.reference_ms)} → best candidate {_time(r.candidate_ms)} per call "
+                         f"({r.timing})")
         if r.speedup is not None:
-            lines.append(f"- best verified candidate: {r.speedup:.2f}× the reference")
+            lines.append(f"- best verified candidate: {speedup_label(r.speedup, r.search_speedup)} the reference")
+        if r.latency_ms is not None:
+            lines.append(f"- {_time(r.latency_ms)} per call" + (f" ({r.measured})" if r.measured else ""))
         if r.roofline_pct is not None:
             lines.append(f"- roofline: {r.roofline_pct:.0f}% of the roof ({r.bound}-bound)")
         for f in r.findings[:3]:
@@ -54,7 +57,14 @@ def render(target: str, results: list[Result], current_sha: str) -> str:
             lines.append(f"- stall reasons: {', '.join(r.stalls)}")
         if r.note and r.speedup is None and r.latency_ms is None:
             lines.append(f"- {r.note}")
+    if len({r.kind for r in results}) > 1:
+        lines += ["", "*Times from different runs measure different things (the reference alone, or the "
+                      "reference and a candidate timed together); compare numbers within one run.*"]
     return "\n".join(lines)
+
+
+def _time(ms: float) -> str:
+    return f"{ms * 1000:.1f} µs" if ms < 1 else f"{ms:.3f} ms" if ms < 100 else f"{ms:.0f} ms"
 
 
 def _age(seconds: float) -> str:

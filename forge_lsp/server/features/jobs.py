@@ -9,9 +9,10 @@ from typing import Any
 from lsprotocol import types as t
 
 from ..protocol import Job as JobInfo
-from ..protocol import JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
+from ..protocol import JobProposal, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
-from ..state import Job, Proposal, Result, text_sha
+from ...agent.progress import RunProgress
+from ..state import Job, Proposal, Result, speedup_label, text_sha
 
 
 class JobError(Exception):
@@ -22,7 +23,8 @@ def register(ls: ForgeServer) -> None:
     @ls.feature("forge/runs")
     def runs(ls: ForgeServer, params: Any = None) -> dict[str, Any]:
         with ls.state.lock:
-            return wire(RunsResult(runs=[JobInfo.model_validate(j.as_dict()) for j in ls.state.jobs.values()]))
+            offers = {p.job_id: p for p in ls.state.proposals.values() if p.job_id}
+            return wire(RunsResult(runs=[job_info(j, offers.get(j.id)) for j in ls.state.jobs.values()]))
 
     @ls.feature("forge/run")
     def run(ls: ForgeServer, params: Any = None) -> dict[str, Any]:
@@ -36,6 +38,16 @@ def register(ls: ForgeServer) -> None:
         if ls.store is None:
             return wire(RunResult(error="this workspace has no run store"))
         return wire(RunResult.model_validate(run_details(ls.store, run_id)))
+
+
+def job_info(job: Job, proposal: Proposal | None) -> JobInfo:
+    return JobInfo(id=job.id, kind=job.kind, uri=job.uri, target=job.target, title=job.title, status=job.status,
+                   message=job.message, started=job.started, finished=job.finished, run_id=job.run_id,
+                   percentage=job.percentage, decision=job.decision,
+                   proposal=JobProposal(uri=proposal.uri, class_name=proposal.target, run_id=proposal.run_id,
+                                        candidate_id=proposal.candidate_id, speedup=proposal.speedup,
+                                        search_speedup=proposal.search_speedup, summary=proposal.summary)
+                   if proposal is not None else None)
 
 
 def start(ls: ForgeServer, kind: str, uri: str, target: str) -> JobStarted:
@@ -114,24 +126,13 @@ def _optimize(ls: ForgeServer, job: Job, task_file: Path, module: Any, model_cla
                           profile=make_profile_fn(evaluator.device) if s.profile else None,
                           config_record=config.redacted(), prompts=Prompts(ls.root))
     job.cancel = optimizer.cancel
-    state = {"best": None, "round": 0}
+    tracker = RunProgress(rounds=options.rounds, model=coder is not None, offline=s.offline)
 
     def on_event(ev) -> None:
-        d = ev.data
         if ev.kind == "run_started":
             job.run_id = ev.run_id
-        elif ev.kind == "round":
-            state["round"] = d.get("round", 0)
-        elif ev.kind == "new_best":
-            state["best"] = d.get("speedup")
-        phase = {"candidate_queued": "writing candidates", "candidate_stage": f"{d.get('stage', '')}",
-                 "candidate_compiled": "verifying", "candidate_timed": "timing", "profiled": "profiling",
-                 "model_call": f"{d.get('role', 'model')} replied", "round": "round start"}.get(ev.kind)
-        if phase is None:
-            return
-        best = f" · best {state['best']:.2f}×" if state["best"] else ""
-        ls.progress(job, f"round {state['round']}/{options.rounds}{best} · {phase}",
-                    int(100 * state["round"] / max(options.rounds, 1)))
+        if tracker.update(ev.kind, ev.data):
+            ls.progress(job, tracker.message(), tracker.percentage())
 
     bus.subscribe(on_event)
     ls.progress_begin(job)
@@ -146,19 +147,25 @@ def _optimize(ls: ForgeServer, job: Job, task_file: Path, module: Any, model_cla
     _reference_failures(ls, job, module.name, result.run_id, task_file)
     job.message = result.stop_reason
     best = result.best
-    ls.record_result(Result(uri=job.uri, target=module.name, kind="optimize", doc_sha=doc_sha, when=time.time(),
-                            run_id=result.run_id, speedup=result.answer_speedup,
-                            latency_ms=_candidate_ms(best), note=result.stop_reason))
+    ls.record_result(_optimize_result(job, module.name, doc_sha, result))
     if best is not None and result.improves and (best.verdict or {}).get("checkpoint_compatible"):
-        ls.offer(Proposal(uri=job.uri, target=module.name, run_id=result.run_id, candidate_id=best.id,
-                          speedup=result.answer_speedup, summary=best.summary, doc_sha=doc_sha, version=version,
-                          source=best.source, domain=domain_of(best.verdict), line=module.line))
-        job.message = f"{result.answer_speedup:.2f}× faster candidate found"
+        proposal = Proposal(uri=job.uri, target=module.name, run_id=result.run_id, candidate_id=best.id,
+                            speedup=result.answer_speedup, search_speedup=result.best_speedup, summary=best.summary,
+                            doc_sha=doc_sha, version=version, source=best.source, domain=domain_of(best.verdict),
+                            line=module.line, job_id=job.id)
+        job.message = f"{proposal.label} faster candidate found"
+        ls.offer(proposal)
     elif result.status == "failed":
         job.status = "failed"
         ls.message(f"forge: optimizing {module.name} failed: {result.stop_reason}", t.MessageType.Error)
     elif result.final_failure is not None:
         job.message = f"the best candidate failed its final re-check: {result.final_failure[:200]}"
+    elif best is not None and result.improves:
+        job.message = (f"{speedup_label(result.answer_speedup, result.best_speedup)} faster, but not offered: its "
+                       "state_dict does not load into the module, so it cannot replace it in place")
+    elif not result.model_configured:
+        job.message = ("no offline candidate beat the reference; set forge.model (and forge.baseUrl) for "
+                       "Coder/Judge rounds")
     else:
         job.message = f"no verified candidate faster than the reference ({result.stop_reason})"
 
@@ -184,9 +191,22 @@ def _reference_failures(ls: ForgeServer, job: Job, target: str, run_id: str, tas
     ls.set_diagnostics(job.uri, f"reference:{target}", diags)
 
 
-def _candidate_ms(rec: Any) -> float | None:
-    timing = (rec.verdict or {}).get("timing") if rec is not None else None
-    return timing["candidate"]["median_ms"] if timing else None
+def _optimize_result(job: Job, target: str, doc_sha: str, result: Any) -> Result:
+    """What hover shows for an optimize run: the reference and the best candidate as the final re-timing
+    (else the search) timed them, and how."""
+    res = Result(uri=job.uri, target=target, kind="optimize", doc_sha=doc_sha, when=time.time(),
+                 run_id=result.run_id, speedup=result.answer_speedup,
+                 search_speedup=result.best_speedup if result.answer_speedup is not None else None,
+                 note=result.stop_reason)
+    timing = result.final_timing or ((result.best.verdict or {}).get("timing") if result.best is not None else None)
+    if timing and result.answer_speedup is not None:
+        res.reference_ms, res.candidate_ms = timing["reference"]["median_ms"], timing["candidate"]["median_ms"]
+        which = "final re-timing" if result.final_timing else "search"
+        mode = {"cpu": "wall clock on the CPU", "events": "CUDA events", "graph": "CUDA-graph replays"}.get(
+            timing.get("mode"), timing.get("mode") or "")
+        res.timing = (f"{which}: medians of {timing['reference']['n']} and {timing['candidate']['n']} interleaved "
+                      f"calls, {mode}")
+    return res
 
 
 def domain_of(verdict: dict[str, Any]) -> dict[str, Any]:
@@ -246,12 +266,16 @@ def _record_profile(ls: ForgeServer, job: Job, kind: str, target: str, line: int
     res = Result(uri=job.uri, target=target, kind=kind, doc_sha=doc_sha, when=time.time(), note=result.reason)
     if not result.kernels:
         res.latency_ms = result.wall_ms
+        res.measured = ("the reference alone: median wall time per call, no profiler counters "
+                        f"({result.device_name or 'this device'})")
         job.message = result.reason or "no kernels profiled"
         ls.record_result(res)
         ls.message(f"forge: {target}: {job.message}", t.MessageType.Warning)
         return
     kernel = max(result.kernels, key=lambda k: k.duration_ns)
     res.latency_ms = sum(k.duration_ns for k in result.kernels) / 1e6
+    res.measured = (f"{len(result.kernels)} kernel{'s' if len(result.kernels) != 1 else ''} of one call under "
+                    "Nsight Compute, summed")
     peaks, _ = device_peaks(resolve(ls), result.device_name)
     findings = analyze(kernel, peaks) if peaks else []
     roof = place(kernel, peaks) if peaks else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 
 from lsprotocol import types as t
@@ -37,11 +38,14 @@ def register(ls: ForgeServer) -> None:
                 ls.store = RunStore.for_workspace(ls.root)
             except Exception as exc:  # noqa: BLE001 - a read-only workspace still gets editor features
                 ls.message(f"forge: cannot open the run store in {ls.root / '.forge'}: {exc}", t.MessageType.Warning)
+        caps = ls.client_capabilities.workspace
+        client_watches = bool(caps and caps.did_change_watched_files and
+                              caps.did_change_watched_files.dynamic_registration)
+        if ls.root is not None and not client_watches:
             _watch(ls)
         _freeze_long_lived_objects()
         await _pull_configuration(ls)
-        caps = ls.client_capabilities.workspace
-        if caps and caps.did_change_watched_files and caps.did_change_watched_files.dynamic_registration:
+        if client_watches:  # the editor's own watcher (and its exclude settings) reports outside changes
             await ls.client_register_capability_async(t.RegistrationParams(registrations=[t.Registration(
                 id="forge-watch", method=t.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                 register_options=t.DidChangeWatchedFilesRegistrationOptions(watchers=[
@@ -92,29 +96,66 @@ async def _pull_configuration(ls: ForgeServer) -> None:
             ls.message(f"forge: {p}", t.MessageType.Warning, once=True)
 
 
+def indexed(root: Path, path: str) -> bool:
+    """Whether the workspace index covers this file: a .py/.cu/.cuh file outside forge's own `.forge/`,
+    other dot-folders and the folders the index skips (virtualenvs, caches, node_modules...)."""
+    from ...workspace.index import SKIP_DIRS
+
+    try:
+        parts = Path(path).relative_to(root).parts
+    except ValueError:
+        return False
+    return path.endswith((".py", ".cu", ".cuh")) and not any(p in SKIP_DIRS or p.startswith(".") for p in parts[:-1])
+
+
 def _watch(ls: ForgeServer) -> None:
-    """Changes made outside the editor: reindex and mark that file's results stale (watchdog)."""
+    """Changes made outside the editor, for clients that do not watch files for the server: reindex and
+    mark that file's results stale (watchdog). Only the folders the index covers are watched: the root
+    itself, and each top-level folder it does not skip (forge's own `.forge/` never is)."""
     try:
         from watchdog.events import FileSystemEventHandler
         from watchdog.observers import Observer
     except ImportError:
         return
+    from ...workspace.index import SKIP_DIRS
     from ..server import uri_of
+
+    root = ls.root
+    assert root is not None
+    observer = Observer()
+    scheduled: set[str] = set()
+
+    def schedule(folder: Path) -> None:
+        if folder.name in SKIP_DIRS or folder.name.startswith(".") or str(folder) in scheduled:
+            return
+        try:
+            observer.schedule(handler, str(folder), recursive=True)
+            scheduled.add(str(folder))
+        except OSError as exc:  # gone already, or not readable: nothing to watch there
+            log.debug("not watching %s: %s", folder, exc)
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event) -> None:
             path = str(getattr(event, "dest_path", "") or event.src_path)
-            if event.is_directory or not path.endswith((".py", ".cu", ".cuh")) or "/.forge/" in path:
+            if event.is_directory:
+                if event.event_type in ("created", "moved") and Path(path).parent == root:
+                    schedule(Path(path))  # a new top-level folder
                 return
-            if event.event_type not in ("modified", "created", "moved", "deleted"):
+            if event.event_type not in ("modified", "created", "moved", "deleted") or not indexed(root, path):
                 return
             uri = uri_of(path)
             if uri in ls.workspace.text_documents:
                 return  # the editor owns open files; its didChange says when they change
             ls.call_soon(lambda: file_changed_outside(ls, uri, path))
 
-    observer = Observer()
-    observer.schedule(Handler(), str(ls.root), recursive=True)
+    handler = Handler()
+    observer.schedule(handler, str(root), recursive=False)
+    try:
+        for entry in os.scandir(root):
+            if entry.is_dir(follow_symlinks=False):
+                schedule(Path(entry.path))
+    except OSError:
+        pass
     observer.daemon = True
     observer.start()
     ls._observer = observer
