@@ -92,6 +92,9 @@ export class ServerManager implements vscode.Disposable {
   private readonly disposables: vscode.Disposable[] = [];
   private starting: Promise<void> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
+  private readonly commandRan = new vscode.EventEmitter<string>();
+  /** A `serverCommand` got its reply (the runs view refreshes after accept/reject/cancel). */
+  readonly onDidRunCommand = this.commandRan.event;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -269,7 +272,11 @@ export class ServerManager implements vscode.Disposable {
   /** workspace/executeCommand on the server, bypassing the client-side command middleware. */
   async serverCommand(command: string, args: unknown[]): Promise<unknown> {
     if (!this.client || !this.running) throw new Error("the forge language server is not running");
-    return this.client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+    try {
+      return await this.client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+    } finally {
+      this.commandRan.fire(command);
+    }
   }
 
   async request<R>(method: string, params?: unknown): Promise<R> {
@@ -320,6 +327,7 @@ export class ServerManager implements vscode.Disposable {
   dispose(): void {
     if (this.restartTimer) clearTimeout(this.restartTimer);
     for (const d of this.disposables) d.dispose();
+    this.commandRan.dispose();
     void this.stop();
   }
 }

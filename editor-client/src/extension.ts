@@ -54,8 +54,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         return command === COMMANDS.accept ? { applied: true, message: "decided in the inline review" } : { rejected: true };
       }
       const result = await next(command, args);
-      if (command === COMMANDS.optimize || command === COMMANDS.profile || command === COMMANDS.explain || command === COMMANDS.cancel) {
-        runs?.kick();
+      if (command === COMMANDS.optimize || command === COMMANDS.profile || command === COMMANDS.explain || command === COMMANDS.cancel ||
+        command === COMMANDS.accept || command === COMMANDS.reject) {
+        runs?.kick(); // a job started or stopped, or says what became of its candidate
         const started = parseStart(result);
         if (command !== COMMANDS.cancel && "job" in started) {
           void vscode.commands.executeCommand("forge.runs.focus").then(undefined, () => undefined);
@@ -90,15 +91,17 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     review: (ref, diff, mode) => showCandidate(ref, diff, mode),
     decide: async (ref, kind) => {
       await vscode.commands.executeCommand(kind === "accept" ? COMMANDS.accept : COMMANDS.reject, ...candidateArgs(ref));
-      await runsView.refresh();
     },
   });
 
   context.subscriptions.push(server, review, sbs, runsView, panels);
+  context.subscriptions.push(server.onDidRunCommand((command) => {
+    if (command === COMMANDS.accept || command === COMMANDS.reject || command === COMMANDS.cancel) runsView.kick();
+  }));
 
   // every finished optimize run says how it ended; profile/explain put their results in hover and diagnostics
+  context.subscriptions.push(runsView.onDidUpdate((jobs) => void panels.updateAll(jobs)));
   runsView.onDidFinish(async (job) => {
-    void panels.update(job);
     const where = `${job.target} (${vscode.workspace.asRelativePath(vscode.Uri.parse(job.uri), false)})`;
     if (job.status === "cancelled") {
       vscode.window.setStatusBarMessage(`forge: ${job.kind} ${where} cancelled`, 5000);

@@ -86,7 +86,11 @@ export class SideBySide implements vscode.TextDocumentContentProvider, vscode.Di
           void vscode.window.showWarningMessage(`Forge: not accepted: ${r.message || "no reason given"}`);
           return;
         }
-        void vscode.window.showInformationMessage(`Forge: candidate ${active.entry.ref.candidateId} accepted. Save the file to keep it.`);
+        const file = vscode.Uri.parse(active.entry.ref.uri);
+        const dirty = vscode.workspace.textDocuments.find((d) => d.uri.toString() === file.toString())?.isDirty;
+        const autosave = vscode.workspace.getConfiguration("files", file).get<string>("autoSave", "off") !== "off";
+        void vscode.window.showInformationMessage(`Forge: candidate ${active.entry.ref.candidateId} accepted.` +
+          (dirty && !autosave ? " Save the file to keep it." : ""));
       } else {
         const r = parseReject(await this.server.serverCommand(COMMANDS.reject, args));
         void vscode.window.showInformationMessage(r.rejected ? `Forge: candidate ${active.entry.ref.candidateId} rejected.`

@@ -67,6 +67,16 @@ export class RunPanels implements vscode.Disposable {
     if (state) await this.render(state, job);
   }
 
+  /** New `forge/runs` data: re-render the panels whose job ended, or whose candidate was decided (not on every
+   * progress message: a re-render resets the page's scroll position). */
+  async updateAll(jobs: Job[]): Promise<void> {
+    for (const state of this.panels.values()) {
+      const job = jobs.find((j) => j.id === state.job.id);
+      const key = (j: Job) => JSON.stringify([j.status, j.decision, j.proposal?.candidateId ?? null]);
+      if (job && key(job) !== key(state.job)) await this.render(state, job);
+    }
+  }
+
   private async render(state: PanelState, job: Job): Promise<void> {
     state.job = job;
     const file = job.uri ? vscode.workspace.asRelativePath(vscode.Uri.parse(job.uri), false) : "";
