@@ -20,7 +20,7 @@ import { applyEdits, Edit, finalPlan, minimalEdit, ReviewHunk, ReviewSession } f
 
 export const REVIEW_SCHEME = "forge-review";
 
-type Phase = "reviewing" | "finalizing" | "done";
+type Phase = "opening" | "reviewing" | "finalizing" | "done";
 
 interface Review {
   /** The file under review and its key (URI string). */
@@ -206,7 +206,7 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
     const text = reviewText(session, diff.original, edits);
     const uri = reviewUri(file);
     this.files.set(uri, text);
-    const review: Review = { file, fileKey: file.toString(), uri, key: uri.toString(), ref, diff, session, phase: "reviewing" };
+    const review: Review = { file, fileKey: file.toString(), uri, key: uri.toString(), ref, diff, session, phase: "opening" };
     this.reviews.set(review.key, review);
     const reviewDoc = await vscode.workspace.openTextDocument(uri);
     if (reviewDoc.getText() !== session.text) {
@@ -215,6 +215,7 @@ export class InlineReviews implements vscode.Disposable, vscode.CodeLensProvider
     }
     // in the file's own editor group (not beside a webview that asked for the review)
     await vscode.window.showTextDocument(reviewDoc, { viewColumn: columnFor(file), preview: false });
+    review.phase = "reviewing"; // from now on, closing its tab ends it
     this.refresh();
     const speed = diff.speedup !== null ? `${speedupLabel(diff.speedup, diff.searchSpeedup)} ` : "";
     review.status = vscode.window.setStatusBarMessage(`forge: reviewing the ${speed}candidate for ${ref.className} — ` +

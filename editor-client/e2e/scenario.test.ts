@@ -1,0 +1,466 @@
+// forge-lsp in a REAL VS Code (code-server in headless chromium): the issue's acceptance scenario,
+// one test, steps in order. Run it with `npm run e2e` (e2e/run.sh). Screenshots, logs, timings:
+// <repo>/.ci/artifacts/vscode-e2e/.
+//
+// Each step is a subtest: it records soft checks (the step goes on and reports every problem it
+// sees) and fails at its end; the next step still runs, from whatever state the window is in, so
+// one run reports every broken step. The model is scripted (test/support/fakeOpenAI.ts): one coder
+// reply per optimize run (search "linear", 1 round, no offline seeds, no profiling).
+
+import { test } from "node:test";
+import * as assert from "node:assert/strict";
+import { execFileSync } from "child_process";
+import * as fs from "fs";
+import * as path from "path";
+import { Harness, REPO, StepContext } from "./lib/harness";
+import { applyPolicy, formatProblems, logFiles, serverInfoAsErrors, errorEntries } from "./lib/logs";
+import { delay, until } from "./lib/wait";
+
+// =====================================================================================================
+// Every UI string the scenario expects, in one place (adjust here when the extension's texts change).
+// =====================================================================================================
+const UI = {
+  /** Code lenses the server puts over an nn.Module class. */
+  lens: {
+    optimize: "Optimize Model",
+    profile: "Profile",
+    explain: "Explain bottleneck",
+    /** The server's lens on a class with an open proposal. */
+    showDiff: /^forge: .*faster candidate — Show diff$/,
+  },
+  /** Code action (Ctrl+. on the class line). */
+  codeActionOptimize: "Optimize `Model`",
+  /** Messages that must never show: the language client's crash/restart notices, a failed start. */
+  crashed: /crash|got closed|failed to start|cannot start forge-lsp|is not importable/i,
+  /** The Forge channel's line once the client is running. */
+  serverStarted: /forge-lsp started/,
+  /** The progress notification of an optimize run: its title, and its cancel button. */
+  progressTitle: /optimize Model/i,
+  cancelButton: "Cancel",
+  /** The notification at the end of an optimize run that found a verified faster candidate. */
+  candidateFound: /faster candidate/i,
+  candidateButtons: ["Review", "Details"],
+  /** The inline review's lenses (header lens texts: see src/review/inline.ts). */
+  review: {
+    acceptAll: "Accept all",
+    rejectAll: "Reject all",
+    acceptHunk: "✓ Accept",
+    rejectHunk: "✗ Reject",
+    header: /candidate · \d+ pending/,
+  },
+  /** Status-bar text while an inline review is open. */
+  reviewingStatus: /reviewing/i,
+  accepted: /accepted/i,
+  rejected: /rejected/i,
+  /** The side-by-side review: the diff editor's tab title, and the editor-title action that rejects. */
+  sideBySideTab: /↔ forge/,
+  rejectCandidateAction: "Reject Candidate",
+  /** The activity-bar container and its view. */
+  container: "Forge",
+  runsView: "Runs",
+  runLabel: { optimize: "optimize Model", explain: "explain Model" },
+  /** Runs view: the description of a run that still offers its candidate; a cancelled run; group titles. */
+  runOffersCandidate: /faster candidate found/i,
+  runCancelled: /cancelled/i,
+  runningGroup: /^Running/,
+  /** Run Details webview. */
+  details: {
+    oneCandidate: /\b1 candidate\b/,
+    pluralBug: /\b1 candidates\b/,
+    fileUri: /file:\/\//,
+    /** Where the candidates part of the page starts (the job's status line above it already has labels). */
+    candidatesSection: /^Run \S+$/m,
+    finalRetiming: /final re-timing/i,
+    search: /\bsearch\b/i,
+  },
+  /** Hover over `class Model` after Explain: forge's heading, numbers, and how each was measured. */
+  hover: {
+    title: /forge: Model/,
+    /** A measured quantity: a time or a speedup (not the "1 s ago" of a heading). */
+    number: /\d+(?:\.\d+)?\s*(?:µs|us|ms|×)/,
+    measuredBy: /final re-timing|\bsearch\b|wall[- ]?(?:clock|time)|cuda events?|cuda graphs?|ncu|nsight|cpu timer|perf_counter|timed (?:with|by|on)|measured (?:with|by|on)/i,
+  },
+};
+
+// =====================================================================================================
+// The workspace: the issue's module (a deliberately slow row-by-row softmax) and the scripted candidate.
+// =====================================================================================================
+const MODULE_FILE = "softmax_mod.py";
+const TASK = fs.readFileSync(path.join(REPO, "tests", "fixtures", "slow_softmax.py"), "utf8");
+const CLASS_LINE_TEXT = "class Model(nn.Module)";
+const CLASS_LINE = TASK.split("\n").findIndex((l) => l.startsWith(CLASS_LINE_TEXT)) + 1;
+/** A line of the original forward (slow: one row at a time): removed (red) in the review. */
+const SLOW_LINE = "torch.stack([torch.softmax(row, dim=0) for row in x])";
+/** Vectorized: faster than the row-at-a-time reference on the CPU, so a run ends with a proposal. */
+const FAST = `
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+`;
+/** What the accepted rewrite must contain (forge_lsp/engine/rewrite.py), each exactly once. */
+const REWRITE_ONCE = [
+  "class _ModelReference(nn.Module)",
+  "class Model(_ModelReference)",
+  "# --- forge: begin optimized Model",
+  "# --- forge: end optimized Model ---",
+  SLOW_LINE,
+  "torch.softmax(x, dim=1)",
+  "def get_inputs():",
+  "def get_init_inputs():",
+];
+
+function coderReply(marker: string): string {
+  return JSON.stringify({ summary: `vectorized softmax (${marker})`, source: `${FAST}\n# ${marker}\n` });
+}
+
+function workspaceSettings(baseUrl: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    "forge.interpreter": process.env.FORGE_PYTHON || path.join(REPO, ".venv", "bin", "python"),
+    "forge.model": "scripted",
+    "forge.baseUrl": baseUrl,
+    "forge.device": "cpu",
+    "forge.search": "linear",
+    "forge.rounds": 1,
+    "forge.offline": false,
+    "forge.profile": false,
+    ...extra,
+  };
+}
+
+const count = (text: string, needle: string) => text.split(needle).length - 1;
+const OPTIMIZE_TIMEOUT_MS = 240_000;
+
+test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { timeout: 15 * 60_000 }, async (t) => {
+  const h = await Harness.start({ files: { [MODULE_FILE]: TASK }, settings: (url) => workspaceSettings(url) });
+  const wb = h.wb;
+  const onDisk = () => h.readWorkspaceFile(MODULE_FILE);
+
+  /** Lines of the Runs view grouped: each run row with the title of the group it is in. */
+  const runRows = async () => {
+    const rows = await wb.treeRows(UI.runsView);
+    let group = "";
+    return rows.flatMap((r) => {
+      if (r.level === 1) {
+        group = r.label;
+        return [];
+      }
+      return r.level === 2 ? [{ ...r, group }] : [];
+    });
+  };
+
+  /** Click Optimize on the class and wait for the run's "faster candidate" notification. */
+  const optimizeUntilCandidate = async (s: StepContext, marker: string) => {
+    await wb.clearNotifications(); // an older "faster candidate" toast must not be mistaken for this run's
+    const before = h.fake.chatRequests().length;
+    h.fake.script(coderReply(marker));
+    const since = Date.now();
+    await wb.clickCodeLens(UI.lens.optimize, 60_000);
+    const note = await wb.waitForNotification(UI.candidateFound, OPTIMIZE_TIMEOUT_MS, () => true, since);
+    s.check(h.fake.chatRequests().length === before + 1, `one model request per run (saw ${h.fake.chatRequests().length - before})`);
+    return note;
+  };
+
+  /** The inline review is shown: its lenses and its red/green lines. */
+  const waitForInlineReview = async () => {
+    await wb.waitForCodeLens(UI.review.acceptAll, 30_000);
+    return until("red (removed) and green (added) review lines", async () => {
+      const d = await wb.reviewDecorations();
+      return d.red.length > 0 && d.green.length > 0 ? d : undefined;
+    }, { timeoutMs: 10_000, lastSeen: async () => JSON.stringify(await wb.reviewDecorations()) });
+  };
+
+  /** The buffer is back to `text` (VS Code reloads a file changed on disk while its editor is clean). */
+  const waitForEditorToShow = (lineText: string, absent: string) =>
+    until(`the editor to show "${lineText}" and not "${absent}"`, async () => {
+      const lines = await wb.visibleLines();
+      return lines.some((l) => l.text.includes(lineText)) && !lines.some((l) => l.text.includes(absent));
+    }, { timeoutMs: 20_000, lastSeen: async () => JSON.stringify((await wb.visibleLines()).slice(0, 14)) });
+
+  /** The newest optimize run (first optimize row: finished runs are listed newest first) stops offering its candidate. */
+  const expectNewestRunNotOffering = async (s: StepContext, when: string) => {
+    // the view refreshes from forge/runs on its own schedule: give it a few seconds
+    await s.soft(`the rejected run's row no longer says "faster candidate found" ${when}`, () => until("the row to change", async () => {
+      const row = (await runRows()).find((r) => r.label === UI.runLabel.optimize && !UI.runningGroup.test(r.group));
+      return row && !UI.runOffersCandidate.test(row.description) ? row : undefined;
+    }, { timeoutMs: 10_000, lastSeen: () => runRows().then((r) => JSON.stringify(r.slice(0, 2))) }));
+  };
+
+  try {
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "a-open-module", async (s) => {
+      await wb.openFile(MODULE_FILE);
+      // the extension activates on Python, probes the interpreter, starts the server; the server
+      // indexes the file and answers code lenses: the Optimize lens is the sign all of that worked
+      await wb.waitForCodeLens(UI.lens.optimize, 120_000);
+      const lenses = await wb.codeLenses();
+      for (const text of [UI.lens.optimize, UI.lens.profile, UI.lens.explain]) {
+        const lens = lenses.find((l) => l.text === text);
+        s.check(!!lens, `lens "${text}" shown (lenses: ${JSON.stringify(lenses)})`);
+        if (lens) s.check(lens.aboveLine.startsWith(CLASS_LINE_TEXT), `lens "${text}" sits over "${CLASS_LINE_TEXT}" (it is over "${lens.aboveLine}")`);
+      }
+      const forgeLog = logFiles(h.userDataDir).forge.map((f) => fs.readFileSync(f, "utf8")).join("\n");
+      s.check(UI.serverStarted.test(forgeLog), `the Forge channel says the server started:\n${forgeLog.slice(-1500)}`);
+      const crash = (await wb.notifications(true)).filter((n) => UI.crashed.test(n.message));
+      s.check(crash.length === 0, `no crash/start-failure notification: ${JSON.stringify(crash)}`);
+      await wb.gotoLine(CLASS_LINE);
+      const actions = await wb.codeActionTitles();
+      await s.shot("a-code-actions");
+      await wb.closeMenus();
+      s.check(actions.some((a) => a.includes(UI.codeActionOptimize)), `code action "${UI.codeActionOptimize}" offered on the class line (menu: ${JSON.stringify(actions)})`);
+    }, { critical: true });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "b-optimize-progress", async (s) => {
+      await wb.clearNotifications();
+      const before = h.fake.chatRequests().length;
+      h.fake.script(coderReply("e2e accept"));
+      const since = Date.now();
+      await wb.clickCodeLens(UI.lens.optimize);
+      // the run takes a few seconds on the CPU: wait for both at once, so neither is missed
+      const candidate = wb.waitForNotification(UI.candidateFound, OPTIMIZE_TIMEOUT_MS, () => true, since);
+      candidate.catch(() => undefined); // awaited below; a rejection before that is not "unhandled"
+      const progress = await s.soft("a progress notification titled like /optimize Model/ with a Cancel button", () =>
+        wb.waitForNotification(UI.progressTitle, 20_000, (n) => n.buttons.includes(UI.cancelButton), since));
+      if (!progress) s.note(`status bar while running: ${await wb.statusBarText()}`);
+      await s.shot("b-optimize-running");
+      const done = await candidate;
+      for (const b of UI.candidateButtons) s.check(done.buttons.includes(b), `the candidate notification has a "${b}" button (${JSON.stringify(done)})`);
+      if (progress) {
+        const stillRunning = (await wb.notifications()).filter((n) => UI.progressTitle.test(n.message) && n.buttons.includes(UI.cancelButton));
+        s.check(stillRunning.length === 0, `the progress notification ended with the run (${JSON.stringify(stillRunning)})`);
+      }
+      const chats = h.fake.chatRequests();
+      s.check(chats.length === before + 1, `one model request for the run (saw ${chats.length - before})`);
+      s.check(chats[chats.length - 1]?.headers.authorization === `Bearer ${h.apiKey}`, "the model server got the key from code-server's environment");
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "c-inline-review", async (s) => {
+      s.check(onDisk() === TASK, "the file on disk is the original before the review");
+      await wb.clickNotificationButton(UI.candidateFound, "Review");
+      const deco = await waitForInlineReview();
+      // forge's rewrite keeps the original class (renamed) and adds the optimized one after it: the
+      // old class line is removed (red), the renamed one and the new code are added (green)
+      s.check(deco.red.some((l) => l.text.startsWith(CLASS_LINE_TEXT)), `"${CLASS_LINE_TEXT}" is shown removed (red): ${JSON.stringify(deco.red)}`);
+      s.check(deco.green.some((l) => /class _ModelReference|class _ModelForge|class ModelNew/.test(l.text)),
+        `the candidate's lines are shown added (green): ${JSON.stringify(deco.green.slice(0, 10))}`);
+      s.check(deco.struck.length > 0, "removed lines are struck through");
+      const lenses = (await wb.codeLenses()).map((l) => l.text);
+      for (const l of [UI.review.acceptAll, UI.review.rejectAll, UI.review.acceptHunk, UI.review.rejectHunk]) {
+        s.check(lenses.includes(l), `review lens "${l}" shown (${JSON.stringify(lenses)})`);
+      }
+      s.check(lenses.some((l) => UI.review.header.test(l)), `review header lens ${UI.review.header} (${JSON.stringify(lenses)})`);
+      s.check(UI.reviewingStatus.test(await wb.statusBarText()), `the status bar says it is reviewing (${await wb.statusBarText()})`);
+      // The README picture: the class at the top, the hunk's red and green lines and its lenses.
+      await wb.moveMouseAway();
+      await wb.clearNotifications();
+      await waitForInlineReview();
+      const readme = path.join(h.artifacts, "README-inline-review.png");
+      await h.page.locator(".part.editor").screenshot({ path: readme });
+      await s.shot("c-inline-review");
+      // Autosave ("afterDelay", 1 s) has had its chance: the review must not have reached the disk.
+      await delay(2500);
+      const disk = onDisk();
+      s.check(disk === TASK, `the file on disk is still the original while the review is shown (autosave on)` +
+        (disk === TASK ? "" : `; on disk now: ${disk.length} chars, ${count(disk, SLOW_LINE)}× the slow line, ` +
+          `${count(disk, "class ModelNew")}× "class ModelNew", ${count(disk, "_ModelReference")}× "_ModelReference"`));
+      const warn = (await wb.notifications(true)).filter((n) => /saved with the review/i.test(n.message));
+      s.check(warn.length === 0, `no "saved with the review's lines" warning (${JSON.stringify(warn)})`);
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "d-accept-all", async (s) => {
+      const since = Date.now();
+      await wb.clickCodeLens(UI.review.acceptAll, 10_000);
+      await s.soft("the review lenses to go away", () => until("no review lenses", async () =>
+        !(await wb.codeLenses()).some((l) => l.text === UI.review.acceptAll), { timeoutMs: 15_000 }));
+      await s.soft("an 'accepted' notification", () => wb.waitForNotification(UI.accepted, 15_000, () => true, since));
+      await wb.save();
+      const disk = await s.soft("the rewritten module on disk", () => until("the rewrite on disk", () => {
+        const d = onDisk();
+        return d.includes("# --- forge: begin optimized Model") ? d : undefined;
+      }, { timeoutMs: 15_000, lastSeen: () => onDisk().slice(0, 600) }));
+      if (disk !== undefined) {
+        for (const needle of REWRITE_ONCE) s.check(count(disk, needle) === 1, `"${needle}" appears once on disk (${count(disk, needle)}×)`);
+        s.check(count(disk, "class ModelNew") === 0 || count(disk, "class _ModelForge") === 0, "no leftover review lines (both ModelNew and _ModelForge)");
+        // the file is the module the user wanted: valid Python whose Model computes the softmax
+        try {
+          execFileSync(h.python, ["-c", [
+            "import runpy, sys, torch",
+            "m = runpy.run_path(sys.argv[1])",
+            "x = torch.randn(5, 7)",
+            "assert torch.allclose(m['Model']()(x), torch.softmax(x, dim=1), atol=1e-6), 'wrong values'",
+          ].join("\n"), path.join(h.workspace, MODULE_FILE)], { stdio: "pipe", timeout: 60_000, env: { ...process.env, OMP_NUM_THREADS: "1" } });
+        } catch (err) {
+          s.check(false, `the accepted file runs and computes the softmax: ${String((err as { stderr?: Buffer }).stderr ?? err).slice(-1500)}`);
+        }
+      }
+      s.check(!UI.reviewingStatus.test(await wb.statusBarText()), `the status bar no longer says reviewing (${await wb.statusBarText()})`);
+      await s.soft("no proposal squiggle on the class line", () => until("no squiggle on the class line", async () =>
+        (await wb.squigglesOnLine("class Model(")).length === 0 ? true : undefined,
+      { timeoutMs: 10_000, lastSeen: () => wb.squigglesOnLine("class Model(").then((x) => JSON.stringify(x)) }));
+      const lenses = (await wb.codeLenses()).map((l) => l.text);
+      s.check(!lenses.some((l) => UI.lens.showDiff.test(l)), `no "Show diff" lens left (${JSON.stringify(lenses)})`);
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "e-optimize-reject", async (s) => {
+      // back to the slow module (as `git checkout` would): the accepted one has nothing left to gain
+      h.writeWorkspaceFile(MODULE_FILE, TASK);
+      await waitForEditorToShow(CLASS_LINE_TEXT, "_ModelReference");
+      await optimizeUntilCandidate(s, "e2e reject");
+      await wb.clickNotificationButton(UI.candidateFound, "Review");
+      await waitForInlineReview();
+      const since = Date.now();
+      await wb.clickCodeLens(UI.review.rejectAll, 10_000);
+      await s.soft("a 'rejected' notification", () => wb.waitForNotification(UI.rejected, 15_000, () => true, since));
+      await waitForEditorToShow(SLOW_LINE, "_ModelForge");
+      await delay(2500); // autosave's chance to write whatever the buffer holds
+      s.check(onDisk() === TASK, `the file on disk is unchanged after Reject all (${onDisk().length} chars vs ${TASK.length})`);
+      await wb.openActivity(UI.container);
+      await expectNewestRunNotOffering(s, "after Reject all");
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "f-side-by-side-review", async (s) => {
+      h.writeWorkspaceSettings(workspaceSettings(h.fake.baseUrl, { "forge.diffMode": "sideBySide" }));
+      try {
+        await wb.openFile(MODULE_FILE);
+        await optimizeUntilCandidate(s, "e2e side by side");
+        await wb.clickNotificationButton(UI.candidateFound, "Review");
+        await until("a diff editor", () => wb.diffEditorVisible(), { timeoutMs: 15_000, lastSeen: () => wb.tabs().then((x) => x.join(", ")) });
+        const tabs = await wb.tabs();
+        s.check(tabs.some((x) => UI.sideBySideTab.test(x)), `a "${UI.sideBySideTab}" diff tab (${JSON.stringify(tabs)})`);
+        const modified = (await wb.visibleLines()).map((l) => l.text).join("\n");
+        s.check(/_ModelForge|ModelNew|softmax\(x, dim=1\)/.test(modified), `the candidate side shows the new code:\n${modified.slice(0, 800)}`);
+        await s.shot("f-side-by-side");
+        const since = Date.now();
+        await wb.clickEditorAction(UI.rejectCandidateAction);
+        await s.soft("a 'rejected' notification", () => wb.waitForNotification(UI.rejected, 15_000, () => true, since));
+        await s.soft("the diff editor to close", () => until("no diff editor", async () => !(await wb.diffEditorVisible()), { timeoutMs: 10_000 }));
+        s.check(onDisk() === TASK, "the file on disk is unchanged after rejecting side by side");
+        await wb.openActivity(UI.container);
+        await expectNewestRunNotOffering(s, "after rejecting side by side");
+      } finally {
+        h.writeWorkspaceSettings(workspaceSettings(h.fake.baseUrl));
+      }
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "g-runs-view-and-details", async (s) => {
+      await wb.runCommand("View: Show Explorer"); // so that opening Forge is a real switch of containers
+      await wb.openActivity(UI.container);
+      const rows = await until("three optimize runs in the Runs view", async () => {
+        const r = await runRows();
+        return r.filter((x) => x.label.startsWith(UI.runLabel.optimize)).length >= 3 ? r : undefined;
+      }, { timeoutMs: 15_000, lastSeen: () => runRows().then((r) => JSON.stringify(r)) });
+      for (const r of rows) {
+        const shown = `${r.label} ${r.description}`;
+        s.check(/optimize|profile|explain/.test(shown) && shown.includes("Model"), `row shows kind and target: "${shown}"`);
+        s.check(shown.includes(MODULE_FILE), `row shows the file name ${MODULE_FILE}: "${shown}"`);
+      }
+      // the first run (accepted): the oldest optimize row, at the bottom of Done (newest first)
+      const optimizeRows = rows.filter((r) => r.label.startsWith(UI.runLabel.optimize));
+      const first = optimizeRows[optimizeRows.length - 1];
+      const row = await wb.treeRow(UI.runsView, (r) => r.label === first.label && r.description === first.description);
+      await row.click();
+      const body = await until("the Run Details webview's text", async () => {
+        const text = await wb.webview().locator("body").innerText({ timeout: 2000 });
+        return /candidate/i.test(text) ? text : undefined;
+      }, { timeoutMs: 20_000, lastSeen: () => wb.tabs().then((x) => `tabs: ${x.join(", ")}`) });
+      s.note(`Run Details text:\n${body.slice(0, 1500)}`);
+      s.check(UI.details.oneCandidate.test(body), `says "1 candidate"`);
+      s.check(!UI.details.pluralBug.test(body), `does not say "1 candidates"`);
+      s.check(!UI.details.fileUri.test(body), `no file:// URI (${(/file:\/\/\S+/.exec(body) ?? [""])[0]})`);
+      s.check(body.includes(MODULE_FILE), `shows the file as a workspace-relative path (${MODULE_FILE})`);
+      const at = body.search(UI.details.candidatesSection);
+      const candidates = at >= 0 ? body.slice(at) : body;
+      s.check(UI.details.finalRetiming.test(candidates), `the candidates' speedups: the final re-timing one is labelled ("final re-timing")`);
+      s.check(UI.details.search.test(candidates), `the candidates' speedups: the search one is labelled ("search")`);
+      await s.shot("g-run-details");
+      await wb.runCommand("View: Close All Editors");
+      await wb.openFile(MODULE_FILE);
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "h-cancel", async (s) => {
+      await wb.clearNotifications();
+      const before = h.fake.chatRequests().length;
+      // the model answers only after 60 s: the run is waiting on it when Cancel is clicked
+      h.fake.script({ delay: 60, content: coderReply("e2e cancel (never used)") });
+      const since = Date.now();
+      await wb.clickCodeLens(UI.lens.optimize);
+      await until("the run's (delayed) model request", () => h.fake.chatRequests().length > before, { timeoutMs: 60_000 });
+      const progress = await s.soft("a progress notification with Cancel", () =>
+        wb.waitForNotification(UI.progressTitle, 10_000, (n) => n.buttons.includes(UI.cancelButton), since));
+      const t0 = Date.now();
+      if (progress) {
+        await wb.clickNotificationButton(UI.progressTitle, UI.cancelButton);
+      } else {
+        // so that the next steps are not blocked by this run: cancel it from the Runs view instead
+        await wb.openActivity(UI.container);
+        const row = await wb.treeRow(UI.runsView, (r) => r.label === UI.runLabel.optimize && r.level === 2);
+        await row.hover();
+        await row.locator('.action-label[aria-label^="Cancel Run"]').click();
+        s.note("cancelled from the Runs view's inline action (no progress notification to cancel from)");
+      }
+      await wb.openActivity(UI.container);
+      const cancelled = await s.soft("the run shown as cancelled in the Runs view within 10 s", () => until("a cancelled optimize run", async () =>
+        (await runRows()).find((r) => r.label === UI.runLabel.optimize && UI.runCancelled.test(r.description) && !UI.runningGroup.test(r.group)),
+      { timeoutMs: 10_000, lastSeen: () => runRows().then((r) => JSON.stringify(r)) }));
+      if (cancelled) s.note(`cancelled after ${((Date.now() - t0) / 1000).toFixed(1)} s: ${cancelled.group} / ${cancelled.label} — ${cancelled.description}`);
+      await s.shot("h-cancelled");
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "i-explain-hover", async (s) => {
+      await wb.clearNotifications();
+      await wb.openFile(MODULE_FILE);
+      await wb.clickCodeLens(UI.lens.explain);
+      await wb.openActivity(UI.container);
+      const row = await until("the explain run to finish", async () =>
+        (await runRows()).find((r) => r.label === UI.runLabel.explain && !UI.runningGroup.test(r.group)),
+      { timeoutMs: 180_000, intervalMs: 500, lastSeen: () => runRows().then((r) => JSON.stringify(r)) });
+      s.check(!/failed/i.test(row.group), `the explain run did not fail: ${row.group} / ${row.description}`);
+      const hover = await wb.hoverLine(CLASS_LINE_TEXT);
+      await s.shot("i-hover");
+      s.note(`hover text:\n${hover}`);
+      s.check(UI.hover.title.test(hover), `the hover is forge's (${UI.hover.title})`);
+      const numbered = hover.split("\n").filter((l) => UI.hover.number.test(l));
+      s.check(numbered.length > 0, "the hover shows measured numbers");
+      for (const l of numbered) s.check(UI.hover.measuredBy.test(l), `the number is labelled with how it was measured: "${l.trim()}"`);
+      await wb.moveMouseAway();
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "j-no-errors-in-logs", async (s) => {
+      // give the last log lines a moment to be flushed by the extension host (condition: file sizes stable)
+      let sizes = "";
+      await until("the log files to stop growing", () => {
+        const now = logFiles(h.userDataDir).all.map((f) => `${f}:${fs.statSync(f).size}`).join(",");
+        const stable = now === sizes;
+        sizes = now;
+        return stable;
+      }, { timeoutMs: 10_000, intervalMs: 1000 });
+      const { problems, allowed } = applyPolicy(h.userDataDir, h.console.problems);
+      for (const a of allowed) s.note(`allowed noise [${a.source}] (${a.why}): ${a.text.split("\n")[0].slice(0, 200)}`);
+      const forgeErrors = logFiles(h.userDataDir).forge.flatMap((f) => errorEntries(f));
+      const infoAsError = serverInfoAsErrors(forgeErrors);
+      s.check(infoAsError.length === 0, `server INFO/DEBUG lines tagged [error] in the Forge channel: ${infoAsError.length}, e.g.\n${infoAsError.slice(0, 5).join("\n")}`);
+      s.check(problems.length === 0, `error-level lines (logs / browser console), none allowlisted:\n${formatProblems(problems)}`);
+      const leaked = logFiles(h.userDataDir).all.filter((f) => fs.readFileSync(f, "utf8").includes(h.apiKey));
+      s.check(leaked.length === 0, `the API key appears in no log (${leaked.join(", ")})`);
+      const forgeLog = logFiles(h.userDataDir).forge.map((f) => fs.readFileSync(f, "utf8")).join("\n");
+      const crashes = forgeLog.split("\n").filter((l) => UI.crashed.test(l));
+      s.check(crashes.length === 0, `no crash/restart lines in the Forge channel:\n${crashes.slice(0, 5).join("\n")}`);
+    });
+  } finally {
+    await h.finish();
+  }
+  const failed = h.steps.filter((x) => x.status === "failed").map((x) => x.name);
+  assert.deepEqual(failed, [], `failed steps: ${failed.join(", ")} (details above and in ${path.relative(REPO, h.artifacts)}/summary.md)`);
+});
