@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES
 from forge_lsp.agent.events import EventBus
 from forge_lsp.agent.optimize import Optimizer, OptimizeOptions
-from forge_lsp.agent.progress import RunProgress
+from forge_lsp.agent.progress import RunProgress, speedup_label
 from forge_lsp.agent.store import RunStore
 from forge_lsp.engine import Evaluator, load_task
 
@@ -54,6 +54,12 @@ def test_a_run_with_a_model_counts_seeds_rounds_and_the_final_retiming():
     pcts = [pct for _, pct in seen]
     assert pcts == sorted(pcts) and 0 <= pcts[0] and pcts[-1] <= 99  # 100 only when the job ends
     assert pcts[5] == 25 and pcts[6] == 25 and pcts[-1] == 75  # 4 equal parts: seeds, 2 rounds, final
+
+
+def test_a_speedup_is_said_one_way_the_final_retiming_then_the_searchs():
+    assert speedup_label(14.34, 14.27) == "14.34× (final re-timing; search 14.27×)"
+    assert speedup_label(1.5, 1.499) == "1.50× (final re-timing)"  # the same at the shown precision
+    assert speedup_label(2.0) == "2.00× (final re-timing)"
 
 
 def test_events_that_change_nothing_are_ignored():

@@ -43,6 +43,7 @@ export FORGE_E2E_VSIX="$vsix"
 export FORGE_E2E_PRE_TIMINGS="setup.sh (Node 24, code-server, chromium)=$((t1 - t0));compile the test=$((t2 - t1))"
 echo "e2e: testing $vsix with $FORGE_PYTHON (setup $((t1 - t0)) s, compile $((t2 - t1)) s)" >&2
 status=0
-node --test --test-reporter=spec e2e/out/e2e/scenario.test.js || status=$?
+# --test-force-exit: a timed-out test leaves handles (browser, code-server pipes) that must not keep node alive
+node --test --test-force-exit --test-reporter=spec e2e/out/e2e/scenario.test.js || status=$?
 echo "e2e: total $(( $(date +%s) - t0 )) s; artifacts in ${FORGE_E2E_ARTIFACTS:-$repo/.ci/artifacts/vscode-e2e}" >&2
 exit $status

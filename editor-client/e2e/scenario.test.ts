@@ -25,8 +25,9 @@ const UI = {
     optimize: "Optimize Model",
     profile: "Profile",
     explain: "Explain bottleneck",
-    /** The server's lens on a class with an open proposal. */
+    /** The server's lenses on a class with an open proposal. */
     showDiff: /^forge: .*faster candidate — Show diff$/,
+    reject: "Reject",
   },
   /** Code action (Ctrl+. on the class line). */
   codeActionOptimize: "Optimize `Model`",
@@ -34,11 +35,24 @@ const UI = {
   crashed: /crash|got closed|failed to start|cannot start forge-lsp|is not importable/i,
   /** The Forge channel's line once the client is running. */
   serverStarted: /forge-lsp started/,
+  /** A server log line (its stderr) in the Forge channel: proof that the log checks see the server's lines. */
+  serverJobLine: /\[info\] .*job optimize-\d+ started/,
+  serverJobEndLine: /\[info\] .*job optimize-\d+ (done|failed) after [\d.]+ s/,
+  /** Warnings about forge's own folder (the server must not watch what it writes). */
+  forgeFolderWarning: /\[warning\].*\.forge/,
   /** The progress notification of an optimize run: its title, and its cancel button. */
   progressTitle: /optimize Model/i,
   cancelButton: "Cancel",
   /** The notification at the end of an optimize run that found a verified faster candidate. */
   candidateFound: /faster candidate/i,
+  /** A best candidate's speedup, said one way everywhere: the final re-timing, then the search's. */
+  speedupLabel: /\d+\.\d\d× \(final re-timing(?:; search \d+\.\d\d×)?\)/,
+  /** The end of any optimize run names the module and its file. */
+  runEnded: /Model \(softmax_mod\.py\):/,
+  /** A run without a model: its progress names the phase, and says nothing of rounds. */
+  offlineProgress: /offline candidates/,
+  roundZero: /round 0\//,
+  offlineOutcome: /faster candidate found|no offline candidate beat the reference/,
   candidateButtons: ["Review", "Details"],
   /** The inline review's lenses (header lens texts: see src/review/inline.ts). */
   review: {
@@ -58,6 +72,7 @@ const UI = {
   /** The activity-bar container and its view. */
   container: "Forge",
   runsView: "Runs",
+  /** How a run's row label starts (kind and target; the file name may follow). */
   runLabel: { optimize: "optimize Model", explain: "explain Model" },
   /** Runs view: the description of a run that still offers its candidate; a cancelled run; group titles. */
   runOffersCandidate: /faster candidate found/i,
@@ -65,6 +80,7 @@ const UI = {
   runningGroup: /^Running/,
   /** Run Details webview. */
   details: {
+    reviewInline: "Review inline",
     oneCandidate: /\b1 candidate\b/,
     pluralBug: /\b1 candidates\b/,
     fileUri: /file:\/\//,
@@ -89,7 +105,7 @@ const MODULE_FILE = "softmax_mod.py";
 const TASK = fs.readFileSync(path.join(REPO, "tests", "fixtures", "slow_softmax.py"), "utf8");
 const CLASS_LINE_TEXT = "class Model(nn.Module)";
 const CLASS_LINE = TASK.split("\n").findIndex((l) => l.startsWith(CLASS_LINE_TEXT)) + 1;
-/** A line of the original forward (slow: one row at a time): removed (red) in the review. */
+/** The original forward's body (one row at a time): kept by the rewrite in _ModelReference (once). */
 const SLOW_LINE = "torch.stack([torch.softmax(row, dim=0) for row in x])";
 /** Vectorized: faster than the row-at-a-time reference on the CPU, so a run ends with a proposal. */
 const FAST = `
@@ -132,11 +148,15 @@ function workspaceSettings(baseUrl: string, extra: Record<string, unknown> = {})
 }
 
 const count = (text: string, needle: string) => text.split(needle).length - 1;
-const OPTIMIZE_TIMEOUT_MS = 240_000;
+/** One optimize run takes ~3 s here (1 round, scripted model, tiny shapes); a slow CI box gets plenty more. */
+const OPTIMIZE_TIMEOUT_MS = 120_000;
 
-test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { timeout: 15 * 60_000 }, async (t) => {
+// 10 minutes: the budget of the whole run (a normal one takes under 2 minutes once installed)
+test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { timeout: 10 * 60_000 }, async (t) => {
   const h = await Harness.start({ files: { [MODULE_FILE]: TASK }, settings: (url) => workspaceSettings(url) });
   const wb = h.wb;
+  /** The first run's speedup as its notification says it; the lens, the review and Run Details must say the same. */
+  let speedup = "";
   const onDisk = () => h.readWorkspaceFile(MODULE_FILE);
 
   /** Lines of the Runs view grouped: each run row with the title of the group it is in. */
@@ -166,14 +186,14 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
 
   /** The inline review is shown: its lenses and its red/green lines. */
   const waitForInlineReview = async () => {
-    await wb.waitForCodeLens(UI.review.acceptAll, 30_000);
+    await wb.waitForCodeLens(UI.review.acceptAll, 15_000);
     return until("red (removed) and green (added) review lines", async () => {
       const d = await wb.reviewDecorations();
       return d.red.length > 0 && d.green.length > 0 ? d : undefined;
     }, { timeoutMs: 10_000, lastSeen: async () => JSON.stringify(await wb.reviewDecorations()) });
   };
 
-  /** The buffer is back to `text` (VS Code reloads a file changed on disk while its editor is clean). */
+  /** The editor shows a line and not another (e.g. after VS Code reloaded a file changed on disk: its editor was clean). */
   const waitForEditorToShow = (lineText: string, absent: string) =>
     until(`the editor to show "${lineText}" and not "${absent}"`, async () => {
       const lines = await wb.visibleLines();
@@ -184,7 +204,7 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
   const expectNewestRunNotOffering = async (s: StepContext, when: string) => {
     // the view refreshes from forge/runs on its own schedule: give it a few seconds
     await s.soft(`the rejected run's row no longer says "faster candidate found" ${when}`, () => until("the row to change", async () => {
-      const row = (await runRows()).find((r) => r.label === UI.runLabel.optimize && !UI.runningGroup.test(r.group));
+      const row = (await runRows()).find((r) => r.label.startsWith(UI.runLabel.optimize) && !UI.runningGroup.test(r.group));
       return row && !UI.runOffersCandidate.test(row.description) ? row : undefined;
     }, { timeoutMs: 10_000, lastSeen: () => runRows().then((r) => JSON.stringify(r.slice(0, 2))) }));
   };
@@ -195,7 +215,7 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       await wb.openFile(MODULE_FILE);
       // the extension activates on Python, probes the interpreter, starts the server; the server
       // indexes the file and answers code lenses: the Optimize lens is the sign all of that worked
-      await wb.waitForCodeLens(UI.lens.optimize, 120_000);
+      await wb.waitForCodeLens(UI.lens.optimize, 90_000);
       const lenses = await wb.codeLenses();
       for (const text of [UI.lens.optimize, UI.lens.profile, UI.lens.explain]) {
         const lens = lenses.find((l) => l.text === text);
@@ -229,6 +249,11 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       await s.shot("b-optimize-running");
       const done = await candidate;
       for (const b of UI.candidateButtons) s.check(done.buttons.includes(b), `the candidate notification has a "${b}" button (${JSON.stringify(done)})`);
+      speedup = UI.speedupLabel.exec(done.message)?.[0] ?? "";
+      s.check(speedup !== "" && UI.runEnded.test(done.message), `the notification names the module, its file and the speedup as "${UI.speedupLabel.source}" (${done.message})`);
+      await s.soft("the server's lens over the class says the same speedup", () => until("the Show diff lens", async () =>
+        (await wb.codeLenses()).find((l) => UI.lens.showDiff.test(l.text) && l.text.includes(speedup)),
+      { timeoutMs: 10_000, lastSeen: () => wb.codeLenses().then((l) => JSON.stringify(l.map((x) => x.text))) }));
       if (progress) {
         const stillRunning = (await wb.notifications()).filter((n) => UI.progressTitle.test(n.message) && n.buttons.includes(UI.cancelButton));
         s.check(stillRunning.length === 0, `the progress notification ended with the run (${JSON.stringify(stillRunning)})`);
@@ -254,6 +279,7 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
         s.check(lenses.includes(l), `review lens "${l}" shown (${JSON.stringify(lenses)})`);
       }
       s.check(lenses.some((l) => UI.review.header.test(l)), `review header lens ${UI.review.header} (${JSON.stringify(lenses)})`);
+      s.check(lenses.some((l) => UI.review.header.test(l) && l.includes(speedup)), `the review's header says the speedup as the notification did ("${speedup}")`);
       s.check(UI.reviewingStatus.test(await wb.statusBarText()), `the status bar says it is reviewing (${await wb.statusBarText()})`);
       // The README picture: the class at the top, the hunk's red and green lines and its lenses.
       await wb.moveMouseAway();
@@ -286,7 +312,9 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       }, { timeoutMs: 15_000, lastSeen: () => onDisk().slice(0, 600) }));
       if (disk !== undefined) {
         for (const needle of REWRITE_ONCE) s.check(count(disk, needle) === 1, `"${needle}" appears once on disk (${count(disk, needle)}×)`);
-        s.check(count(disk, "class ModelNew") === 0 || count(disk, "class _ModelForge") === 0, "no leftover review lines (both ModelNew and _ModelForge)");
+        // the review showed the old class line (red) above the new ones (green): none of it may stay
+        s.check(count(disk, CLASS_LINE_TEXT) === 0, `no leftover review line "${CLASS_LINE_TEXT}" on disk (${count(disk, CLASS_LINE_TEXT)}×)`);
+        s.check(count(disk, "class ModelNew") === 0, `the candidate's class is renamed on disk (${count(disk, "class ModelNew")}× "class ModelNew")`);
         // the file is the module the user wanted: valid Python whose Model computes the softmax
         try {
           execFileSync(h.python, ["-c", [
@@ -312,12 +340,29 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       // back to the slow module (as `git checkout` would): the accepted one has nothing left to gain
       h.writeWorkspaceFile(MODULE_FILE, TASK);
       await waitForEditorToShow(CLASS_LINE_TEXT, "_ModelReference");
-      await optimizeUntilCandidate(s, "e2e reject");
+      // the user closes the file while the run goes (the model answers after 4 s): the candidate must
+      // still be announced and reviewable (it used to be found only through the open file's lenses)
+      await wb.clearNotifications();
+      h.fake.script({ delay: 4, content: coderReply("e2e reject") });
+      const started = Date.now();
+      await wb.clickCodeLens(UI.lens.optimize, 60_000);
+      await wb.runCommand("View: Close All Editors");
+      s.check(!(await wb.tabs()).some((x) => x.includes(MODULE_FILE)), `the file is closed while its run goes (${JSON.stringify(await wb.tabs())})`);
+      await s.soft("the run's candidate announced for the closed file, with Review", () =>
+        wb.waitForNotification(UI.candidateFound, OPTIMIZE_TIMEOUT_MS, (n) => n.buttons.includes("Review"), started));
       await wb.clickNotificationButton(UI.candidateFound, "Review");
-      await waitForInlineReview();
+      const review = await s.soft("the inline review to open", () => waitForInlineReview());
       const since = Date.now();
-      await wb.clickCodeLens(UI.review.rejectAll, 10_000);
-      await s.soft("a 'rejected' notification", () => wb.waitForNotification(UI.rejected, 15_000, () => true, since));
+      if (review) {
+        await wb.clickCodeLens(UI.review.rejectAll, 10_000);
+        await s.soft("a 'rejected' notification", () => wb.waitForNotification(UI.rejected, 15_000, () => true, since));
+      } else {
+        // so that the rest of the step (disk, Runs view) is still checked: reject from the server's lens
+        s.note("no inline review: rejected with the server's own Reject lens instead");
+        await wb.clickCodeLens(UI.lens.reject, 10_000);
+        await until("the proposal's lenses to go", async () => !(await wb.codeLenses()).some((l) => UI.lens.showDiff.test(l.text)),
+          { timeoutMs: 10_000, lastSeen: () => wb.codeLenses().then((l) => JSON.stringify(l.map((x) => x.text))) });
+      }
       await waitForEditorToShow(SLOW_LINE, "_ModelForge");
       await delay(2500); // autosave's chance to write whatever the buffer holds
       s.check(onDisk() === TASK, `the file on disk is unchanged after Reject all (${onDisk().length} chars vs ${TASK.length})`);
@@ -351,6 +396,29 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
     });
 
     // ---------------------------------------------------------------------------------------------
+    await h.step(t, "f2-review-inline-from-details", async (s) => {
+      await wb.openFile(MODULE_FILE);
+      await optimizeUntilCandidate(s, "e2e details review");
+      await wb.clickNotificationButton(UI.candidateFound, "Details");
+      const button = wb.webview().locator('button[data-command="review"]');
+      await button.waitFor({ timeout: 20_000 });
+      s.check((await button.innerText()).trim() === UI.details.reviewInline, `the details page offers "${UI.details.reviewInline}"`);
+      await button.click();
+      await s.soft("the inline review to open", () => waitForInlineReview());
+      // the details page sits beside the file: the review must open in the file's group, not in the page's
+      const groups = await wb.groupTabs();
+      const withFile = groups.filter((g) => g.some((x) => x.includes("softmax_mod")));
+      s.check(withFile.length === 1, `one editor group shows the file and its review, not two (groups: ${JSON.stringify(groups)})`);
+      await s.shot("f2-review-from-details");
+      const since = Date.now();
+      await wb.clickCodeLens(UI.review.rejectAll, 10_000);
+      await s.soft("a 'rejected' notification", () => wb.waitForNotification(UI.rejected, 15_000, () => true, since));
+      await delay(2500); // autosave's chance to write whatever the buffer holds
+      s.check(onDisk() === TASK, "the file on disk is unchanged after rejecting the review opened from Run Details");
+      await wb.runCommand("View: Close All Editors");
+    });
+
+    // ---------------------------------------------------------------------------------------------
     await h.step(t, "g-runs-view-and-details", async (s) => {
       await wb.runCommand("View: Show Explorer"); // so that opening Forge is a real switch of containers
       await wb.openActivity(UI.container);
@@ -381,6 +449,7 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       const candidates = at >= 0 ? body.slice(at) : body;
       s.check(UI.details.finalRetiming.test(candidates), `the candidates' speedups: the final re-timing one is labelled ("final re-timing")`);
       s.check(UI.details.search.test(candidates), `the candidates' speedups: the search one is labelled ("search")`);
+      s.check(speedup !== "" && body.includes(speedup), `the page says the run's speedup as the notification did ("${speedup}")`);
       await s.shot("g-run-details");
       await wb.runCommand("View: Close All Editors");
       await wb.openFile(MODULE_FILE);
@@ -403,17 +472,43 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       } else {
         // so that the next steps are not blocked by this run: cancel it from the Runs view instead
         await wb.openActivity(UI.container);
-        const row = await wb.treeRow(UI.runsView, (r) => r.label === UI.runLabel.optimize && r.level === 2);
+        const row = await wb.treeRow(UI.runsView, (r) => r.label.startsWith(UI.runLabel.optimize) && r.level === 2);
         await row.hover();
         await row.locator('.action-label[aria-label^="Cancel Run"]').click();
         s.note("cancelled from the Runs view's inline action (no progress notification to cancel from)");
       }
       await wb.openActivity(UI.container);
       const cancelled = await s.soft("the run shown as cancelled in the Runs view within 10 s", () => until("a cancelled optimize run", async () =>
-        (await runRows()).find((r) => r.label === UI.runLabel.optimize && UI.runCancelled.test(r.description) && !UI.runningGroup.test(r.group)),
+        (await runRows()).find((r) => r.label.startsWith(UI.runLabel.optimize) && UI.runCancelled.test(r.description) && !UI.runningGroup.test(r.group)),
       { timeoutMs: 10_000, lastSeen: () => runRows().then((r) => JSON.stringify(r)) }));
       if (cancelled) s.note(`cancelled after ${((Date.now() - t0) / 1000).toFixed(1)} s: ${cancelled.group} / ${cancelled.label} — ${cancelled.description}`);
       await s.shot("h-cancelled");
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "h2-offline-only-run", async (s) => {
+      // no model: the run is the offline candidates (torch.compile of the module), then the final re-timing
+      const logged = () => logFiles(h.userDataDir).forge.map((f) => fs.readFileSync(f, "utf8")).join("\n");
+      const settingsLines = (logged().match(/settings changed:/g) ?? []).length;
+      h.writeWorkspaceSettings(workspaceSettings(h.fake.baseUrl, { "forge.model": null, "forge.offline": true }));
+      try {
+        await until("the server to take the new settings", () => (logged().match(/settings changed:.*model=None/g) ?? []).length > 0 &&
+          (logged().match(/settings changed:/g) ?? []).length > settingsLines, { timeoutMs: 20_000, lastSeen: () => logged().slice(-800) });
+        await wb.openFile(MODULE_FILE);
+        await wb.clearNotifications();
+        const before = h.fake.chatRequests().length;
+        const since = Date.now();
+        await wb.clickCodeLens(UI.lens.optimize);
+        const end = await wb.waitForNotification(UI.runEnded, 300_000, (n) => UI.offlineOutcome.test(n.message), since);
+        s.note(`the run ended with: ${end.message}`);
+        const seen = (await wb.seenNotifications(since)).map((n) => n.message);
+        s.check(seen.some((m) => UI.offlineProgress.test(m)), `the progress said "offline candidates" (${JSON.stringify(seen)})`);
+        s.check(!seen.some((m) => UI.roundZero.test(m)), `the progress never said "round 0/…" (${JSON.stringify(seen)})`);
+        s.check(h.fake.chatRequests().length === before, "no model request without a model");
+        await s.shot("h2-offline-only");
+      } finally {
+        h.writeWorkspaceSettings(workspaceSettings(h.fake.baseUrl));
+      }
     });
 
     // ---------------------------------------------------------------------------------------------
@@ -423,8 +518,8 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       await wb.clickCodeLens(UI.lens.explain);
       await wb.openActivity(UI.container);
       const row = await until("the explain run to finish", async () =>
-        (await runRows()).find((r) => r.label === UI.runLabel.explain && !UI.runningGroup.test(r.group)),
-      { timeoutMs: 180_000, intervalMs: 500, lastSeen: () => runRows().then((r) => JSON.stringify(r)) });
+        (await runRows()).find((r) => r.label.startsWith(UI.runLabel.explain) && !UI.runningGroup.test(r.group)),
+      { timeoutMs: 120_000, intervalMs: 500, lastSeen: () => runRows().then((r) => JSON.stringify(r)) });
       s.check(!/failed/i.test(row.group), `the explain run did not fail: ${row.group} / ${row.description}`);
       const hover = await wb.hoverLine(CLASS_LINE_TEXT);
       await s.shot("i-hover");
@@ -445,7 +540,7 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
         const stable = now === sizes;
         sizes = now;
         return stable;
-      }, { timeoutMs: 10_000, intervalMs: 1000 });
+      }, { timeoutMs: 10_000, intervalMs: 1000 }).catch(() => s.note("the log files kept growing; checked them as they were"));
       const { problems, allowed } = applyPolicy(h.userDataDir, h.console.problems);
       for (const a of allowed) s.note(`allowed noise [${a.source}] (${a.why}): ${a.text.split("\n")[0].slice(0, 200)}`);
       const forgeErrors = logFiles(h.userDataDir).forge.flatMap((f) => errorEntries(f));
@@ -455,6 +550,10 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       const leaked = logFiles(h.userDataDir).all.filter((f) => fs.readFileSync(f, "utf8").includes(h.apiKey));
       s.check(leaked.length === 0, `the API key appears in no log (${leaked.join(", ")})`);
       const forgeLog = logFiles(h.userDataDir).forge.map((f) => fs.readFileSync(f, "utf8")).join("\n");
+      s.check(UI.serverJobLine.test(forgeLog), `the server's own log lines reach the Forge channel (${UI.serverJobLine})`);
+      s.check(UI.serverJobEndLine.test(forgeLog), `runs' ends are logged at INFO (${UI.serverJobEndLine})`);
+      const aboutForgeFolder = forgeLog.split("\n").filter((l) => UI.forgeFolderWarning.test(l));
+      s.check(aboutForgeFolder.length === 0, `no warnings about forge's own .forge/ folder:\n${aboutForgeFolder.slice(0, 5).join("\n")}`);
       const crashes = forgeLog.split("\n").filter((l) => UI.crashed.test(l));
       s.check(crashes.length === 0, `no crash/restart lines in the Forge channel:\n${crashes.slice(0, 5).join("\n")}`);
     });

@@ -12,7 +12,6 @@ import {
   Job,
   parseCandidateArgs,
   parseShowDiff,
-  parseStart,
   ShowDiff,
   showDiffArgs,
 } from "./protocol";
@@ -56,11 +55,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       const result = await next(command, args);
       if (command === COMMANDS.optimize || command === COMMANDS.profile || command === COMMANDS.explain || command === COMMANDS.cancel ||
         command === COMMANDS.accept || command === COMMANDS.reject) {
-        runs?.kick(); // a job started or stopped, or says what became of its candidate
-        const started = parseStart(result);
-        if (command !== COMMANDS.cancel && "job" in started) {
-          void vscode.commands.executeCommand("forge.runs.focus").then(undefined, () => undefined);
-        }
+        // a job started or stopped, or says what became of its candidate. The Runs view is not focused: a
+        // run shows its own progress notification, and moving the focus would take the user's keystrokes
+        runs?.kick();
       }
       return result;
     },

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from ..engine import Candidate, Evaluator, Task, Verdict
 from ..engine.verdict import Status
 from .events import EventBus
+from .progress import speedup_label
 from .roles import (
     CoderReply,
     OptimizeAdvice,
@@ -418,7 +419,7 @@ class Optimizer:
         self._publish("candidate_timed", candidate=best.id, speedup=verdict.speedup, final=True)
         self.store.add_event(self.run_id, "final_timing", {"candidate": best.id, "speedup": verdict.speedup,
                                                            "timing": timing})
-        return [f"final re-timing of {best.id}: {verdict.speedup:.3f}x (search measured {best.speedup:.3f}x)"]
+        return [f"best candidate {best.id}: {speedup_label(verdict.speedup, best.speedup)}"]
 
     def _best_record(self) -> CandidateRecord | None:
         best = self.tree.best()

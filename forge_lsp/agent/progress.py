@@ -12,6 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+
+def speedup_label(final: float, search: float | None = None) -> str:
+    """A best candidate's speedup, said one way everywhere (CLI, messages, lenses, diagnostics, hover): the
+    final re-timing is the answer; the search's own measurement of the same candidate is named beside it."""
+    text = f"{final:.2f}× (final re-timing"
+    if search is not None and f"{search:.2f}" != f"{final:.2f}":
+        text += f"; search {search:.2f}×"
+    return text + ")"
+
+
 PHASES = {
     "candidate_queued": "candidates queued",
     "candidate_stage": "building",

@@ -139,8 +139,8 @@ def run_optimize(args: argparse.Namespace) -> int:
         evaluator.close()
     out = Console()
     _summary(out, store, result.run_id)
-    out.print(f"run {result.run_id}: {result.status} ({result.stop_reason}); {result.rounds} rounds, "
-              f"{result.candidates} candidates, ${result.spent_usd:.4f}")
+    out.print(f"run {result.run_id}: {result.status} ({result.stop_reason}); {_count(result.rounds, 'round')}, "
+              f"{_count(result.candidates, 'candidate')}, ${result.spent_usd:.4f}")
     for note in result.notes:
         out.print(f"  {note}")
     if result.best is not None and not result.improves:
@@ -184,6 +184,10 @@ def _apply(out: Console, task, result) -> int:
     out.print(f"applied to {task.path} ({rewrite.summary}); the original class is kept as "
               f"{rewrite.reference_class} and runs for inputs outside what was verified")
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _printer(console: Console):

@@ -8,18 +8,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..agent.progress import speedup_label
+
 
 def text_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
 
 
-def speedup_label(final: float, search: float | None = None) -> str:
-    """A best candidate's speedup, said one way everywhere (messages, lenses, diagnostics, hover): the
-    final re-timing is the answer; the search's own measurement is named as such beside it."""
-    text = f"{final:.2f}× (final re-timing"
-    if search is not None and f"{search:.2f}" != f"{final:.2f}":
-        text += f"; search {search:.2f}×"
-    return text + ")"
 
 
 @dataclass

@@ -90,6 +90,17 @@ export class CodeServer {
     return this.url;
   }
 
+  /** SIGKILL to the whole process group, synchronously (for process exit: nothing may outlive the test). */
+  killNow(): void {
+    const pid = this.proc?.pid;
+    if (pid === undefined) return;
+    try {
+      process.kill(-pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+
   /** SIGTERM to the process group, SIGKILL after a grace period; returns when code-server is gone. */
   async stop(graceMs = 5000): Promise<void> {
     const proc = this.proc;

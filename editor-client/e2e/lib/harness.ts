@@ -56,6 +56,8 @@ const USER_SETTINGS = {
   "files.autoSave": "afterDelay",
   "files.autoSaveDelay": 1000,
   "editor.hover.delay": 300,
+  // the breadcrumbs of a review document show its absolute temp path: noise in the README picture
+  "breadcrumbs.enabled": false,
   // calmer screenshots: no highlighted occurrences of the word under the cursor
   "editor.occurrencesHighlight": "off",
   "editor.selectionHighlight": false,
@@ -104,6 +106,7 @@ export class Harness {
   console!: ConsoleRecorder;
   private shots = 0;
   private aborted: string | undefined;
+  private finished = false;
 
   private constructor() {
     this.root = fs.mkdtempSync(path.join(os.tmpdir(), "forge-vscode-e2e-"));
@@ -166,6 +169,14 @@ export class Harness {
       OMP_NUM_THREADS: "1",
       FORGE_CACHE_DIR: path.join(h.root, "forge-cache"),
     });
+    // whatever happens (a test timeout, Ctrl+C), code-server's process group goes and the logs are kept
+    process.once("exit", () => h.emergencyFinish());
+    for (const sig of ["SIGINT", "SIGTERM"] as const) {
+      process.once(sig, () => {
+        h.emergencyFinish();
+        process.exit(130);
+      });
+    }
     const url = await h.timed("start code-server", () => h.server.start(h.workspace, env));
 
     await h.timed("launch chromium and load the workbench", async () => {
@@ -175,6 +186,8 @@ export class Harness {
           "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check"],
       });
       const context = await h.browser.newContext({ viewport: { width: 1440, height: 960 } });
+      // no Playwright action may wait forever (its default): a stuck click fails its step instead
+      context.setDefaultTimeout(30_000);
       h.page = await context.newPage();
       h.console = new ConsoleRecorder(h.page);
       await Workbench.install(h.page);
@@ -250,6 +263,9 @@ export class Harness {
       }
       if (record.failures.length) {
         record.status = "failed";
+        // what the user was told meanwhile often says why (a warning from the extension, an error)
+        const shown = await this.wb.seenNotifications(t0).catch(() => []);
+        if (shown.length) record.failures.push(`notifications shown during the step: ${JSON.stringify(shown.map((n) => n.message))}`);
         if (opts.critical) this.aborted = `the critical step "${name}" failed`;
         await this.recover();
         const err = new Error(`${name}: ${record.failures.length} problem(s):\n- ${record.failures.join("\n- ")}\n` +
@@ -272,11 +288,29 @@ export class Harness {
 
   /** Stop everything, copy the logs and write the summary (pass or fail). */
   async finish(): Promise<void> {
+    if (this.finished) return;
     await this.timed("stop browser and code-server", async () => {
       await this.browser?.close().catch(() => undefined);
       await this.server?.stop().catch(() => undefined);
       await this.fake?.close().catch(() => undefined);
     });
+    this.writeArtifacts();
+  }
+
+  /** On process exit without finish() (the test timed out or was interrupted): synchronous cleanup. */
+  private emergencyFinish(): void {
+    if (this.finished) return;
+    this.server?.killNow();
+    this.notes.push("the test did not finish normally (timeout or interrupt): code-server was killed");
+    try {
+      this.writeArtifacts();
+    } catch {
+      // best effort
+    }
+  }
+
+  private writeArtifacts(): void {
+    this.finished = true;
     const logsDir = path.join(this.artifacts, "logs");
     fs.mkdirSync(logsDir, { recursive: true });
     for (const f of logFiles(this.userDataDir).all) {

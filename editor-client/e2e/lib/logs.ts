@@ -1,13 +1,13 @@
-// The failure policy's inputs: error-level lines of the extension host log and of the Forge output
-// channel's log file (both written by VS Code under <user-data-dir>/logs/), and the browser's console
-// errors and uncaught page errors. Only demonstrable code-server/VS Code noise, unrelated to forge,
+// The failure policy's inputs: error-level lines of the extension host log, of the VS Code server's
+// log and of the Forge output channel's log file (all written by VS Code under <user-data-dir>/logs/),
+// and the browser's console errors and uncaught page errors. Only demonstrable code-server/VS Code noise, unrelated to forge,
 // is allowed (ALLOWLIST: each entry says why).
 
 import * as fs from "fs";
 import * as path from "path";
 import type { ConsoleMessage, Page } from "playwright-core";
 
-export type Source = "console" | "exthost" | "forge";
+export type Source = "console" | "exthost" | "server" | "forge";
 
 export interface Problem {
   source: Source;
@@ -48,8 +48,9 @@ export const ALLOWLIST: Allowed[] = [
     why: "the extension gallery (open-vsx.org) cannot be reached from a machine without internet",
   },
   {
-    source: "exthost",
-    match: /https:\/\/open-vsx\.org\/vscode\/gallery\/.* getaddrinfo ENOTFOUND open-vsx\.org/,
+    source: "server",
+    // ... and once more by the VS Code server process (remoteagent.log), which makes the request
+    match: /#\d+: https:\/\/open-vsx\.org\/vscode\/gallery\/\S+ - error POST getaddrinfo ENOTFOUND open-vsx\.org$/,
     why: "the extension gallery (open-vsx.org) cannot be reached from a machine without internet",
   },
 ];
@@ -93,6 +94,8 @@ function walk(dir: string): string[] {
 export interface LogFiles {
   /** The extension host's own log: <logs>/<session>/exthostN/remoteexthost.log (code-server), exthost.log (desktop). */
   exthost: string[];
+  /** The VS Code server process (code-server's remote agent): <logs>/<session>/remoteagent.log. */
+  server: string[];
   /** The Forge output channel (a LogOutputChannel): <logs>/<session>/exthostN/forge-lsp.forge-lsp/Forge.log. */
   forge: string[];
   all: string[];
@@ -103,6 +106,7 @@ export function logFiles(userDataDir: string): LogFiles {
   const inExthost = (f: string) => f.split(path.sep).some((part) => /^exthost\d*$/.test(part));
   return {
     exthost: all.filter((f) => inExthost(f) && /^(remote)?exthost\.log$/.test(path.basename(f))),
+    server: all.filter((f) => path.basename(f) === "remoteagent.log"),
     forge: all.filter((f) => inExthost(f) && /forge/i.test(path.basename(path.dirname(f))) && /Forge.*\.log$/.test(path.basename(f))),
     all,
   };
@@ -142,6 +146,7 @@ export function applyPolicy(userDataDir: string, consoleProblems: Problem[]): Po
   const files = logFiles(userDataDir);
   const found: Problem[] = [...consoleProblems];
   for (const f of files.exthost) for (const e of errorEntries(f)) found.push({ source: "exthost", where: f, text: e });
+  for (const f of files.server) for (const e of errorEntries(f)) found.push({ source: "server", where: f, text: e });
   for (const f of files.forge) for (const e of errorEntries(f)) found.push({ source: "forge", where: f, text: e });
   const problems: Problem[] = [];
   const allowed: Array<Problem & { why: string }> = [];

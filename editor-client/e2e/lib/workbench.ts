@@ -443,6 +443,12 @@ export class Workbench {
       (t.getAttribute("aria-label") ?? t.querySelector(".monaco-icon-label-container")?.textContent ?? "").trim()));
   }
 
+  /** The tab titles of each editor group, left to right (which group shows what). */
+  async groupTabs(): Promise<string[][]> {
+    return this.page.locator(".part.editor .editor-group-container").evaluateAll((groups) => groups.map((g) =>
+      Array.from(g.querySelectorAll(".tabs-container .tab")).map((t) => (t.getAttribute("aria-label") ?? "").trim())));
+  }
+
   async activeTabLabel(): Promise<string> {
     const tab = this.page.locator(`${SEL.activeGroup} .tabs-container .tab.active`).first();
     return ((await tab.getAttribute("aria-label", { timeout: 1000 }).catch(() => "")) ?? "").trim();

@@ -39,13 +39,20 @@ interface Review {
   saveNoted?: boolean;
 }
 
-/** The review document of a file: same folder, "<stem> (forge review)<ext>" (the extension keeps the language). */
+let reviews = 0;
+
+/**
+ * A new review document for a file: same folder, "<stem> (forge review)<ext>" (the extension keeps the
+ * language), and a query that is new for every review, so VS Code never hands back the document of an
+ * earlier review of the same file (it keeps closed documents for a while).
+ */
 export function reviewUri(file: vscode.Uri): vscode.Uri {
   const slash = file.path.lastIndexOf("/");
   const name = file.path.slice(slash + 1);
   const dot = name.lastIndexOf(".");
   const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
-  return vscode.Uri.from({ scheme: REVIEW_SCHEME, path: `${file.path.slice(0, slash + 1)}${stem} (forge review)${ext}` });
+  return vscode.Uri.from({ scheme: REVIEW_SCHEME, path: `${file.path.slice(0, slash + 1)}${stem} (forge review)${ext}`,
+    query: `review=${++reviews}` });
 }
 
 /** The review documents' storage: memory only. Saving a review document never writes a file. */

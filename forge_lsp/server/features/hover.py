@@ -7,7 +7,8 @@ import time
 from lsprotocol import types as t
 
 from ..server import ForgeServer
-from ..state import Result, speedup_label, text_sha
+from ...agent.progress import speedup_label
+from ..state import Result, text_sha
 
 
 def register(ls: ForgeServer) -> None:

@@ -11,8 +11,8 @@ from lsprotocol import types as t
 from ..protocol import Job as JobInfo
 from ..protocol import JobProposal, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
-from ...agent.progress import RunProgress
-from ..state import Job, Proposal, Result, speedup_label, text_sha
+from ...agent.progress import RunProgress, speedup_label
+from ..state import Job, Proposal, Result, text_sha
 
 
 class JobError(Exception):

@@ -22,9 +22,7 @@ def register(ls: ForgeServer) -> None:
         folder = (params.workspace_folders or [None])[0]
         root = ls.path_of(folder.uri) if folder else (ls.path_of(params.root_uri) if params.root_uri else None)
         ls.root = Path(root) if root else None
-        ls.settings, problems = parse_settings(params.initialization_options)
-        for p in problems:
-            ls.message(f"forge: {p}", t.MessageType.Warning, once=True)
+        _apply_settings(ls, params.initialization_options)
 
     @ls.feature(t.INITIALIZED)
     async def initialized(ls: ForgeServer, params: t.InitializedParams) -> None:
@@ -54,9 +52,7 @@ def register(ls: ForgeServer) -> None:
     @ls.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: ForgeServer, params: t.DidChangeConfigurationParams) -> None:
         if params.settings:
-            ls.settings, problems = parse_settings(params.settings, ls.settings)
-            for p in problems:
-                ls.message(f"forge: {p}", t.MessageType.Warning, once=True)
+            _apply_settings(ls, params.settings)
         else:
             await _pull_configuration(ls)
 
@@ -91,9 +87,19 @@ async def _pull_configuration(ls: ForgeServer) -> None:
         log.info("workspace/configuration failed: %s", exc)
         return
     if section is not None:
-        ls.settings, problems = parse_settings(section, ls.settings)
-        for p in problems:
-            ls.message(f"forge: {p}", t.MessageType.Warning, once=True)
+        _apply_settings(ls, section)
+
+
+def _apply_settings(ls: ForgeServer, raw) -> None:
+    """New settings on top of the current ones: each problem shown once, each change logged (settings hold
+    no secrets: keys are refused)."""
+    before = ls.settings
+    ls.settings, problems = parse_settings(raw, before)
+    for p in problems:
+        ls.message(f"forge: {p}", t.MessageType.Warning, once=True)
+    changed = {k: v for k, v in ls.settings.model_dump().items() if getattr(before, k) != v}
+    if changed:
+        log.info("settings changed: %s", ", ".join(f"{k}={v!r}" for k, v in sorted(changed.items())))
 
 
 def indexed(root: Path, path: str) -> bool:
