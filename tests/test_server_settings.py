@@ -33,3 +33,19 @@ def test_unknown_keys_and_wrong_types_are_reported():
     assert s == Settings() and problems == ["unknown setting forge.colour ignored"]
     s, problems = parse_settings(["not", "an", "object"])
     assert s == Settings() and "must be an object" in problems[0]
+
+
+def test_setting_changes_are_logged_without_credentials(caplog):
+    """The log says which settings changed (the e2e test waits on it), never a password in an endpoint URL."""
+    import logging
+    from types import SimpleNamespace
+
+    from forge_lsp.server.features.lifecycle import _apply_settings
+
+    ls = SimpleNamespace(settings=Settings(), message=lambda *a, **k: None)
+    with caplog.at_level(logging.INFO, logger="forge_lsp.server"):
+        _apply_settings(ls, {"forge": {"model": "m", "baseUrl": "http://user:hunter2@models.example:8080/v1"}})
+        _apply_settings(ls, {"forge": {"model": "m"}})  # nothing new: nothing logged
+    lines = [r.getMessage() for r in caplog.records if "settings changed" in r.getMessage()]
+    assert lines == ["settings changed: base_url='http://models.example:8080/v1', model='m'"], lines
+    assert ls.settings.base_url == "http://user:hunter2@models.example:8080/v1"  # used as given, only hidden in logs

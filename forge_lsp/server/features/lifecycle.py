@@ -99,7 +99,18 @@ def _apply_settings(ls: ForgeServer, raw) -> None:
         ls.message(f"forge: {p}", t.MessageType.Warning, once=True)
     changed = {k: v for k, v in ls.settings.model_dump().items() if getattr(before, k) != v}
     if changed:
-        log.info("settings changed: %s", ", ".join(f"{k}={v!r}" for k, v in sorted(changed.items())))
+        log.info("settings changed: %s", ", ".join(f"{k}={_shown(k, v)!r}" for k, v in sorted(changed.items())))
+
+
+def _shown(key: str, value):
+    """A setting as the log shows it: an endpoint without any user:password part."""
+    if key == "base_url" and isinstance(value, str):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value)
+        return parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")).geturl() \
+            if parts.hostname else "<unparsable URL>"
+    return value
 
 
 def indexed(root: Path, path: str) -> bool:
