@@ -226,8 +226,7 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       s.check(UI.serverStarted.test(forgeLog), `the Forge channel says the server started:\n${forgeLog.slice(-1500)}`);
       const crash = (await wb.notifications(true)).filter((n) => UI.crashed.test(n.message));
       s.check(crash.length === 0, `no crash/start-failure notification: ${JSON.stringify(crash)}`);
-      await wb.gotoLine(CLASS_LINE);
-      const actions = await wb.codeActionTitles();
+      const actions = await wb.codeActionTitles(CLASS_LINE);
       await s.shot("a-code-actions");
       await wb.closeMenus();
       s.check(actions.some((a) => a.includes(UI.codeActionOptimize)), `code action "${UI.codeActionOptimize}" offered on the class line (menu: ${JSON.stringify(actions)})`);

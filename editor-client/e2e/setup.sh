@@ -12,6 +12,10 @@ cache="${FORGE_E2E_CACHE:-$repo/.cache/vscode-e2e}"
 NODE_VERSION=24.22.3
 CODE_SERVER_VERSION=4.139.1
 mkdir -p "$cache"
+# run from `npm run e2e`, the environment carries the outer npm's settings (npm_config_*): they would
+# override the inner installs' own (code-server's postinstall reads the Node version from
+# npm_config_user_agent, which would name the outer npm's Node 20)
+for v in $(compgen -e | grep '^npm_' || true); do unset "$v"; done
 
 log() { echo "[e2e setup] $*" >&2; }
 

@@ -319,10 +319,15 @@ export class Workbench {
 
   // ------------------------------------------------------------------ code actions
   /** Ctrl+. on the current cursor position: the titles of the code-action menu (closed again with Escape). */
-  async codeActionTitles(): Promise<string[]> {
-    await this.page.keyboard.press("Control+.");
+  async codeActionTitles(line: number): Promise<string[]> {
     const rows = this.page.locator(SEL.actionWidgetRow);
-    await rows.first().waitFor({ state: "visible", timeout: 15_000 });
+    await until("the code-action menu (Ctrl+.)", async () => {
+      // a fresh window can drop the key (focus still moving back from the quick input) or answer it
+      // before the language server is ready: put the cursor back on the line and ask again
+      await this.gotoLine(line);
+      await this.page.keyboard.press("Control+.");
+      return rows.first().waitFor({ state: "visible", timeout: 5000 }).then(() => true, () => false);
+    }, { timeoutMs: 30_000, intervalMs: 100 });
     // the menu fills in as providers answer: read it once its length is stable
     let last = -1;
     await until("the code-action menu to settle", async () => {
