@@ -28,7 +28,7 @@ from candidates import CASES  # noqa: E402
 
 from forge_lsp.engine import Candidate, load_task  # noqa: E402
 from forge_lsp.profiler.analyze import analyze  # noqa: E402
-from forge_lsp.engine.pool import worker_env  # noqa: E402
+from forge_lsp.engine.worker_client import worker_env  # noqa: E402
 from forge_lsp.profiler.ncu import _run, find_ncu, ncu_command, profile  # noqa: E402
 from forge_lsp.profiler.peaks import load_or_measure_peaks  # noqa: E402
 from forge_lsp.profiler.roofline import place  # noqa: E402

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from conftest import FIXTURES
-from forge_lsp.engine.cuda_source import global_kernels, python_files_loading
+from forge_lsp.workspace.cuda_source import global_kernels, python_files_loading
 
 SOURCE = r'''
 // __global__ void commented_out(int x)

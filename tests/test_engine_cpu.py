@@ -11,7 +11,7 @@ import torch
 
 import candidates as C
 from conftest import FIXTURES
-from forge_lsp.engine import Candidate, Cancelled, Evaluator, StageTimeouts, Status, load_task
+from forge_lsp.engine import Candidate, EvaluationCancelled, Evaluator, StageTimeouts, Status, load_task
 
 
 def ev_cand(evaluator, task, source, name="cand", **opts):
@@ -226,7 +226,7 @@ def test_cancel_kills_the_worker_promptly(cache_dir, fast_options, softmax_task)
             try:
                 ev.evaluate(softmax_task, Candidate.from_source(C.TRITON_HANG, "hang"),
                             on_stage=lambda c, s: stages.append(s))
-            except Cancelled:
+            except EvaluationCancelled:
                 result["cancelled"] = time.monotonic()
 
         t = threading.Thread(target=run)

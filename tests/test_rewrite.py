@@ -20,7 +20,7 @@ import pytest
 import candidates as C
 from conftest import FIXTURES
 from forge_lsp.engine import load_task
-from forge_lsp.engine.rewrite import (
+from forge_lsp.reintegrate import (
     Rewrite,
     RewriteError,
     VerifiedDomain,

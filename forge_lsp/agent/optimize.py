@@ -1,6 +1,6 @@
 """One optimization run: seeds, Coder/Judge rounds, evaluation, budgets, resume, final re-timing.
 
-`Optimizer.run` drives a run to its end and returns a `RunResult`. It does the following:
+`Optimizer.run` drives a run to its end and returns a `RunOutcome`. It does the following:
 - evaluates the offline seeds (torch.compile variants, built-in library kernels);
 - then, when a model is configured, repeats rounds. Pick targets (`search.py`). For each
   target, ask the Judge (repair mode for a failed candidate, optimize mode with profiler
@@ -81,7 +81,7 @@ def models_from_config(config: Any) -> tuple[Any, Any]:
 
 
 @dataclass
-class RunResult:
+class RunOutcome:
     run_id: str
     status: str  # done | cancelled | failed
     stop_reason: str
@@ -110,7 +110,7 @@ class RunResult:
         return self.answer_speedup is not None and self.answer_speedup > 1.0
 
 
-class Cancelled(Exception):
+class RunCancelled(Exception):
     pass
 
 
@@ -149,13 +149,13 @@ class Optimizer:
 
     def _check_cancel(self) -> None:
         if self._cancel.is_set():
-            raise Cancelled()
+            raise RunCancelled()
 
     def _publish(self, kind: str, **data: Any) -> None:
         self.bus.publish(self.run_id, kind, **data)
 
     # ------------------------------------------------------------------------------- run
-    def run(self, resume: str | None = None) -> RunResult:
+    def run(self, resume: str | None = None) -> RunOutcome:
         notes: list[str] = []
         if resume:
             self._load(resume)
@@ -179,7 +179,7 @@ class Optimizer:
             if self.opt.final_retime:
                 notes += self._retime_best()
             status = "done"
-        except Cancelled:
+        except RunCancelled:
             status, stop = "cancelled", "cancelled"
         except FatalModelError as exc:
             status, stop = "failed", str(exc)
@@ -188,7 +188,7 @@ class Optimizer:
         self.store.set_run_status(self.run_id, status, stop, best.id if best else None)
         self._publish("run_finished", status=status, reason=stop, best=best.id if best else None,
                       best_speedup=best.speedup if best else None, spent_usd=spent)
-        return RunResult(self.run_id, status, stop, best, best.speedup if best else None, self.rounds,
+        return RunOutcome(self.run_id, status, stop, best, best.speedup if best else None, self.rounds,
                          len(self.records), spent, self.coder is not None, notes,
                          final_speedup=self._final.get("speedup"), final_failure=self._final.get("failure"),
                          final_timing=self._final.get("timing"))
@@ -305,7 +305,7 @@ class Optimizer:
             return rec
         except FatalModelError as exc:
             return exc
-        except Cancelled:
+        except RunCancelled:
             return None
 
     def _call(self, role: str, model: Any, messages: list[dict[str, str]], schema: type[BaseModel],
@@ -358,7 +358,7 @@ class Optimizer:
             self.evaluator.evaluate_many(self.task, list(cands.values()), on_stage=on_stage, on_verdict=on_verdict)
         except Exception as exc:
             if self._cancel.is_set():
-                raise Cancelled() from exc
+                raise RunCancelled() from exc
             raise
 
     def _finish(self, rec: CandidateRecord, verdict: Verdict, reused: str | None = None) -> None:

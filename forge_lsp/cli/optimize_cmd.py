@@ -163,7 +163,7 @@ def run_optimize(args: argparse.Namespace) -> int:
 
 def _apply(out: Console, task, result) -> int:
     """Rewrite the task's class in place with the best candidate (the same rewrite the editor's Accept uses)."""
-    from ..engine.rewrite import RewriteError, domain_from_verdict, rewrite_module
+    from ..reintegrate import RewriteError, domain_from_verdict, rewrite_module
 
     verdict = result.best.verdict or {}
     if not verdict.get("checkpoint_compatible"):

@@ -107,7 +107,7 @@ class _UsageError(Exception):
 
 def _cu_target(args: argparse.Namespace) -> tuple[str, Path]:
     """(kernel name, entry script) for `forge explain FILE.cu`, or a usage error that says what to pass."""
-    from ..engine.cuda_source import global_kernels, python_files_loading
+    from ..workspace.cuda_source import global_kernels, python_files_loading
 
     try:
         text = args.target.read_text(encoding="utf-8", errors="replace")

@@ -20,8 +20,8 @@ from typing import Callable, Iterable
 
 from .candidate import Backend, Candidate
 from .options import EvalOptions
-from .pool import Worker, default_cache_dir
-from .protocol import BuildResult
+from .worker_client import Worker, default_cache_dir
+from .pipe import BuildResult
 from .task import Task
 from .verdict import Status, Verdict
 
@@ -68,7 +68,7 @@ class Evaluator:
             b.close()
 
     def cancel(self) -> None:
-        """Kill the workers of the evaluation in flight; it raises `Cancelled`."""
+        """Kill the workers of the evaluation in flight; it raises `EvaluationCancelled`."""
         self.worker.cancel()
         for b in self._builders:
             b.cancel()

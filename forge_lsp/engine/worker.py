@@ -1,6 +1,6 @@
 """Worker process: the only place where task and candidate code is executed.
 
-Started by `forge_lsp.engine.pool.Worker` as ``python -m forge_lsp.engine.worker``. It imports
+Started by `forge_lsp.engine.worker_client.Worker` as ``python -m forge_lsp.engine.worker``. It imports
 torch once, announces itself (`Hello`), then serves `EvaluateRequest` / `BuildRequest`
 messages on its pipes, announcing each stage so the parent can apply per-stage timeouts.
 Its stdout/stderr are the parent's log file for it, never the message pipes.
@@ -17,8 +17,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import protocol
-from .protocol import BuildRequest, BuildResult, EvaluateRequest, EvaluateResult, Hello, ShutdownRequest, StageStarted
+from . import pipe
+from .pipe import BuildRequest, BuildResult, EvaluateRequest, EvaluateResult, Hello, ShutdownRequest, StageStarted
 from .verdict import Check, InputSpec, Mismatch, Status, Timing, Verdict
 
 _TB_LIMIT = 8000
@@ -88,7 +88,7 @@ class Evaluation:
     # ------------------------------------------------------------------ helpers
     def stage(self, name: str) -> None:
         self._stage_name, self._stage_t0 = name, time.perf_counter()
-        protocol.send(self.out_fd, StageStarted(stage=name))
+        pipe.send(self.out_fd, StageStarted(stage=name))
 
     def stage_done(self) -> None:
         self.stages[self._stage_name] = round(time.perf_counter() - self._stage_t0, 4)
@@ -477,23 +477,23 @@ def main(argv: list[str] | None = None) -> int:
         torch.empty(1, device=device)  # create the context now, not in the first candidate
     elif os.environ.get("FORGE_CUDA_ARCH"):
         arch = os.environ["FORGE_CUDA_ARCH"]
-    protocol.send(args.out_fd, Hello(pid=os.getpid(), device=str(device), device_name=name, arch=arch, capability=capability,
+    pipe.send(args.out_fd, Hello(pid=os.getpid(), device=str(device), device_name=name, arch=arch, capability=capability,
                                      torch_version=torch.__version__, cuda_version=torch.version.cuda))
     state = WorkerState(device=device)
-    receiver = protocol.Receiver(args.in_fd, protocol.REQUEST)
+    receiver = pipe.Receiver(args.in_fd, pipe.REQUEST)
     while True:
         try:
             req = receiver.recv()
-        except protocol.ChannelClosed:
+        except pipe.ChannelClosed:
             return 0
         if isinstance(req, ShutdownRequest):
             return 0
         if isinstance(req, BuildRequest):
-            protocol.send(args.out_fd, _build(req))
+            pipe.send(args.out_fd, _build(req))
             continue
         verdict = Evaluation(req, state, args.out_fd).run()
         verdict.device_name = name
-        protocol.send(args.out_fd, EvaluateResult(verdict=verdict, worker_unusable=state.unusable))
+        pipe.send(args.out_fd, EvaluateResult(verdict=verdict, worker_unusable=state.unusable))
         sys.stdout.flush()
         sys.stderr.flush()
         if state.unusable:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ..engine.candidate import Candidate
-from ..engine.pool import default_cache_dir, worker_env
+from ..engine.worker_client import default_cache_dir, worker_env
 from ..engine.task import Task
 from .metrics import METRICS
 from .model import DevicePeaks, OpTime, ProfileResult

@@ -21,7 +21,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as t
 from pygls.lsp.server import LanguageServer
@@ -30,7 +30,11 @@ from pygls.uris import from_fs_path, to_fs_path
 from .. import __version__
 from .protocol import PROGRESS_TOKEN_PREFIX
 from .settings import Settings
-from .state import Job, Proposal, Result, ServerState, text_sha
+from .state import BackgroundJob, Proposal, Result, ServerState, text_sha
+
+if TYPE_CHECKING:  # imported when first used (initialize): start-up stays light
+    from ..agent.store import RunStore
+    from ..workspace.index import WorkspaceIndex
 
 log = logging.getLogger("forge_lsp.server")
 
@@ -44,8 +48,8 @@ class ForgeServer(LanguageServer):
         self.state = ServerState()
         self.settings = Settings()
         self.root: Path | None = None
-        self.index: Any = None
-        self.store: Any = None
+        self.index: WorkspaceIndex | None = None
+        self.store: RunStore | None = None
         self.jobs = ThreadPoolExecutor(max_workers=4, thread_name_prefix="forge-job")
         self.loop: asyncio.AbstractEventLoop | None = None
         self._ids = itertools.count(1)
@@ -144,14 +148,14 @@ class ForgeServer(LanguageServer):
             self.call_soon(lambda: self.workspace_code_lens_refresh(None))
 
     # ---------------------------------------------------------------------- jobs
-    def start_job(self, kind: str, uri: str, target: str, title: str, work) -> Job:
-        job = Job(id=self.next_id(kind), kind=kind, uri=uri, target=target, title=title)
+    def start_job(self, kind: str, uri: str, target: str, title: str, work) -> BackgroundJob:
+        job = BackgroundJob(id=self.next_id(kind), kind=kind, uri=uri, target=target, title=title)
         with self.state.lock:
             self.state.jobs[job.id] = job
         self.jobs.submit(self._run_job, job, work)
         return job
 
-    def _run_job(self, job: Job, work) -> None:
+    def _run_job(self, job: BackgroundJob, work) -> None:
         if job.status == "cancelled":
             return
         job.status = "running"
@@ -171,7 +175,7 @@ class ForgeServer(LanguageServer):
                 log.info("job %s %s after %.1f s: %s", job.id, job.status, job.finished - job.started, job.message)
             self.progress_end(job)
 
-    def progress_begin(self, job: Job) -> None:
+    def progress_begin(self, job: BackgroundJob) -> None:
         caps = self.client_capabilities.window
         if not (caps and caps.work_done_progress):
             return
@@ -197,7 +201,7 @@ class ForgeServer(LanguageServer):
 
         self.call_soon(begin)
 
-    def progress(self, job: Job, message: str, percentage: int | None = None) -> None:
+    def progress(self, job: BackgroundJob, message: str, percentage: int | None = None) -> None:
         if job.ended or job.status == "cancelled":  # a reply in flight when the job was cancelled
             return
         job.message = message
@@ -207,7 +211,7 @@ class ForgeServer(LanguageServer):
             self.call_soon(self.work_done_progress.report, job.token,
                            t.WorkDoneProgressReport(message=message, percentage=job.percentage, cancellable=True))
 
-    def progress_end(self, job: Job) -> None:
+    def progress_end(self, job: BackgroundJob) -> None:
         if job.ended:
             return
         job.ended = True

@@ -18,7 +18,7 @@ def text_sha(text: str) -> str:
 
 
 @dataclass
-class Job:
+class BackgroundJob:
     id: str
     kind: str  # optimize | profile | explain
     uri: str
@@ -86,11 +86,12 @@ class Proposal:
 class ServerState:
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.jobs: dict[str, Job] = {}
+        self.jobs: dict[str, BackgroundJob] = {}
         self.results: dict[tuple[str, str, str], Result] = {}
         self.proposals: dict[tuple[str, str], Proposal] = {}
         self.rejected: set[tuple[str, str, str, str]] = set()  # (uri, target, candidate source sha, doc sha)
         self.diagnostics: dict[str, dict[str, list[Any]]] = {}  # uri -> producer -> diagnostics
+        self.accepting: dict[str, str] = {}  # uri -> the text an accept in flight is turning it into
 
     def result_for(self, uri: str, target: str) -> list[Result]:
         with self.lock:

@@ -14,7 +14,7 @@ What is indexed
   nested in functions or classes do not. Bases imported from other workspace files are not
   followed.
 * ``.cu`` / ``.cuh`` files: ``__global__`` kernels (`KernelInfo`, via
-  `forge_lsp.engine.cuda_source.global_kernels`).
+  `forge_lsp.workspace.cuda_source.global_kernels`).
 
 Positions are 0-based lines and 0-based columns counted in Python ``str`` indices (code points) of
 the text as given; the server converts to the client's encoding with pygls' position codec. Lines
@@ -67,7 +67,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
-from forge_lsp.engine.cuda_source import global_kernels
+from forge_lsp.workspace.cuda_source import global_kernels
 
 PYTHON_SUFFIXES = (".py",)
 CUDA_SUFFIXES = (".cu", ".cuh")

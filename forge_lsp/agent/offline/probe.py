@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ...engine.pool import default_cache_dir, worker_env
+from ...engine.worker_client import default_cache_dir, worker_env
 from ...engine.task import Task
 
 _EXCERPT = 4000

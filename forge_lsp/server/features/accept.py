@@ -24,7 +24,7 @@ def _proposal(ls: ForgeServer, uri: str, target: str, candidate_id: str) -> Prop
 
 
 def _rewrite(ls: ForgeServer, prop: Proposal, text: str):
-    from ...engine.rewrite import RewriteError, VerifiedDomain, rewrite_module
+    from ...reintegrate import RewriteError, VerifiedDomain, rewrite_module
 
     try:
         return rewrite_module(text, prop.target, prop.source, VerifiedDomain(**prop.domain), run_id=prop.run_id,
@@ -79,7 +79,7 @@ async def accept(ls: ForgeServer, args: CandidateArgs) -> AcceptResult:
             text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=[edit_item])],
         change_annotations={"forge-accept": t.ChangeAnnotation(label=label, needs_confirmation=False,
                                                                description=rewrite.summary)} if annotated else None)
-    accepting = ls.__dict__.setdefault("accepting", {})
+    accepting = ls.state.accepting
     accepting[uri] = rewrite.new_text
     try:
         reply = await ls.workspace_apply_edit_async(t.ApplyWorkspaceEditParams(edit=edit, label=label))

@@ -35,8 +35,7 @@ def register(ls: ForgeServer) -> None:
         if last_text.get(uri) == sha:  # an edit that left the text as it was (e.g. an undone review)
             return
         last_text[uri] = sha
-        accepting = getattr(ls, "accepting", {})
-        if uri not in accepting:  # an edit forge itself sent does not make its own results stale twice
+        if uri not in ls.state.accepting:  # an edit forge itself sent does not make its own results stale twice
             ls.clear_file_results(uri, "edited")
 
     @ls.feature(t.TEXT_DOCUMENT_DID_SAVE)

@@ -8,11 +8,10 @@ from typing import Any
 
 from lsprotocol import types as t
 
-from ..protocol import Job as JobInfo
-from ..protocol import JobProposal, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
+from ..protocol import Job, JobProposal, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
 from ...agent.progress import RunProgress, speedup_label
-from ..state import Job, Proposal, Result, text_sha
+from ..state import BackgroundJob, Proposal, Result, text_sha
 
 
 class JobError(Exception):
@@ -40,8 +39,8 @@ def register(ls: ForgeServer) -> None:
         return wire(RunResult.model_validate(run_details(ls.store, run_id)))
 
 
-def job_info(job: Job, proposal: Proposal | None) -> JobInfo:
-    return JobInfo(id=job.id, kind=job.kind, uri=job.uri, target=job.target, title=job.title, status=job.status,
+def job_info(job: BackgroundJob, proposal: Proposal | None) -> Job:
+    return Job(id=job.id, kind=job.kind, uri=job.uri, target=job.target, title=job.title, status=job.status,
                    message=job.message, started=job.started, finished=job.finished, run_id=job.run_id,
                    percentage=job.percentage, decision=job.decision,
                    proposal=JobProposal(uri=proposal.uri, class_name=proposal.target, run_id=proposal.run_id,
@@ -92,7 +91,7 @@ def _plan(ls: ForgeServer, kind: str, uri: str, target: str):
 
 
 # ----------------------------------------------------------------------------------- optimize
-def _optimize(ls: ForgeServer, job: Job, task_file: Path, module: Any, model_class: str, doc_sha: str,
+def _optimize(ls: ForgeServer, job: BackgroundJob, task_file: Path, module: Any, model_class: str, doc_sha: str,
               version: int | None) -> None:
     from ...agent.config import load_config
     from ...agent.events import EventBus
@@ -173,7 +172,7 @@ def _optimize(ls: ForgeServer, job: Job, task_file: Path, module: Any, model_cla
 _REFERENCE_FAILED = ("the reference model failed", "the reference constructor failed", "the task file failed to load")
 
 
-def _reference_failures(ls: ForgeServer, job: Job, target: str, run_id: str, task_file: Path) -> None:
+def _reference_failures(ls: ForgeServer, job: BackgroundJob, target: str, run_id: str, task_file: Path) -> None:
     """When the user's own module fails in the workers (not a candidate), point at its line."""
     from ...engine.logparse import traceback_error, worker_module_name
 
@@ -191,7 +190,7 @@ def _reference_failures(ls: ForgeServer, job: Job, target: str, run_id: str, tas
     ls.set_diagnostics(job.uri, f"reference:{target}", diags)
 
 
-def _optimize_result(job: Job, target: str, doc_sha: str, result: Any) -> Result:
+def _optimize_result(job: BackgroundJob, target: str, doc_sha: str, result: Any) -> Result:
     """What hover shows for an optimize run: the reference and the best candidate as the final re-timing
     (else the search) timed them, and how."""
     res = Result(uri=job.uri, target=target, kind="optimize", doc_sha=doc_sha, when=time.time(),
@@ -211,13 +210,13 @@ def _optimize_result(job: Job, target: str, doc_sha: str, result: Any) -> Result
 
 def domain_of(verdict: dict[str, Any]) -> dict[str, Any]:
     """What the candidate was verified on (device type, input dtypes and ranks, contiguity), as plain data."""
-    from ...engine.rewrite import domain_from_verdict
+    from ...reintegrate import domain_from_verdict
 
     return domain_from_verdict(verdict).model_dump()
 
 
 # ---------------------------------------------------------------------------- profile / explain
-def _module_profile(ls: ForgeServer, job: Job, kind: str, task_file: Path, module: Any, model_class: str,
+def _module_profile(ls: ForgeServer, job: BackgroundJob, kind: str, task_file: Path, module: Any, model_class: str,
                     doc_sha: str) -> None:
     from ...engine import load_task, resolve_device
     from ...profiler.ncu import profile
@@ -230,9 +229,9 @@ def _module_profile(ls: ForgeServer, job: Job, kind: str, task_file: Path, modul
     _record_profile(ls, job, kind, module.name, module.line, result, doc_sha, None)
 
 
-def _kernel_job(ls: ForgeServer, job: Job, cu: Path, kernel: Any, doc_sha: str) -> None:
+def _kernel_job(ls: ForgeServer, job: BackgroundJob, cu: Path, kernel: Any, doc_sha: str) -> None:
     from ...engine import resolve_device
-    from ...engine.cuda_source import python_files_loading
+    from ...workspace.cuda_source import python_files_loading
     from ...profiler.ncu import profile_cu_kernel
 
     loaders = python_files_loading(cu)
@@ -245,7 +244,7 @@ def _kernel_job(ls: ForgeServer, job: Job, cu: Path, kernel: Any, doc_sha: str) 
     _record_profile(ls, job, job.kind, kernel.name, kernel.line, result, doc_sha, cu)
 
 
-def _compile_diagnostics(ls: ForgeServer, job: Job, target: str, result: Any, source_file: Path) -> None:
+def _compile_diagnostics(ls: ForgeServer, job: BackgroundJob, target: str, result: Any, source_file: Path) -> None:
     """nvcc/NVRTC/gcc messages and traceback frames of the profiled run that point into the user's file."""
     from ...engine.logparse import errors_for
 
@@ -257,7 +256,7 @@ def _compile_diagnostics(ls: ForgeServer, job: Job, target: str, result: Any, so
         for e in errors])
 
 
-def _record_profile(ls: ForgeServer, job: Job, kind: str, target: str, line: int, result: Any, doc_sha: str,
+def _record_profile(ls: ForgeServer, job: BackgroundJob, kind: str, target: str, line: int, result: Any, doc_sha: str,
                     source_file: Path | None) -> None:
     from ...profiler.analyze import analyze
     from ...profiler.ncu import device_peaks

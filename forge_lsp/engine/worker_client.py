@@ -17,10 +17,10 @@ import threading
 import time
 from pathlib import Path
 
-from . import protocol
+from . import pipe
 from .candidate import Candidate
 from .options import EvalOptions
-from .protocol import BuildRequest, BuildResult, EvaluateRequest, EvaluateResult, Hello, StageStarted
+from .pipe import BuildRequest, BuildResult, EvaluateRequest, EvaluateResult, Hello, StageStarted
 from .task import Task
 from .verdict import Status, Verdict
 
@@ -30,7 +30,7 @@ _EXCERPT = 6000
 _ERROR_LINE = re.compile(r"\berror\b|Error:|FAILED", re.IGNORECASE)
 
 
-class Cancelled(Exception):
+class EvaluationCancelled(Exception):
     """The evaluation was cancelled by the caller; its worker was killed."""
 
 
@@ -111,10 +111,10 @@ class Worker:
             os.close(p2c_r)
             os.close(c2p_w)
         self._to, self._from = p2c_w, c2p_r
-        self._rx = protocol.Receiver(c2p_r, protocol.REPLY)
+        self._rx = pipe.Receiver(c2p_r, pipe.REPLY)
         try:
             msg = self._rx.recv(time.monotonic() + self.startup_timeout)
-        except protocol.ChannelClosed:
+        except pipe.ChannelClosed:
             msg = None
         if not isinstance(msg, Hello):
             code = self.proc.poll()
@@ -164,7 +164,7 @@ class Worker:
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
-                protocol.send(self._to, protocol.ShutdownRequest())
+                pipe.send(self._to, pipe.ShutdownRequest())
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
@@ -220,18 +220,18 @@ class Worker:
         offset = self._log_size()
         stage = first_stage
         deadline = time.monotonic() + timeouts.get(stage, 600.0)
-        protocol.send(self._to, request)
+        pipe.send(self._to, request)
         while True:
             if self._cancelled.is_set():
                 self.kill()
-                raise Cancelled()
+                raise EvaluationCancelled()
             tick = min(deadline, time.monotonic() + 0.25)
             try:
                 msg = self._rx.recv(tick)
-            except protocol.ChannelClosed:
+            except pipe.ChannelClosed:
                 if self._cancelled.is_set():
                     self.kill()
-                    raise Cancelled() from None
+                    raise EvaluationCancelled() from None
                 code = self.proc.wait(timeout=10) if self.proc else None
                 reason = f"the worker process died during stage {stage!r} ({_signal_name(code)})"
                 excerpt = self._tail(offset)
@@ -260,7 +260,7 @@ class Worker:
             return msg, None, "", stage, self._tail(offset)
 
     def evaluate(self, task: Task, candidate: Candidate, options: EvalOptions, on_stage=None) -> Verdict:
-        """Evaluate in the worker; every failure mode becomes a `Verdict`. Raises only `Cancelled`."""
+        """Evaluate in the worker; every failure mode becomes a `Verdict`. Raises only `EvaluationCancelled`."""
         with self._lock:
             timeouts = options.timeouts.model_dump()
             try:
@@ -284,7 +284,7 @@ class Worker:
             return verdict
 
     def build(self, candidate: Candidate, timeout: float = 600.0) -> BuildResult:
-        """Execute the candidate module only (fills compile caches). Never raises but `Cancelled`."""
+        """Execute the candidate module only (fills compile caches). Never raises but `EvaluationCancelled`."""
         with self._lock:
             try:
                 msg, status, reason, _stage, excerpt = self._exchange(
