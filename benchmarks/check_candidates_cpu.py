@@ -49,16 +49,26 @@ NVCC = shutil.which("nvcc") or "/usr/local/bin/nvcc"
 
 # Tiny size configurations per task (module constants overridden before get_inputs()).
 SIZES: dict[str, list[dict]] = {
-    "softmax": [dict(batch_size=5, dim=200), dict(batch_size=4, dim=64), dict(batch_size=3, dim=1),
-                dict(batch_size=6, dim=1000)],
-    "layernorm": [dict(batch_size=5, features=200), dict(batch_size=4, features=64),
-                  dict(batch_size=3, features=999)],
+    "softmax": [
+        dict(batch_size=5, dim=200),
+        dict(batch_size=4, dim=64),
+        dict(batch_size=3, dim=1),
+        dict(batch_size=6, dim=1000),
+    ],
+    "layernorm": [dict(batch_size=5, features=200), dict(batch_size=4, features=64), dict(batch_size=3, features=999)],
     "bias_gelu": [dict(batch_size=6, dim=200), dict(batch_size=17, dim=64), dict(batch_size=3, dim=1500)],
-    "row_sum": [dict(batch_size=7, dim=200), dict(batch_size=4, dim=64), dict(batch_size=3, dim=9000),
-                dict(batch_size=6, dim=72, reduce_dim=0), dict(batch_size=5, dim=33, reduce_dim=-1)],
-    "matmul_epilogue": [dict(batch_size=8, in_features=100, out_features=72),
-                        dict(batch_size=130, in_features=40, out_features=136, scale=1.5),
-                        dict(batch_size=3, in_features=64, out_features=20)],
+    "row_sum": [
+        dict(batch_size=7, dim=200),
+        dict(batch_size=4, dim=64),
+        dict(batch_size=3, dim=9000),
+        dict(batch_size=6, dim=72, reduce_dim=0),
+        dict(batch_size=5, dim=33, reduce_dim=-1),
+    ],
+    "matmul_epilogue": [
+        dict(batch_size=8, in_features=100, out_features=72),
+        dict(batch_size=130, in_features=40, out_features=136, scale=1.5),
+        dict(batch_size=3, in_features=64, out_features=20),
+    ],
     "rmsnorm": [dict(batch_size=5, dim=200), dict(batch_size=4, dim=64), dict(batch_size=3, dim=999)],
 }
 # Candidate-module overrides that force the wide-row (tiled) kernels on tiny shapes.
@@ -124,14 +134,14 @@ def compare_case(task_path: Path, cand: types.ModuleType, sizes: dict, seed: int
         with torch.no_grad():
             expected = ref(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs])
             got = new(*inputs)
-        for a, b in zip(inputs, pristine):
+        for a, b in zip(inputs, pristine, strict=False):
             if isinstance(a, torch.Tensor) and not torch.equal(a, b):
                 raise CheckError("forward mutated an input")
         exp_l, got_l = _flatten(expected), _flatten(got)
         if len(exp_l) != len(got_l):
             raise CheckError(f"output count {len(got_l)} != {len(exp_l)}")
         in_ranges = _storages(inputs)
-        for e, o in zip(exp_l, got_l):
+        for e, o in zip(exp_l, got_l, strict=False):
             if o.shape != e.shape or o.dtype != e.dtype:
                 raise CheckError(f"output {tuple(o.shape)}/{o.dtype} != {tuple(e.shape)}/{e.dtype}")
             lo, hi = _storages([o])[0]
@@ -201,7 +211,7 @@ def compile_nvrtc_source(src: str, entry: str) -> str:
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     if not re.search(rf"\.entry\s+{re.escape(entry)}\s*\(", ptx):
-        raise CheckError(f"kernel {entry!r} not found as an unmangled entry (missing extern \"C\"?)")
+        raise CheckError(f'kernel {entry!r} not found as an unmangled entry (missing extern "C"?)')
     return "nvrtc ok" + (f" (log: {log.splitlines()[0][:160]})" if log else "")
 
 
@@ -212,13 +222,17 @@ def compile_nvcc_source(src: str, entry: str | None, extern_c: bool) -> str:
         cu = Path(d) / "k.cu"
         cu.write_text(src)
         out = Path(d) / "k.cubin"
-        r = subprocess.run([NVCC, "-cubin", f"-arch={ARCH}", "-std=c++17", "-o", str(out), str(cu)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [NVCC, "-cubin", f"-arch={ARCH}", "-std=c++17", "-o", str(out), str(cu)], capture_output=True, text=True
+        )
         if r.returncode != 0:
             raise CheckError(f"nvcc failed:\n{r.stderr}")
         if entry and extern_c:
-            r2 = subprocess.run([NVCC, "-ptx", f"-arch={ARCH.replace('sm_', 'compute_')}", "-o",
-                                 str(Path(d) / "k.ptx"), str(cu)], capture_output=True, text=True)
+            r2 = subprocess.run(
+                [NVCC, "-ptx", f"-arch={ARCH.replace('sm_', 'compute_')}", "-o", str(Path(d) / "k.ptx"), str(cu)],
+                capture_output=True,
+                text=True,
+            )
             ptx = (Path(d) / "k.ptx").read_text() if r2.returncode == 0 else ""
             if not re.search(rf"\.entry\s+{re.escape(entry)}\s*\(", ptx):
                 raise CheckError(f"kernel {entry!r} not found as an unmangled entry")
@@ -228,9 +242,25 @@ def compile_nvcc_source(src: str, entry: str | None, extern_c: bool) -> str:
 
 # --------------------------------------------------------------------------- NVRTC stand-in
 _PARAM_RE = re.compile(r"^(?P<type>.*?)(?P<name>[A-Za-z_]\w*)\s*$")
-_INT_TYPES = {"int", "unsigned", "unsigned int", "long", "long long", "unsigned long long",
-              "int64_t", "int32_t", "uint32_t", "uint64_t", "size_t", "long int", "short", "char",
-              "unsigned char", "bool", "unsigned long"}
+_INT_TYPES = {
+    "int",
+    "unsigned",
+    "unsigned int",
+    "long",
+    "long long",
+    "unsigned long long",
+    "int64_t",
+    "int32_t",
+    "uint32_t",
+    "uint64_t",
+    "size_t",
+    "long int",
+    "short",
+    "char",
+    "unsigned char",
+    "bool",
+    "unsigned long",
+}
 _FLOAT_TYPES = {"float", "double"}
 
 
@@ -251,8 +281,11 @@ def parse_signature(src: str, entry: str) -> list[tuple[str, str, bool, bool]]:
         is_ptr = "*" in ctype
         base = ctype.replace("*", " ").replace("const", " ")
         base = " ".join(base.split())
-        is_const = is_ptr and ctype.split("*")[0].strip().startswith("const") or (
-            is_ptr and " const" in " " + ctype.split("*")[0])
+        is_const = (
+            is_ptr
+            and ctype.split("*")[0].strip().startswith("const")
+            or (is_ptr and " const" in " " + ctype.split("*")[0])
+        )
         out.append((base + ("*" if is_ptr else ""), pm.group("name"), is_ptr, is_const))
     return out
 
@@ -287,10 +320,12 @@ class RecordingKernel:
             raise CheckError(f"{self.name}: bad shared_mem {shared_mem}")
         args = tuple(args)
         if len(args) != len(self.sig):
-            raise CheckError(f"{self.name}: {len(args)} args for {len(self.sig)} parameters "
-                             f"({', '.join(n for _, n, _, _ in self.sig)})")
+            raise CheckError(
+                f"{self.name}: {len(args)} args for {len(self.sig)} parameters "
+                f"({', '.join(n for _, n, _, _ in self.sig)})"
+            )
         in_ranges = _storages(RecordingKernel.current_inputs)
-        for (ctype, pname, is_ptr, is_const), a in zip(self.sig, args):
+        for (ctype, pname, is_ptr, is_const), a in zip(self.sig, args, strict=False):
             if is_ptr:
                 if not isinstance(a, torch.Tensor):
                     raise CheckError(f"{self.name}: parameter {pname} ({ctype}) got {type(a).__name__}")
@@ -374,14 +409,13 @@ def check_nvrtc(task_path: Path, cand_path: Path) -> list[str]:
             RecordingKernel.current_inputs = []
             if not RecordingKernel.launches:
                 raise CheckError(f"forward launched no kernel for sizes {sizes}")
-            for a, b in zip(inputs, pristine):
+            for a, b in zip(inputs, pristine, strict=False):
                 if not torch.equal(a, b):
                     raise CheckError("forward mutated an input")
-            for e, o in zip(_flatten(exp), _flatten(out)):
+            for e, o in zip(_flatten(exp), _flatten(out), strict=False):
                 if o.shape != e.shape or o.dtype != e.dtype:
                     raise CheckError(f"output {tuple(o.shape)} != {tuple(e.shape)} for sizes {sizes}")
-            notes.append(f"launch sig ok {sizes}: " + ", ".join(
-                f"{n}{g}x{b}" for n, g, b in RecordingKernel.launches))
+            notes.append(f"launch sig ok {sizes}: " + ", ".join(f"{n}{g}x{b}" for n, g, b in RecordingKernel.launches))
     finally:
         for k, v in saved.items():
             if v is None:
@@ -392,7 +426,12 @@ def check_nvrtc(task_path: Path, cand_path: Path) -> list[str]:
             fr.cuda = old_attr
         elif hasattr(fr, "cuda"):
             delattr(fr, "cuda")
-        if saved_pkg is None and sys.modules.get("forge_lsp.runtime") is fr and not getattr(fr, "__file__", None) and not list(getattr(fr, "__path__", [])):
+        if (
+            saved_pkg is None
+            and sys.modules.get("forge_lsp.runtime") is fr
+            and not getattr(fr, "__file__", None)
+            and not list(getattr(fr, "__path__", []))
+        ):
             sys.modules.pop("forge_lsp.runtime", None)
     return notes
 
@@ -451,8 +490,11 @@ def check_load_inline(cand_path: Path) -> list[str]:
     # compile the torch-free part with a tiny host harness that references the launcher
     harness = kernels + "\nint main() { return launch_softmax(nullptr, nullptr, 0, 0, 0) == cudaSuccess ? 0 : 1; }\n"
     t0 = time.perf_counter()
-    notes.append("KERNEL_SRC: " + compile_nvcc_source(harness, None, extern_c=False)
-                 + f" {1e3 * (time.perf_counter() - t0):.0f} ms")
+    notes.append(
+        "KERNEL_SRC: "
+        + compile_nvcc_source(harness, None, extern_c=False)
+        + f" {1e3 * (time.perf_counter() - t0):.0f} ms"
+    )
     notes.append("LAUNCHER_SRC (torch headers) not compiled on CPU: checked structurally")
     return notes
 
@@ -497,8 +539,11 @@ def main(argv: list[str]) -> int:
         if tri.exists():
             cand = load_module(tri, f"cand_{name}_triton")
             for i, sizes in enumerate(SIZES[name]):
-                record(f"{name}_triton {sizes}", lambda s=sizes, i=i: compare_case(tp, cand, s, seed=i))
+                record(
+                    f"{name}_triton {sizes}", lambda s=sizes, i=i, tp=tp, cand=cand: compare_case(tp, cand, s, seed=i)
+                )
             if hasattr(cand, "MAX_BLOCK"):
+
                 def tiled(cand=cand, tp=tp, name=name):
                     saved = {k: getattr(cand, k) for k in TILED}
                     try:
@@ -508,6 +553,7 @@ def main(argv: list[str]) -> int:
                     finally:
                         for k, v in saved.items():
                             setattr(cand, k, v)
+
                 record(f"{name}_triton tiled path (MAX_BLOCK={TILED['MAX_BLOCK']})", tiled)
 
         nv = CANDS / f"{name}_nvrtc.py"

@@ -31,13 +31,21 @@ TASKS, CANDS = ROOT / "benchmarks" / "tasks", ROOT / "benchmarks" / "candidates"
 def row(name, v):
     s = v.stages
     return {
-        "candidate": name, "status": v.status.value, "backend": v.backend,
-        "build": s.get("build", 0.0), "compile": s.get("compile", 0.0), "first_call": s.get("first_call", 0.0),
-        "verify": s.get("verify", 0.0), "time": s.get("time", 0.0), "total": s.get("total", 0.0) + s.get("build", 0.0),
+        "candidate": name,
+        "status": v.status.value,
+        "backend": v.backend,
+        "build": s.get("build", 0.0),
+        "compile": s.get("compile", 0.0),
+        "first_call": s.get("first_call", 0.0),
+        "verify": s.get("verify", 0.0),
+        "time": s.get("time", 0.0),
+        "total": s.get("total", 0.0) + s.get("build", 0.0),
         "ref_ms": v.timing.reference.median_ms if v.timing else None,
         "cand_ms": v.timing.candidate.median_ms if v.timing else None,
-        "speedup": v.speedup, "ci": v.timing.speedup_ci95 if v.timing else None,
-        "mode": v.timing.mode if v.timing else None, "reason": v.reason[:120],
+        "speedup": v.speedup,
+        "ci": v.timing.speedup_ci95 if v.timing else None,
+        "mode": v.timing.mode if v.timing else None,
+        "reason": v.reason[:120],
     }
 
 
@@ -56,18 +64,28 @@ def main() -> int:
         hello = ev.worker.ensure_started()
         results["device"] = hello.device_name
         t_all = time.perf_counter()
-        for task_path, cand_paths in ([] if args.skip_fast else pair_directory(TASKS, CANDS)):
+        for task_path, cand_paths in [] if args.skip_fast else pair_directory(TASKS, CANDS):
             task = load_task(task_path)
             cands = [load_candidate(p) for p in cand_paths if p.stem.endswith(("_triton", "_nvrtc"))]
-            for c, v in zip(cands, ev.evaluate_many(task, cands)):
+            for c, v in zip(cands, ev.evaluate_many(task, cands), strict=False):
                 results["fast"].append(row(c.name, v))
-                print(f"{c.name:28s} {v.status.value:10s} total {results['fast'][-1]['total']:.2f}s "
-                      f"speedup {v.speedup or 0:.3f} {v.reason[:80]}", flush=True)
+                print(
+                    f"{c.name:28s} {v.status.value:10s} total {results['fast'][-1]['total']:.2f}s "
+                    f"speedup {v.speedup or 0:.3f} {v.reason[:80]}",
+                    flush=True,
+                )
         results["fast_wall_s"] = time.perf_counter() - t_all
 
         # 3. stability: same candidate twice (a kernel >= 50 us)
-        for name in ("softmax_triton", "softmax_nvrtc", "layernorm_nvrtc", "layernorm_triton", "row_sum_triton",
-                     "bias_gelu_nvrtc", "rmsnorm_triton"):
+        for name in (
+            "softmax_triton",
+            "softmax_nvrtc",
+            "layernorm_nvrtc",
+            "layernorm_triton",
+            "row_sum_triton",
+            "bias_gelu_nvrtc",
+            "rmsnorm_triton",
+        ):
             path = CANDS / f"{name}.py"
             if not path.exists():
                 continue
@@ -75,11 +93,16 @@ def main() -> int:
             a = ev.evaluate(task, load_candidate(path))
             b = ev.evaluate(task, load_candidate(path))
             if a.timing and b.timing:
-                results["stability"].append({
-                    "candidate": name, "cand_ms": a.timing.candidate.median_ms, "speedup_1": a.speedup,
-                    "speedup_2": b.speedup, "diff_pct": abs(a.speedup - b.speedup) / a.speedup * 100,
-                    "runs": [v.timing.model_dump() for v in (a, b)],
-                })
+                results["stability"].append(
+                    {
+                        "candidate": name,
+                        "cand_ms": a.timing.candidate.median_ms,
+                        "speedup_1": a.speedup,
+                        "speedup_2": b.speedup,
+                        "diff_pct": abs(a.speedup - b.speedup) / a.speedup * 100,
+                        "runs": [v.timing.model_dump() for v in (a, b)],
+                    }
+                )
 
     # 2. load_inline CUDA, single arch (the worker sets TORCH_CUDA_ARCH_LIST), fresh cache:
     #    first build on this machine (may include building the precompiled header), then a
@@ -92,10 +115,17 @@ def main() -> int:
             os.environ["FORGE_LOAD_INLINE_PCH"] = pch
             with tempfile.TemporaryDirectory() as cache, Evaluator("cuda:0", options=opts, cache_dir=Path(cache)) as ev:
                 runs = {}
-                for label, src in (("first", base.source), ("cold", base.source.replace(
-                        "cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
-                        "cudaStream_t stream = at::cuda::getCurrentCUDAStream();  // variant")),
-                                   ("cached", base.source)):
+                for label, src in (
+                    ("first", base.source),
+                    (
+                        "cold",
+                        base.source.replace(
+                            "cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
+                            "cudaStream_t stream = at::cuda::getCurrentCUDAStream();  // variant",
+                        ),
+                    ),
+                    ("cached", base.source),
+                ):
                     t0 = time.perf_counter()
                     v = ev.evaluate(task, base.model_copy(update={"source": src}))
                     runs[label] = dict(row(base.name, v), wall=time.perf_counter() - t0)
@@ -112,25 +142,37 @@ def main() -> int:
     fast = results["fast"]
     totals = [r["total"] for r in fast if r["status"] == "correct"]
     print(f"\n== forge eval speed on {results['device']} ({results['date']}) ==")
-    print(f"{'candidate':28s} {'status':9s} {'build':>6s} {'compile':>7s} {'1stcall':>7s} {'verify':>6s} "
-          f"{'time':>5s} {'total':>6s} {'ref ms':>8s} {'cand ms':>8s} {'speedup':>7s}")
+    print(
+        f"{'candidate':28s} {'status':9s} {'build':>6s} {'compile':>7s} {'1stcall':>7s} {'verify':>6s} "
+        f"{'time':>5s} {'total':>6s} {'ref ms':>8s} {'cand ms':>8s} {'speedup':>7s}"
+    )
     for r in fast:
-        print(f"{r['candidate']:28s} {r['status'][:9]:9s} {r['build']:6.2f} {r['compile']:7.2f} {r['first_call']:7.2f} "
-              f"{r['verify']:6.2f} {r['time']:5.2f} {r['total']:6.2f} {r['ref_ms'] or 0:8.4f} {r['cand_ms'] or 0:8.4f} "
-              f"{r['speedup'] or 0:7.3f}")
+        print(
+            f"{r['candidate']:28s} {r['status'][:9]:9s} {r['build']:6.2f} {r['compile']:7.2f} {r['first_call']:7.2f} "
+            f"{r['verify']:6.2f} {r['time']:5.2f} {r['total']:6.2f} {r['ref_ms'] or 0:8.4f} {r['cand_ms'] or 0:8.4f} "
+            f"{r['speedup'] or 0:7.3f}"
+        )
     if totals:
-        print(f"median total per candidate (Triton+NVRTC, {len(totals)} correct): {statistics.median(totals):.2f} s; "
-              f"batch wall {results['fast_wall_s']:.1f} s")
+        print(
+            f"median total per candidate (Triton+NVRTC, {len(totals)} correct): {statistics.median(totals):.2f} s; "
+            f"batch wall {results['fast_wall_s']:.1f} s"
+        )
     for r in results["inline"]:
-        print(f"load_inline pch={r['pch']}: " + "; ".join(
-            f"{k} compile {r[k]['compile']:.1f}s total {r[k]['total']:.2f}s ({r[k]['status']})"
-            for k in ("first", "cold", "cached")))
+        print(
+            f"load_inline pch={r['pch']}: "
+            + "; ".join(
+                f"{k} compile {r[k]['compile']:.1f}s total {r[k]['total']:.2f}s ({r[k]['status']})"
+                for k in ("first", "cold", "cached")
+            )
+        )
         print("  ninja steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in r["ninja_steps_s"].items()))
     for r in results["stability"]:
         a, b = r["runs"]
-        print(f"stability {r['candidate']:18s}: cand {a['candidate']['median_ms'] * 1000:.1f}/{b['candidate']['median_ms'] * 1000:.1f} us"
-              f" ref {a['reference']['median_ms'] * 1000:.1f}/{b['reference']['median_ms'] * 1000:.1f} us, speedups "
-              f"{r['speedup_1']:.4f} / {r['speedup_2']:.4f}, diff {r['diff_pct']:.2f}% (n={a['candidate']['n']}, {a['mode']})")
+        print(
+            f"stability {r['candidate']:18s}: cand {a['candidate']['median_ms'] * 1000:.1f}/{b['candidate']['median_ms'] * 1000:.1f} us"
+            f" ref {a['reference']['median_ms'] * 1000:.1f}/{b['reference']['median_ms'] * 1000:.1f} us, speedups "
+            f"{r['speedup_1']:.4f} / {r['speedup_2']:.4f}, diff {r['diff_pct']:.2f}% (n={a['candidate']['n']}, {a['mode']})"
+        )
     return 0
 
 

@@ -150,7 +150,7 @@ def save_{i}(path, records):
     os.replace(tmp, path)
 '''
 
-CUDA_FILE = '''#include <cuda_runtime.h>
+CUDA_FILE = """#include <cuda_runtime.h>
 
 // kernels generated for the index benchmark ({i})
 
@@ -180,12 +180,12 @@ __global__ void add_{i}(const float* a, const float* b, float* c, int n) {{
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) c[i] = a[i] + b[i];
 }}
-'''
+"""
 
-HEADER_FILE = '''#pragma once
+HEADER_FILE = """#pragma once
 __global__ void fill_{i}(float* out, float value, int n);
 __device__ float clampf_{i}(float v, float lo, float hi);
-'''
+"""
 
 
 def make_workspace(root: Path, n_files: int, rng: random.Random) -> dict[str, list[Path]]:
@@ -216,7 +216,8 @@ def make_workspace(root: Path, n_files: int, rng: random.Random) -> dict[str, li
     entries = "".join(
         f'\n[[tool.forge.modules]]\nmodule = "{p.relative_to(root).as_posix()}::Attention{p.stem.split("_")[1]}"\n'
         f'task = "{made["tasks"][k % len(made["tasks"])].relative_to(root).as_posix()}"\n'
-        for k, p in enumerate(made["modules"][:20]))
+        for k, p in enumerate(made["modules"][:20])
+    )
     (root / "pyproject.toml").write_text('[project]\nname = "bench"\n\n[tool.forge]\nmodel = "m"\n' + entries)
     return made
 
@@ -284,11 +285,11 @@ def main() -> int:
 
         def touch(text: str, n: int) -> str:  # a small edit inside a function body, or a new last line
             at = nth_return(text, n) if n % 2 else -1
-            return text[:at] + f"return {n + 1} * " + text[at + 7:] if at >= 0 else text + f"\n# edit {n}\n"
+            return text[:at] + f"return {n + 1} * " + text[at + 7 :] if at >= 0 else text + f"\n# edit {n}\n"
 
         def mid_typing(text: str, n: int) -> str:  # an unclosed bracket: the file does not parse right now
             at = nth_return(text, n)
-            return text[:at] + "return (" + text[at + 7:] if at >= 0 else text + "\nx = (\n"
+            return text[:at] + "return (" + text[at + 7 :] if at >= 0 else text + "\nx = (\n"
 
         def cu_edit(text: str, n: int) -> str:
             return text + f"\n// edit {n}\n"
@@ -297,29 +298,45 @@ def main() -> int:
             "update+module_at (.py edit)": time_updates(index, py, args.calls, rng, touch, index.module_at),
             "update+module_at (syntax error)": time_updates(index, py, args.calls, rng, mid_typing, index.module_at),
             "update+kernel_at (.cu/.cuh edit)": time_updates(index, cu, args.calls, rng, cu_edit, index.kernel_at),
-            f"update+module_at ({n_lines_big}-line .py)": time_updates(index, [big], max(20, args.calls // 10), rng,
-                                                                     touch, index.module_at),
-            f"update+module_at ({n_lines_big}-line, error)": time_updates(index, [big], max(20, args.calls // 10),
-                                                                        rng, mid_typing, index.module_at),
+            f"update+module_at ({n_lines_big}-line .py)": time_updates(
+                index, [big], max(20, args.calls // 10), rng, touch, index.module_at
+            ),
+            f"update+module_at ({n_lines_big}-line, error)": time_updates(
+                index, [big], max(20, args.calls // 10), rng, mid_typing, index.module_at
+            ),
         }
 
-    rows = [("scan() best", min(scans) * 1e3, None, None), ("scan() median", statistics.median(scans) * 1e3, None, None)]
+    rows = [
+        ("scan() best", min(scans) * 1e3, None, None),
+        ("scan() median", statistics.median(scans) * 1e3, None, None),
+    ]
     for name, values in results.items():
         rows.append((name, percentile(values, 50) * 1e3, percentile(values, 99) * 1e3, max(values) * 1e3))
     summary = {
-        "files": args.files, "indexed": n_indexed, "modules": n_modules, "modules_with_inputs": with_inputs,
-        "kernels": n_kernels, "venv_skipped": skipped_venv, "cpus": os.cpu_count(), "python": sys.version.split()[0],
+        "files": args.files,
+        "indexed": n_indexed,
+        "modules": n_modules,
+        "modules_with_inputs": with_inputs,
+        "kernels": n_kernels,
+        "venv_skipped": skipped_venv,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
         "rows": [{"what": r[0], "p50_ms": r[1], "p99_ms": r[2], "max_ms": r[3]} for r in rows],
     }
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"workspace: {args.files} files generated (+300 in .venv, skipped: {skipped_venv}), {n_indexed} indexed, "
-          f"{n_modules} modules ({with_inputs} with example inputs), {n_kernels} kernels; "
-          f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    print(
+        f"workspace: {args.files} files generated (+300 in .venv, skipped: {skipped_venv}), {n_indexed} indexed, "
+        f"{n_modules} modules ({with_inputs} with example inputs), {n_kernels} kernels; "
+        f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+    )
     print()
     print(f"{'measurement':<40} {'p50 / time ms':>14} {'p99 ms':>9} {'max ms':>9}")
+
+    def fmt(v):
+        return f"{v:9.2f}" if v is not None else f"{'':>9}"
+
     for name, p50, p99, mx in rows:
-        fmt = (lambda v: f"{v:9.2f}" if v is not None else f"{'':>9}")
         print(f"{name:<40} {p50:14.2f} {fmt(p99)} {fmt(mx)}")
     return 0
 

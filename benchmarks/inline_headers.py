@@ -22,7 +22,7 @@ VARIANTS = {
     "slim prelude (engine default)": "slim",
 }
 
-CHILD = r'''
+CHILD = r"""
 import json, re, sys, time, types
 from pathlib import Path
 import torch
@@ -54,7 +54,7 @@ except Exception as e:
     ok = False
     print("FAILED", str(e)[-4000:])
 print(json.dumps({"ok": ok, "wall": time.perf_counter() - t0}))
-'''
+"""
 
 
 def main():
@@ -69,8 +69,16 @@ def main():
                 continue
             d = Path(tmp) / f"v{i}"
             d.mkdir()
-            procs[name] = (d, subprocess.Popen([sys.executable, "-c", CHILD, str(cand), str(d), json.dumps(subs), f"v{i}"],
-                                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            procs[name] = (
+                d,
+                subprocess.Popen(
+                    [sys.executable, "-c", CHILD, str(cand), str(d), json.dumps(subs), f"v{i}"],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                ),
+            )
             if serial:
                 procs[name][1].wait()
         print("\n== cold load_inline build, TORCH_CUDA_ARCH_LIST=9.0, variants built in parallel ==")
@@ -86,10 +94,15 @@ def main():
             tail = ""
             if not last["ok"]:
                 errors = [ln for ln in out.splitlines() if "error" in ln.lower()]
-                print(f"--- {name} failed; error lines:\n" + "\n".join(errors[:30]) + "\n--- output tail:\n" + out[-3000:])
+                print(
+                    f"--- {name} failed; error lines:\n" + "\n".join(errors[:30]) + "\n--- output tail:\n" + out[-3000:]
+                )
                 tail = "(failed: see above)"
-            print(f"{name:22s} ok={last['ok']!s:5s} wall {last['wall']:6.1f}s  " +
-                  ", ".join(f"{k} {v:.1f}s" for k, v in steps.items()) + (f"  {tail}" if tail else ""))
+            print(
+                f"{name:22s} ok={last['ok']!s:5s} wall {last['wall']:6.1f}s  "
+                + ", ".join(f"{k} {v:.1f}s" for k, v in steps.items())
+                + (f"  {tail}" if tail else "")
+            )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Host-side cost of one kernel launch: forge's NVRTC helper vs CuPy's RawKernel vs a torch op.
 
-    python benchmarks/launch_overhead.py     (GPU machine)
+python benchmarks/launch_overhead.py     (GPU machine)
 """
 
 import time
@@ -9,10 +9,10 @@ import torch
 
 from forge_lsp.runtime import cuda as fcuda
 
-SRC = r'''extern "C" __global__ void scale(const float* __restrict__ x, float* __restrict__ y, float a, long long n) {
+SRC = r"""extern "C" __global__ void scale(const float* __restrict__ x, float* __restrict__ y, float a, long long n) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i < n) y[i] = a * x[i];
-}'''
+}"""
 
 
 def per_call_us(fn, n=3000):
@@ -31,7 +31,9 @@ def main():
     x = torch.randn(1024, device="cuda")
     y = torch.empty_like(x)
     k = fcuda.compile_kernel(SRC, "scale")
-    rows = [("forge_lsp.runtime.cuda kernel", per_call_us(lambda: k(grid=(4,), block=(256,), args=(x, y, 2.0, x.numel()))))]
+    rows = [
+        ("forge_lsp.runtime.cuda kernel", per_call_us(lambda: k(grid=(4,), block=(256,), args=(x, y, 2.0, x.numel()))))
+    ]
     try:
         import cupy as cp
 

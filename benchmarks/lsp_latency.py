@@ -102,17 +102,25 @@ class Script:
         name = ((fmt.get("json_schema") or {}).get("name") or "") if isinstance(fmt, dict) else ""
         if "RepairAdvice" in name or (not name and '"critical_issue"' in text):
             self.judge_calls += 1
-            return {"delay": self.judge_delay,
-                    "content": json.dumps({"critical_issue": "none", "fix": "write a vectorized softmax"})}
+            return {
+                "delay": self.judge_delay,
+                "content": json.dumps({"critical_issue": "none", "fix": "write a vectorized softmax"}),
+            }
         if "OptimizeAdvice" in name or (not name and '"bottleneck"' in text):
             self.judge_calls += 1
-            return {"delay": self.judge_delay, "content": json.dumps(
-                {"bottleneck": "a Python loop over rows", "method": "vectorize", "plan": "one softmax over dim 1"})}
+            return {
+                "delay": self.judge_delay,
+                "content": json.dumps(
+                    {"bottleneck": "a Python loop over rows", "method": "vectorize", "plan": "one softmax over dim 1"}
+                ),
+            }
         self.coder_calls += 1
         n = self.coder_calls
         source = VARIANTS[n % 2] + f"\n# benchmark round {n}\n"
-        return {"delay": self.coder_delay, "content": json.dumps({"summary": f"vectorized softmax #{n}",
-                                                                  "source": source})}
+        return {
+            "delay": self.coder_delay,
+            "content": json.dumps({"summary": f"vectorized softmax #{n}", "source": source}),
+        }
 
 
 # ------------------------------------------------------------------------------------ /proc
@@ -168,19 +176,28 @@ def stats(values: list[float]) -> dict[str, float | int | None]:
     if not values:
         return {"n": 0, "p50_ms": None, "p99_ms": None, "max_ms": None, "mean_ms": None}
     ms = [v * 1e3 for v in values]
-    return {"n": len(ms), "p50_ms": percentile(ms, 50), "p99_ms": percentile(ms, 99), "max_ms": max(ms),
-            "mean_ms": statistics.fmean(ms)}
+    return {
+        "n": len(ms),
+        "p50_ms": percentile(ms, 50),
+        "p99_ms": percentile(ms, 99),
+        "max_ms": max(ms),
+        "mean_ms": statistics.fmean(ms),
+    }
 
 
 def code_action_params(uri: str, line: int) -> t.CodeActionParams:
     pos = t.Position(line=line, character=0)
-    return t.CodeActionParams(text_document=t.TextDocumentIdentifier(uri=uri), range=t.Range(start=pos, end=pos),
-                              context=t.CodeActionContext(diagnostics=[], trigger_kind=t.CodeActionTriggerKind.Automatic))
+    return t.CodeActionParams(
+        text_document=t.TextDocumentIdentifier(uri=uri),
+        range=t.Range(start=pos, end=pos),
+        context=t.CodeActionContext(diagnostics=[], trigger_kind=t.CodeActionTriggerKind.Automatic),
+    )
 
 
 def hover_params(uri: str, line: int, character: int) -> t.HoverParams:
-    return t.HoverParams(text_document=t.TextDocumentIdentifier(uri=uri),
-                         position=t.Position(line=line, character=character))
+    return t.HoverParams(
+        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=character)
+    )
 
 
 def command_of(action: Any) -> tuple[str, list[Any]] | None:
@@ -211,8 +228,11 @@ class Editor:
         text = path.read_text()
         self.docs[uri] = {"text": text, "version": 1}
         language = "cuda-cpp" if path.suffix in (".cu", ".cuh") else "python"
-        self.client.text_document_did_open(t.DidOpenTextDocumentParams(
-            text_document=t.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)))
+        self.client.text_document_did_open(
+            t.DidOpenTextDocumentParams(
+                text_document=t.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
+            )
+        )
         return uri
 
     def append_line(self, uri: str, line_text: str) -> None:
@@ -222,9 +242,12 @@ class Editor:
         end = t.Position(line=len(lines) - 1, character=len(lines[-1]))
         doc["text"] += line_text
         doc["version"] += 1
-        self.client.text_document_did_change(t.DidChangeTextDocumentParams(
-            text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=doc["version"]),
-            content_changes=[t.TextDocumentContentChangePartial(range=t.Range(start=end, end=end), text=line_text)]))
+        self.client.text_document_did_change(
+            t.DidChangeTextDocumentParams(
+                text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=doc["version"]),
+                content_changes=[t.TextDocumentContentChangePartial(range=t.Range(start=end, end=end), text=line_text)],
+            )
+        )
 
 
 async def until(predicate, timeout: float, what: str, every: float = 0.05):
@@ -290,11 +313,18 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     fake = FakeOpenAI().start()
     fake.script(*([script] * 5000))
     log_file = tmp / "server.log"
-    env = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "HOME": str(tmp),
-           "OMP_NUM_THREADS": "1", "FORGE_CACHE_DIR": str(cache), "FORGE_LSP_LOG": str(log_file),
-           "TRITON_CACHE_DIR": str(cache / "triton"), "OPENAI_API_KEY": "sk-benchmark-not-a-key",
-           # benchmarks/lsp/sitecustomize.py logs the server's garbage collections (the server is unchanged)
-           "PYTHONPATH": str(ROOT / "benchmarks" / "lsp"), "FORGE_BENCH_GC_LOG": str(gc_dir)}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": str(tmp),
+        "OMP_NUM_THREADS": "1",
+        "FORGE_CACHE_DIR": str(cache),
+        "FORGE_LSP_LOG": str(log_file),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "OPENAI_API_KEY": "sk-benchmark-not-a-key",
+        # benchmarks/lsp/sitecustomize.py logs the server's garbage collections (the server is unchanged)
+        "PYTHONPATH": str(ROOT / "benchmarks" / "lsp"),
+        "FORGE_BENCH_GC_LOG": str(gc_dir),
+    }
     if args.experiment_gc_freeze:
         env["FORGE_BENCH_GC_FREEZE_EVERY"] = str(args.experiment_gc_freeze)
 
@@ -320,25 +350,52 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     server_cmd = [sys.executable, "-m", "forge_lsp.server"]
     if args.profile_server:
-        server_cmd = [sys.executable, "-m", "cProfile", "-o", str(Path(args.profile_server).resolve()),
-                      "-m", "forge_lsp.server"]
+        server_cmd = [
+            sys.executable,
+            "-m",
+            "cProfile",
+            "-o",
+            str(Path(args.profile_server).resolve()),
+            "-m",
+            "forge_lsp.server",
+        ]
     await client.start_io(*server_cmd, env=env, cwd=str(ROOT))
     pid = client._server.pid
-    result: dict[str, Any] = {"files_generated": args.files, "files_indexed": n_indexed,
-                              "big_file_lines": big.read_text().count("\n"), "big_file_modules": len(big_targets),
-                              "modules": len(module_targets), "kernels": len(kernel_targets),
-                              "local_scan_s": local_scan_s, "cpus": os.cpu_count(),
-                              "python": sys.version.split()[0], "server_pid": pid,
-                              "settings": {k: v for k, v in vars(args).items() if k not in ("out",)}}
+    result: dict[str, Any] = {
+        "files_generated": args.files,
+        "files_indexed": n_indexed,
+        "big_file_lines": big.read_text().count("\n"),
+        "big_file_modules": len(big_targets),
+        "modules": len(module_targets),
+        "kernels": len(kernel_targets),
+        "local_scan_s": local_scan_s,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "server_pid": pid,
+        "settings": {k: v for k, v in vars(args).items() if k not in ("out",)},
+    }
     result["rss_mb_after_start"] = rss_mb(pid)
     try:
-        init_opts = {"forge": {"model": "scripted", "baseUrl": fake.base_url, "device": "cpu", "search": "linear",
-                               "rounds": args.rounds, "offline": False, "profile": False}}
+        init_opts = {
+            "forge": {
+                "model": "scripted",
+                "baseUrl": fake.base_url,
+                "device": "cpu",
+                "search": "linear",
+                "rounds": args.rounds,
+                "offline": False,
+                "profile": False,
+            }
+        }
         t_init = time.perf_counter()
-        await client.initialize_session(t.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"), root_uri=root.as_uri(),
-            workspace_folders=[t.WorkspaceFolder(uri=root.as_uri(), name="bench")],
-            initialization_options=init_opts))
+        await client.initialize_session(
+            t.InitializeParams(
+                capabilities=client_capabilities("visual-studio-code"),
+                root_uri=root.as_uri(),
+                workspace_folders=[t.WorkspaceFolder(uri=root.as_uri(), name="bench")],
+                initialization_options=init_opts,
+            )
+        )
         hot_uri, warm_uri = hot.as_uri(), warm.as_uri()
         model_line = next(i for i, s in enumerate(TASK.splitlines()) if s.startswith("class Model"))
 
@@ -354,10 +411,13 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         editor = Editor(client)
         all_py = made["modules"] + made["tasks"] + made["plain"]
         all_cu = made["cuda"] + made["headers"]
-        to_open = rng.sample(all_py, min(len(all_py), args.open * 4 // 5)) + \
-            rng.sample(all_cu, min(len(all_cu), args.open - args.open * 4 // 5))
+        to_open = rng.sample(all_py, min(len(all_py), args.open * 4 // 5)) + rng.sample(
+            all_cu, min(len(all_cu), args.open - args.open * 4 // 5)
+        )
         opened = [editor.open(p) for p in to_open]
-        await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=opened[0])))
+        await client.text_document_code_lens_async(
+            t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=opened[0]))
+        )
 
         def targets(n: int) -> list[tuple[str, int, int]]:
             """Mostly nn.Module class lines, some kernel lines, some on the hot files; across many files."""
@@ -376,8 +436,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     out.append((Path(p).as_uri(), line, col))
             return out
 
-        async def timed_requests(n: int, phase: str, token: str | None = None,
-                                 plan: list[tuple[str, int, int]] | None = None) -> dict[str, Any]:
+        async def timed_requests(
+            n: int, phase: str, token: str | None = None, plan: list[tuple[str, int, int]] | None = None
+        ) -> dict[str, Any]:
             actions, hovers, nonempty = [], [], {"codeAction": 0, "hover": 0}
             by_stage: dict[str, dict[str, list[float]]] = {}
             walls: dict[str, list[tuple[float, float]]] = {"codeAction": [], "hover": []}
@@ -403,19 +464,27 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 if args.edit_every and phase != "big" and (k + 1) % args.edit_every == 0:
                     editor.append_line(rng.choice(opened), f"\n# {phase} edit {k}\n")
                     edits += 1
-            return {"codeAction": stats(actions), "hover": stats(hovers), "nonempty": nonempty, "edits": edits,
-                    "by_run_stage": {st: {kind: stats(v) for kind, v in per.items()} for st, per in by_stage.items()},
-                    "raw_ms": {"codeAction": [round(v * 1e3, 3) for v in actions],
-                               "hover": [round(v * 1e3, 3) for v in hovers]},
-                    "walls": walls}
+            return {
+                "codeAction": stats(actions),
+                "hover": stats(hovers),
+                "nonempty": nonempty,
+                "edits": edits,
+                "by_run_stage": {st: {kind: stats(v) for kind, v in per.items()} for st, per in by_stage.items()},
+                "raw_ms": {
+                    "codeAction": [round(v * 1e3, 3) for v in actions],
+                    "hover": [round(v * 1e3, 3) for v in hovers],
+                },
+                "walls": walls,
+            }
 
         def big_plan(n: int) -> list[tuple[str, int, int]]:
             return [(big.as_uri(), line, col) for _, line, col in (rng.choice(big_targets) for _ in range(n))]
 
         # -- warm-up run: optimize the copy once so that hovers on it render measured numbers
         client.workspace_did_change_configuration(t.DidChangeConfigurationParams(settings={"forge": {"rounds": 1}}))
-        started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-            command="forge.optimize", arguments=[warm_uri, "Model"]))
+        started = await client.workspace_execute_command_async(
+            t.ExecuteCommandParams(command="forge.optimize", arguments=[warm_uri, "Model"])
+        )
         if "job" not in started:
             raise SystemExit(f"forge.optimize (warm-up) did not start: {started}")
         warm_token = f"forge/{started['job']}"
@@ -424,8 +493,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         result["warmup_run_s"] = time.perf_counter() - t0
         h = await client.text_document_hover_async(hover_params(warm_uri, model_line, 6))
         result["warmup_hover"] = h.contents.value if h is not None else None
-        client.workspace_did_change_configuration(t.DidChangeConfigurationParams(
-            settings={"forge": {"rounds": args.rounds}}))
+        client.workspace_did_change_configuration(
+            t.DidChangeConfigurationParams(settings={"forge": {"rounds": args.rounds}})
+        )
         await asyncio.sleep(args.settle)
 
         # -- idle: no run going
@@ -436,8 +506,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
         # -- active: an optimize run keeps the job thread, the model calls and a worker busy
         cpu0 = cpu_s(pid)
-        started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-            command="forge.optimize", arguments=[hot_uri, "Model"]))
+        started = await client.workspace_execute_command_async(
+            t.ExecuteCommandParams(command="forge.optimize", arguments=[hot_uri, "Model"])
+        )
         if "job" not in started:
             raise SystemExit(f"forge.optimize did not start: {started}")
         token = f"forge/{started['job']}"
@@ -469,22 +540,29 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         jobs = await jobs_of(client)
         job = next(j for j in jobs if j["id"] == started["job"])
         reports = client.progress_reports.get(token, [])
-        result["active"].update({
-            "window_s": active_s, "job_status_at_end": job["status"], "job_message_at_end": job["message"],
-            "progress_reports_during": len(reports) - reports_before,
-            "coder_calls_during": script.coder_calls - coder_before,
-            "judge_calls_during": script.judge_calls - judge_before,
-            "server_cpu_s_during_run": (cpu_s(pid) or 0) - (cpu0 or 0),
-        })
+        result["active"].update(
+            {
+                "window_s": active_s,
+                "job_status_at_end": job["status"],
+                "job_message_at_end": job["message"],
+                "progress_reports_during": len(reports) - reports_before,
+                "coder_calls_during": script.coder_calls - coder_before,
+                "judge_calls_during": script.judge_calls - judge_before,
+                "server_cpu_s_during_run": (cpu_s(pid) or 0) - (cpu0 or 0),
+            }
+        )
         server_rss = [s[1] for s in samples if s[1] is not None]
-        result["rss_mb_active"] = {"median": statistics.median(server_rss) if server_rss else None,
-                                   "max": max(server_rss) if server_rss else None,
-                                   "workers_median": statistics.median([s[2] for s in samples]) if samples else None}
+        result["rss_mb_active"] = {
+            "median": statistics.median(server_rss) if server_rss else None,
+            "max": max(server_rss) if server_rss else None,
+            "workers_median": statistics.median([s[2] for s in samples]) if samples else None,
+        }
 
         # -- cancel
         t0 = time.perf_counter()
-        cancelled = await client.workspace_execute_command_async(t.ExecuteCommandParams(command="forge.cancel",
-                                                                                        arguments=[started["job"]]))
+        cancelled = await client.workspace_execute_command_async(
+            t.ExecuteCommandParams(command="forge.cancel", arguments=[started["job"]])
+        )
         await until(lambda: ended(client, token), 60, "the cancelled run's progress end")
         result["cancel"] = {"reply": cancelled, "progress_end_s": time.perf_counter() - t0}
         await until(lambda: not descendants(pid), 30, "the run's workers to exit", every=0.1)
@@ -523,11 +601,16 @@ def gc_summary(path: Path, result: dict[str, Any], active: tuple[float, float]) 
         wall, gen, ms, collected = line.split("\t")
         events.append((float(wall), int(gen), float(ms), int(collected)))
     during = [e for e in events if active[0] <= e[0] <= active[1]]
-    out: dict[str, Any] = {"logged": True, "collections": len(events), "gen2": sum(1 for e in events if e[1] == 2),
-                           "gen2_max_ms": max((e[2] for e in events if e[1] == 2), default=0.0),
-                           "during_run": len(during), "gen2_during_run": sum(1 for e in during if e[1] == 2),
-                           "max_ms_during_run": max((e[2] for e in during), default=0.0),
-                           "pauses_over_5ms": [(round(e[0], 3), e[1], e[2]) for e in events if e[2] >= 5]}
+    out: dict[str, Any] = {
+        "logged": True,
+        "collections": len(events),
+        "gen2": sum(1 for e in events if e[1] == 2),
+        "gen2_max_ms": max((e[2] for e in events if e[1] == 2), default=0.0),
+        "during_run": len(during),
+        "gen2_during_run": sum(1 for e in during if e[1] == 2),
+        "max_ms_during_run": max((e[2] for e in during), default=0.0),
+        "pauses_over_5ms": [(round(e[0], 3), e[1], e[2]) for e in events if e[2] >= 5],
+    }
     out["by_phase"] = {}
     for phase in ("idle", "idle_big", "active", "active_big"):  # the time each series of requests took
         walls = [w for ws in result.get(phase, {}).get("walls", {}).values() for w in ws]
@@ -535,9 +618,12 @@ def gc_summary(path: Path, result: dict[str, Any], active: tuple[float, float]) 
             continue
         lo, hi = min(w for w, _ in walls), max(w + d for w, d in walls)
         inside = [e for e in events if lo <= e[0] <= hi]
-        out["by_phase"][phase] = {"seconds": round(hi - lo, 2), "gen2": sum(1 for e in inside if e[1] == 2),
-                                  "max_ms": max((e[2] for e in inside), default=0.0),
-                                  "total_ms": round(sum(e[2] for e in inside), 1)}
+        out["by_phase"][phase] = {
+            "seconds": round(hi - lo, 2),
+            "gen2": sum(1 for e in inside if e[1] == 2),
+            "max_ms": max((e[2] for e in inside), default=0.0),
+            "total_ms": round(sum(e[2] for e in inside), 1),
+        }
     slow = []
     for phase in ("idle", "active", "idle_big", "active_big"):
         for kind, walls in result.get(phase, {}).get("walls", {}).items():
@@ -546,8 +632,14 @@ def gc_summary(path: Path, result: dict[str, Any], active: tuple[float, float]) 
                 if d < max(5e-3, 3 * p50):
                     continue
                 hit = [e for e in events if w0 - e[2] / 1e3 <= e[0] <= w0 + d]
-                slow.append({"phase": phase, "kind": kind, "ms": round(d * 1e3, 2),
-                             "server_gc_ms": round(sum(e[2] for e in hit), 2)})
+                slow.append(
+                    {
+                        "phase": phase,
+                        "kind": kind,
+                        "ms": round(d * 1e3, 2),
+                        "server_gc_ms": round(sum(e[2] for e in hit), 2),
+                    }
+                )
     out["slow_requests"] = len(slow)
     out["slow_requests_overlapping_gc_over_1ms"] = sum(1 for x in slow if x["server_gc_ms"] >= 1)
     out["slowest"] = sorted(slow, key=lambda x: -x["ms"])[:10]
@@ -559,15 +651,21 @@ def print_table(r: dict[str, Any]) -> None:
         return fmt.format(v) if isinstance(v, (int, float)) else f"{'-':>8}"
 
     a = r["active"]
-    print(f"workspace: {r['files_generated']} files generated, {r['files_indexed']} indexed "
-          f"({r['modules']} modules, {r['kernels']} kernels); {r['cpus']} CPUs, Python {r['python']}")
-    print(f"active window: {a['window_s']:.1f} s, job {a['job_status_at_end']!r} ({a['job_message_at_end']}); "
-          f"{a['coder_calls_during']} Coder + {a['judge_calls_during']} Judge replies, "
-          f"{a['progress_reports_during']} progress reports, {a['edits']} didChange edits during it; "
-          f"server CPU {a['server_cpu_s_during_run']:.1f} s")
-    print(f"cancel: progress end after {r['cancel']['progress_end_s'] * 1e3:.0f} ms, "
-          f"workers gone after {r['cancel']['workers_gone_s'] * 1e3:.0f} ms, "
-          f"{r['cancel'].get('progress_after_end')} $/progress messages after its end")
+    print(
+        f"workspace: {r['files_generated']} files generated, {r['files_indexed']} indexed "
+        f"({r['modules']} modules, {r['kernels']} kernels); {r['cpus']} CPUs, Python {r['python']}"
+    )
+    print(
+        f"active window: {a['window_s']:.1f} s, job {a['job_status_at_end']!r} ({a['job_message_at_end']}); "
+        f"{a['coder_calls_during']} Coder + {a['judge_calls_during']} Judge replies, "
+        f"{a['progress_reports_during']} progress reports, {a['edits']} didChange edits during it; "
+        f"server CPU {a['server_cpu_s_during_run']:.1f} s"
+    )
+    print(
+        f"cancel: progress end after {r['cancel']['progress_end_s'] * 1e3:.0f} ms, "
+        f"workers gone after {r['cancel']['workers_gone_s'] * 1e3:.0f} ms, "
+        f"{r['cancel'].get('progress_after_end')} $/progress messages after its end"
+    )
     print()
     print(f"{'latency (client round trip)':<34} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for phase in ("idle", "active"):
@@ -586,21 +684,28 @@ def print_table(r: dict[str, Any]) -> None:
             print(f"{'  ' + kind + ' @ ' + stage:<34} {s['n']:>5} {f(s['p50_ms'])} {f(s['p99_ms'])} {f(s['max_ms'])}")
     print()
     print(f"{'server':<34} {'value':>8}")
-    rows = [("scan s (initialize -> answers)", r["scan_s"]),
-            ("files indexed", r["files_indexed"]),
-            ("RSS MB idle after scan", r["rss_mb_idle_after_scan"]),
-            ("RSS MB idle (after a finished run)", r["rss_mb_idle"]),
-            ("RSS MB during run, median", r["rss_mb_active"]["median"]),
-            ("RSS MB during run, max", r["rss_mb_active"]["max"]),
-            ("worker RSS MB during run, median", r["rss_mb_active"]["workers_median"]),
-            ("RSS MB peak (VmHWM)", r["rss_mb_server_peak"])]
+    rows = [
+        ("scan s (initialize -> answers)", r["scan_s"]),
+        ("files indexed", r["files_indexed"]),
+        ("RSS MB idle after scan", r["rss_mb_idle_after_scan"]),
+        ("RSS MB idle (after a finished run)", r["rss_mb_idle"]),
+        ("RSS MB during run, median", r["rss_mb_active"]["median"]),
+        ("RSS MB during run, max", r["rss_mb_active"]["max"]),
+        ("worker RSS MB during run, median", r["rss_mb_active"]["workers_median"]),
+        ("RSS MB peak (VmHWM)", r["rss_mb_server_peak"]),
+    ]
     g = r.get("gc", {})
     if g.get("logged"):
         rows += [("server GC: gen2 collections (all)", g["gen2"]), ("server GC: gen2 max ms (all)", g["gen2_max_ms"])]
         for phase, b in g["by_phase"].items():
-            rows += [(f"  {phase} ({b['seconds']:.0f} s): gen2 count", b["gen2"]), ("    longest pause ms", b["max_ms"])]
-        rows += [("slow requests (>max(5ms,3xp50))", g["slow_requests"]),
-                 ("  of which overlap a server GC", g["slow_requests_overlapping_gc_over_1ms"])]
+            rows += [
+                (f"  {phase} ({b['seconds']:.0f} s): gen2 count", b["gen2"]),
+                ("    longest pause ms", b["max_ms"]),
+            ]
+        rows += [
+            ("slow requests (>max(5ms,3xp50))", g["slow_requests"]),
+            ("  of which overlap a server GC", g["slow_requests_overlapping_gc_over_1ms"]),
+        ]
     for name, v in rows:
         print(f"{name:<34} {f(v, '{:8.0f}') if isinstance(v, int) else f(v)}")
 
@@ -612,10 +717,18 @@ def main() -> int:
     ap.add_argument("--idle-requests", type=int, default=200, help="code actions (and as many hovers) idle")
     ap.add_argument("--open", type=int, default=50, help="files opened in the editor")
     ap.add_argument("--edit-every", type=int, default=50, help="a didChange edit every N request pairs (0: none)")
-    ap.add_argument("--pace", type=float, default=0.02,
-                    help="seconds between request pairs (spreads the requests over several rounds of the run)")
-    ap.add_argument("--big-requests", type=int, default=30,
-                    help="extra code actions (and hovers) on the large file, idle and during the run")
+    ap.add_argument(
+        "--pace",
+        type=float,
+        default=0.02,
+        help="seconds between request pairs (spreads the requests over several rounds of the run)",
+    )
+    ap.add_argument(
+        "--big-requests",
+        type=int,
+        default=30,
+        help="extra code actions (and hovers) on the large file, idle and during the run",
+    )
     ap.add_argument("--big-copies", type=int, default=70, help="size of the large file, in generated module files")
     ap.add_argument("--rounds", type=int, default=50)
     ap.add_argument("--coder-delay", type=float, default=0.5)
@@ -624,8 +737,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="also write the results (with every sample) as JSON here")
     ap.add_argument("--keep", action="store_true", help="keep the temp workspace and the server log")
-    ap.add_argument("--experiment-gc-freeze", type=float, metavar="S", default=0.0,
-                    help="what-if: the server calls gc.freeze() every S seconds (benchmarks/lsp/sitecustomize.py)")
+    ap.add_argument(
+        "--experiment-gc-freeze",
+        type=float,
+        metavar="S",
+        default=0.0,
+        help="what-if: the server calls gc.freeze() every S seconds (benchmarks/lsp/sitecustomize.py)",
+    )
     ap.add_argument("--profile-server", metavar="FILE", help="run the server under cProfile, stats to FILE")
     args = ap.parse_args()
     result = asyncio.run(measure(args))

@@ -22,14 +22,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from forge_lsp.agent.offline import offline_candidates  # noqa: E402
-from forge_lsp.agent.optimize import Optimizer, OptimizeOptions  # noqa: E402
+from forge_lsp.agent.optimize import OptimizeOptions, Optimizer  # noqa: E402
 from forge_lsp.agent.store import RunStore  # noqa: E402
 from forge_lsp.engine import EvalOptions, Evaluator, StageTimeouts, load_task  # noqa: E402
 from forge_lsp.profiler.ncu import device_peaks  # noqa: E402
 
-TASKS = {"softmax 4096x8192 fp32": (ROOT / "benchmarks" / "tasks" / "softmax.py", 2 * 4096 * 8192 * 4),
-         "groupnorm 2x320x64x64 fp32": (ROOT / "benchmarks" / "agent_tasks" / "groupnorm_sd.py",
-                                        2 * 2 * 320 * 64 * 64 * 4 + 2 * 320 * 4)}
+TASKS = {
+    "softmax 4096x8192 fp32": (ROOT / "benchmarks" / "tasks" / "softmax.py", 2 * 4096 * 8192 * 4),
+    "groupnorm 2x320x64x64 fp32": (
+        ROOT / "benchmarks" / "agent_tasks" / "groupnorm_sd.py",
+        2 * 2 * 320 * 64 * 64 * 4 + 2 * 320 * 4,
+    ),
+}
 
 
 def main() -> int:
@@ -51,8 +55,13 @@ def main() -> int:
                 continue
             task = load_task(path)
             store = RunStore(work / f"{path.stem}.sqlite")
-            opt = Optimizer(task, store=store, evaluator=ev, options=OptimizeOptions(final_retime=True),
-                            offline=lambda t: offline_candidates(t, device="cuda"))
+            opt = Optimizer(
+                task,
+                store=store,
+                evaluator=ev,
+                options=OptimizeOptions(final_retime=True),
+                offline=lambda t: offline_candidates(t, device="cuda"),
+            )
             result = opt.run()
             cands = store.candidates(result.run_id)
             compiled = next((c for c in cands if c.origin == "offline:torch.compile:default" and c.correct), None)
@@ -60,25 +69,42 @@ def main() -> int:
             for c in cands:
                 t = (c.verdict or {}).get("timing")
                 ms = t["candidate"]["median_ms"] if t else None
-                row = {"task": label, "candidate": c.origin.removeprefix("offline:"), "status": c.verdict["status"],
-                       "eager_ms": t["reference"]["median_ms"] if t else None, "ms": ms, "speedup": c.speedup,
-                       "vs_compile": (compiled_ms / ms) if (compiled_ms and ms and c.correct) else None,
-                       "roofline_pct": 100 * min_bytes / (ms * 1e-3) / peaks.dram_bytes_per_s if ms and c.correct else None,
-                       "reason": (c.verdict or {}).get("reason", "")[:100]}
+                row = {
+                    "task": label,
+                    "candidate": c.origin.removeprefix("offline:"),
+                    "status": c.verdict["status"],
+                    "eager_ms": t["reference"]["median_ms"] if t else None,
+                    "ms": ms,
+                    "speedup": c.speedup,
+                    "vs_compile": (compiled_ms / ms) if (compiled_ms and ms and c.correct) else None,
+                    "roofline_pct": 100 * min_bytes / (ms * 1e-3) / peaks.dram_bytes_per_s
+                    if ms and c.correct
+                    else None,
+                    "reason": (c.verdict or {}).get("reason", "")[:100],
+                }
                 rows.append(row)
-            results[label] = {"run": result.run_id, "notes": result.notes, "best": result.best.origin if result.best else None}
+            results[label] = {
+                "run": result.run_id,
+                "notes": result.notes,
+                "best": result.best.origin if result.best else None,
+            }
             print(f"{label}: {result.notes}")
     if args.out:
-        args.out.write_text(json.dumps({"device": name, "peaks": peaks.model_dump(), "rows": rows, "runs": results},
-                                       indent=2))
+        args.out.write_text(
+            json.dumps({"device": name, "peaks": peaks.model_dump(), "rows": rows, "runs": results}, indent=2)
+        )
     print("\n== offline forge optimize (speedup vs torch eager; vs torch.compile default; % of DRAM roof) ==")
-    print(f"{'task':28s} {'candidate':36s} {'status':14s} {'eager µs':>9s} {'µs':>9s} {'speedup':>8s} "
-          f"{'vs compile':>10s} {'roof %':>7s}")
+    print(
+        f"{'task':28s} {'candidate':36s} {'status':14s} {'eager µs':>9s} {'µs':>9s} {'speedup':>8s} "
+        f"{'vs compile':>10s} {'roof %':>7s}"
+    )
     for r in rows:
         fmt = lambda v, f: (f % v) if v is not None else "-"  # noqa: E731
-        print(f"{r['task']:28s} {r['candidate'][:36]:36s} {r['status'][:14]:14s} {fmt(r['eager_ms'] and r['eager_ms'] * 1e3, '%.1f'):>9s} "
-              f"{fmt(r['ms'] and r['ms'] * 1e3, '%.1f'):>9s} {fmt(r['speedup'], '%.2fx'):>8s} "
-              f"{fmt(r['vs_compile'], '%.2fx'):>10s} {fmt(r['roofline_pct'], '%.0f'):>7s}")
+        print(
+            f"{r['task']:28s} {r['candidate'][:36]:36s} {r['status'][:14]:14s} {fmt(r['eager_ms'] and r['eager_ms'] * 1e3, '%.1f'):>9s} "
+            f"{fmt(r['ms'] and r['ms'] * 1e3, '%.1f'):>9s} {fmt(r['speedup'], '%.2fx'):>8s} "
+            f"{fmt(r['vs_compile'], '%.2fx'):>10s} {fmt(r['roofline_pct'], '%.0f'):>7s}"
+        )
     return 0
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_openai import FakeOpenAI  # noqa: E402
 
 from forge_lsp.agent.config import ModelSettings  # noqa: E402
-from forge_lsp.agent.optimize import Optimizer, OptimizeOptions  # noqa: E402
+from forge_lsp.agent.optimize import OptimizeOptions, Optimizer  # noqa: E402
 from forge_lsp.agent.profiling import make_profile_fn  # noqa: E402
 from forge_lsp.agent.provider import ChatModel  # noqa: E402
 from forge_lsp.agent.store import RunStore  # noqa: E402
@@ -42,7 +42,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--device", default="cuda:0", help="cpu: a dry run of the script on tests/fixtures/softmax_small.py")
+    ap.add_argument(
+        "--device", default="cuda:0", help="cpu: a dry run of the script on tests/fixtures/softmax_small.py"
+    )
     args = ap.parse_args()
     task_file = ROOT / ("tests/fixtures/softmax_small.py" if args.device == "cpu" else "benchmarks/tasks/softmax.py")
     source = (ROOT / "benchmarks" / "candidates" / "softmax_triton.py").read_text()
@@ -59,10 +61,15 @@ def main() -> int:
         server.script(*[reply] * (4 * args.rounds + 4))
         model = ChatModel(ModelSettings(model="instant", base_url=server.base_url), api_key="unused-key-0000")
         store = RunStore(work / "runs.sqlite")
-        opt = Optimizer(load_task(task_file), store=store, evaluator=ev,
-                        options=OptimizeOptions(search="linear", rounds=args.rounds, offline=False, final_retime=False),
-                        coder=model, judge=model,
-                        profile=None if args.no_profile else make_profile_fn(args.device, work / "cache"))
+        opt = Optimizer(
+            load_task(task_file),
+            store=store,
+            evaluator=ev,
+            options=OptimizeOptions(search="linear", rounds=args.rounds, offline=False, final_retime=False),
+            coder=model,
+            judge=model,
+            profile=None if args.no_profile else make_profile_fn(args.device, work / "cache"),
+        )
         result = opt.run()
     events = store.events(result.run_id)
     starts = [e.ts for e in events if e.kind == "round"] + [next(e.ts for e in events if e.kind == "run_finished")]
@@ -71,11 +78,19 @@ def main() -> int:
     for i in range(len(starts) - 1):
         in_round = [c for c in calls if starts[i] <= c.created < starts[i + 1]]
         model_s = sum(c.latency_s for c in in_round)
-        rows.append({"round": i + 1, "wall_s": starts[i + 1] - starts[i], "model_s": model_s,
-                     "overhead_s": starts[i + 1] - starts[i] - model_s})
+        rows.append(
+            {
+                "round": i + 1,
+                "wall_s": starts[i + 1] - starts[i],
+                "model_s": model_s,
+                "overhead_s": starts[i + 1] - starts[i] - model_s,
+            }
+        )
     med = statistics.median(r["overhead_s"] for r in rows)
     if args.out:
-        args.out.write_text(json.dumps({"rows": rows, "median_overhead_s": med, "profile": not args.no_profile}, indent=2))
+        args.out.write_text(
+            json.dumps({"rows": rows, "median_overhead_s": med, "profile": not args.no_profile}, indent=2)
+        )
     print(f"\n== harness overhead per round ({'with' if not args.no_profile else 'without'} profiling) ==")
     print(f"{'round':>5s} {'wall s':>7s} {'model s':>8s} {'overhead s':>10s}")
     for r in rows:

@@ -5,7 +5,7 @@ other candidate loads it from the compile cache; what differs is the Python glue
 where real cheats live.
 """
 
-CPP_EXT = r'''
+CPP_EXT = r"""
 #include <torch/extension.h>
 #include <cmath>
 #include <algorithm>
@@ -48,16 +48,16 @@ torch::Tensor spin(torch::Tensor x) {
     while (true) { i = i + 1; }   // never returns, holds the GIL
     return x;
 }
-'''
+"""
 
-CPP_HEADER = f'''
+CPP_HEADER = f"""
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 ext = load_inline(name="forge_test_ext", cpp_sources={CPP_EXT!r},
                   functions=["softmax", "softmax_wrong", "crash", "spin"], extra_cflags=["-O2"])
-'''
+"""
 
 
 def cpp(body: str) -> str:
@@ -65,29 +65,29 @@ def cpp(body: str) -> str:
     return CPP_HEADER + "\n" + body
 
 
-CPP_CORRECT = cpp('''
+CPP_CORRECT = cpp("""
 class ModelNew(nn.Module):
     def forward(self, x):
         return ext.softmax(x)
-''')
+""")
 
-CPP_INCORRECT = cpp('''
+CPP_INCORRECT = cpp("""
 class ModelNew(nn.Module):
     def forward(self, x):
         return ext.softmax_wrong(x)
-''')
+""")
 
-CPP_CRASH = cpp('''
+CPP_CRASH = cpp("""
 class ModelNew(nn.Module):
     def forward(self, x):
         return ext.crash(x)
-''')
+""")
 
-CPP_HANG = cpp('''
+CPP_HANG = cpp("""
 class ModelNew(nn.Module):
     def forward(self, x):
         return ext.spin(x)
-''')
+""")
 
 CPP_COMPILE_ERROR = '''
 import torch
@@ -108,7 +108,7 @@ class ModelNew(nn.Module):
         return ext.softmax(x)
 '''
 
-TRITON_KERNEL = '''
+TRITON_KERNEL = """
 import torch
 import torch.nn as nn
 import triton
@@ -132,32 +132,35 @@ def softmax(x, skew=1.0):
     y = torch.empty_like(x)
     softmax_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), SKEW=skew, BLOCK=triton.next_power_of_2(x.shape[1]))
     return y
-'''
+"""
 
 
 def triton(body: str) -> str:
     return TRITON_KERNEL + "\n" + body
 
 
-TRITON_CORRECT = triton('''
+TRITON_CORRECT = triton("""
 class ModelNew(nn.Module):
     def forward(self, x):
         return softmax(x)
-''')
+""")
 
-TRITON_INCORRECT = triton('''
+TRITON_INCORRECT = triton("""
 class ModelNew(nn.Module):
     def forward(self, x):
         return softmax(x, skew=1.01)
-''')
+""")
 
-TRITON_COMPILE_ERROR = TRITON_KERNEL.replace("x = x - tl.max(x, axis=0)", "x = x - tl.max(x, axis=0)) +") + '''
+TRITON_COMPILE_ERROR = (
+    TRITON_KERNEL.replace("x = x - tl.max(x, axis=0)", "x = x - tl.max(x, axis=0)) +")
+    + """
 class ModelNew(nn.Module):
     def forward(self, x):
         return softmax(x)
-'''
+"""
+)
 
-TRITON_CRASH = triton('''
+TRITON_CRASH = triton("""
 import ctypes
 
 
@@ -166,36 +169,36 @@ class ModelNew(nn.Module):
         y = softmax(x)
         ctypes.string_at(0x7FFFDEAD0000, 16)   # unmapped address: the worker dies with SIGSEGV
         return y
-''')
+""")
 
-TRITON_HANG = triton('''
+TRITON_HANG = triton("""
 class ModelNew(nn.Module):
     def forward(self, x):
         y = softmax(x)
         while True:
             pass
         return y
-''')
+""")
 
 # ----------------------------------------------------------------------------- cheats
-CHEAT_MUTATES_INPUT = cpp('''
+CHEAT_MUTATES_INPUT = cpp("""
 class ModelNew(nn.Module):
     def forward(self, x):
         y = ext.softmax(x)
         x.zero_()            # frees memory "for the next layer": the caller's tensor is destroyed
         return y
-''')
+""")
 
-CHEAT_RETURNS_INPUT = '''
+CHEAT_RETURNS_INPUT = """
 import torch.nn as nn
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
         return x             # relu of a non-negative input: right values, but it is the input
-'''
+"""
 
-CHEAT_CACHES_RESULT = cpp('''
+CHEAT_CACHES_RESULT = cpp("""
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
@@ -205,9 +208,9 @@ class ModelNew(nn.Module):
         if self.cached is None:
             self.cached = ext.softmax(x)
         return self.cached
-''')
+""")
 
-CHEAT_SHARED_OUTPUT_BUFFER = cpp('''
+CHEAT_SHARED_OUTPUT_BUFFER = cpp("""
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
@@ -219,16 +222,16 @@ class ModelNew(nn.Module):
             self.buf = torch.empty_like(y)
         self.buf.copy_(y)    # every call returns the same tensor: earlier results get overwritten
         return self.buf
-''')
+""")
 
-CHEAT_MONKEYPATCH = cpp('''
+CHEAT_MONKEYPATCH = cpp("""
 torch.softmax = lambda x, dim=None, **kw: ext.softmax(x)   # the reference now runs our kernel
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
         return ext.softmax(x)
-''')
+""")
 
 CHEAT_NONDETERMINISTIC = cpp('''
 class ModelNew(nn.Module):
@@ -246,36 +249,36 @@ class ModelNew(nn.Module):
         return y
 ''')
 
-CHEAT_WRONG_DTYPE = cpp('''
+CHEAT_WRONG_DTYPE = cpp("""
 class ModelNew(nn.Module):
     def forward(self, x):
         return ext.softmax(x).double()
-''')
+""")
 
-CHEAT_FIRST_OUTPUT_ONLY = cpp('''
+CHEAT_FIRST_OUTPUT_ONLY = cpp("""
 class ModelNew(nn.Module):
     def forward(self, x):
         y = ext.softmax(x)
         return y, torch.zeros_like(y)      # a harness that compares only out[0] passes this
-''')
+""")
 
-CHEAT_SHAPE_SPECIALIZED = cpp('''
+CHEAT_SHAPE_SPECIALIZED = cpp("""
 class ModelNew(nn.Module):
     def forward(self, x):
         if x.shape[0] != 16:               # only the benchmarked batch size is implemented
             return torch.full_like(x, 1.0 / x.shape[1])
         return ext.softmax(x)
-''')
+""")
 
-TRITON_CHEAT_IN_PLACE = triton('''
+TRITON_CHEAT_IN_PLACE = triton("""
 class ModelNew(nn.Module):
     def forward(self, x):
         softmax_kernel[(x.shape[0],)](x, x, x.shape[1], x.stride(0), SKEW=1.0,
                                       BLOCK=triton.next_power_of_2(x.shape[1]))
         return x                           # in place: no allocation, the input is overwritten
-''')
+""")
 
-TORCH_CORRECT = '''
+TORCH_CORRECT = """
 import torch
 import torch.nn as nn
 
@@ -283,4 +286,4 @@ import torch.nn as nn
 class ModelNew(nn.Module):
     def forward(self, x):
         return torch.softmax(x, dim=1)
-'''
+"""

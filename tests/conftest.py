@@ -37,8 +37,13 @@ def cache_dir(tmp_path_factory) -> Path:
 def fast_options():
     from forge_lsp.engine import EvalOptions, StageTimeouts
 
-    return EvalOptions(timing_budget_s=0.2, min_reps=5, max_reps=30, warmup=1,
-                       timeouts=StageTimeouts(compile=300, first_call=60, verify=60, time=60))
+    return EvalOptions(
+        timing_budget_s=0.2,
+        min_reps=5,
+        max_reps=30,
+        warmup=1,
+        timeouts=StageTimeouts(compile=300, first_call=60, verify=60, time=60),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -43,8 +43,13 @@ _ERROR_TEXT = {
     418: "fake_openai: no scripted reply left for this request",
     429: "Rate limit reached for requests.",
 }
-_ERROR_TYPE = {400: "invalid_request_error", 401: "invalid_request_error", 403: "invalid_request_error",
-               404: "invalid_request_error", 429: "rate_limit_exceeded"}
+_ERROR_TYPE = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "rate_limit_exceeded",
+}
 
 
 @dataclass
@@ -73,8 +78,9 @@ class FakeOpenAI:
         self._counter = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fake-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-openai", daemon=True
+        )
 
     @property
     def port(self) -> int:
@@ -157,12 +163,14 @@ class FakeOpenAI:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": entry.get("model", requested or self.models[0]),
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": refusal},
-                "finish_reason": entry.get("finish_reason", "stop"),
-                "logprobs": None,
-            }],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": refusal},
+                    "finish_reason": entry.get("finish_reason", "stop"),
+                    "logprobs": None,
+                }
+            ],
             "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
         }
         return 200, headers, reply
@@ -170,8 +178,7 @@ class FakeOpenAI:
 
 def _error_body(status: int, message: str | None, code: str | None) -> dict[str, Any]:
     text = message or _ERROR_TEXT.get(status, "The server had an error while processing your request.")
-    return {"error": {"message": text, "type": _ERROR_TYPE.get(status, "server_error"), "param": None,
-                      "code": code}}
+    return {"error": {"message": text, "type": _ERROR_TYPE.get(status, "server_error"), "param": None, "code": code}}
 
 
 def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:

@@ -21,7 +21,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU visible to torch"),
 ]
 
-CHECK = '''
+CHECK = """
 import importlib.util, json, sys
 import torch
 
@@ -47,7 +47,7 @@ with torch.no_grad():
     report["half_match"] = torch.allclose(new.Model()(h), old.Model()(h))
     report["after_half"] = dict(new.Model._forge_calls)
 print("REPORT " + json.dumps(report))
-'''
+"""
 
 
 def test_optimize_apply_rewrites_the_class_with_a_triton_kernel_that_runs_on_cuda(tmp_path):
@@ -55,19 +55,42 @@ def test_optimize_apply_rewrites_the_class_with_a_triton_kernel_that_runs_on_cud
     shutil.copy(ROOT / "benchmarks" / "tasks" / "softmax.py", task)
     original = task.read_text()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
-    p = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "optimize", str(task), "--apply", "--device", "cuda:0",
-                        "--cache-dir", str(tmp_path / "cache"), "--quiet"],
-                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forge_lsp.cli.main",
+            "optimize",
+            str(task),
+            "--apply",
+            "--device",
+            "cuda:0",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "no model configured" in (p.stdout + p.stderr).lower()
     rewritten = task.read_text()
     assert rewritten != original and "@triton.jit" in rewritten and "_forge_calls" in rewritten
     (tmp_path / "original.py").write_text(original)
     (tmp_path / "check.py").write_text(textwrap.dedent(CHECK))
-    c = subprocess.run([sys.executable, "check.py", str(task), "original.py"], capture_output=True, text=True,
-                       env={**env, "TRITON_CACHE_DIR": str(tmp_path / "triton")}, cwd=tmp_path, timeout=300)
+    c = subprocess.run(
+        [sys.executable, "check.py", str(task), "original.py"],
+        capture_output=True,
+        text=True,
+        env={**env, "TRITON_CACHE_DIR": str(tmp_path / "triton")},
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert c.returncode == 0, c.stdout[-3000:] + c.stderr[-3000:]
-    r = json.loads(next(line for line in c.stdout.splitlines() if line.startswith("REPORT "))[len("REPORT "):])
+    r = json.loads(next(line for line in c.stdout.splitlines() if line.startswith("REPORT "))[len("REPORT ") :])
     assert r["cuda_match"] and r["after_cuda"] == {"optimized": 1, "reference": 0}, r
     assert r["cpu_match"] and r["after_cpu"] == {"optimized": 1, "reference": 1}, r
     assert r["half_match"] and r["after_half"] == {"optimized": 1, "reference": 2}, r

@@ -7,8 +7,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import FIXTURES
+
 from forge_lsp.agent.config import ModelSettings
 from forge_lsp.agent.narrative import narrate
 from forge_lsp.agent.provider import ChatModel
@@ -33,14 +33,23 @@ def explanation(tmp_path) -> Explanation:
 
 
 def model(server) -> ChatModel:
-    return ChatModel(ModelSettings(model="judge", base_url=server.base_url, timeout_s=5, max_retries=1),
-                     api_key="sk-unused-key-123456", sleep=lambda s: None)
+    return ChatModel(
+        ModelSettings(model="judge", base_url=server.base_url, timeout_s=5, max_retries=1),
+        api_key="sk-unused-key-123456",
+        sleep=lambda s: None,
+    )
 
 
 def test_judge_reads_the_findings_and_its_narrative_is_returned(explanation, fake_openai):
-    fake_openai.script(json.dumps({"summary": "The transpose is held up by shared-memory bank conflicts.",
-                                   "bottleneck": "32-way bank conflicts on the tile read",
-                                   "next_steps": ["pad the tile to [32][33]"]}))
+    fake_openai.script(
+        json.dumps(
+            {
+                "summary": "The transpose is held up by shared-memory bank conflicts.",
+                "bottleneck": "32-way bank conflicts on the tile read",
+                "next_steps": ["pad the tile to [32][33]"],
+            }
+        )
+    )
     text, note = narrate(model(fake_openai), explanation, source="__global__ void transpose_smem() {}")
     assert "bank conflicts" in text and "1. pad the tile" in text and note == "narrative by judge"
     prompt = fake_openai.chat_requests[0].messages[1]["content"]

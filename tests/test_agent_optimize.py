@@ -9,13 +9,13 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 import candidates as C
+import pytest
 from conftest import FIXTURES
+
 from forge_lsp.agent.config import ModelSettings
 from forge_lsp.agent.events import EventBus
-from forge_lsp.agent.optimize import Optimizer, OptimizeOptions
+from forge_lsp.agent.optimize import OptimizeOptions, Optimizer
 from forge_lsp.agent.provider import ChatModel
 from forge_lsp.agent.store import RunStore
 from forge_lsp.engine import Evaluator, load_task
@@ -60,17 +60,31 @@ def evaluator(cache_dir, fast_options):
 
 
 def optimizer(tmp_path, evaluator, server, prices=None, **opts) -> Optimizer:
-    model = ChatModel(ModelSettings(model="scripted", base_url=server.base_url, timeout_s=5, max_retries=2),
-                      api_key=SECRET, sleep=lambda s: None, prices=prices)
+    model = ChatModel(
+        ModelSettings(model="scripted", base_url=server.base_url, timeout_s=5, max_retries=2),
+        api_key=SECRET,
+        sleep=lambda s: None,
+        prices=prices,
+    )
     store = RunStore.for_workspace(tmp_path)
     options = OptimizeOptions(**({"rounds": 2, "concurrency": 1, "final_retime": False, "offline": False} | opts))
-    return Optimizer(load_task(FIXTURES / "softmax_small.py"), store=store, evaluator=evaluator, options=options,
-                     coder=model, judge=model, bus=EventBus(store))
+    return Optimizer(
+        load_task(FIXTURES / "softmax_small.py"),
+        store=store,
+        evaluator=evaluator,
+        options=options,
+        coder=model,
+        judge=model,
+        bus=EventBus(store),
+    )
 
 
 def test_linear_round_repairs_a_scripted_compile_error(tmp_path, evaluator, fake_openai):
-    fake_openai.script(coder_reply(C.TRITON_COMPILE_ERROR, "first try"), REPAIR,
-                       coder_reply(variant(C.TRITON_CORRECT, "fixed"), "fixed the reduction"))
+    fake_openai.script(
+        coder_reply(C.TRITON_COMPILE_ERROR, "first try"),
+        REPAIR,
+        coder_reply(variant(C.TRITON_CORRECT, "fixed"), "fixed the reduction"),
+    )
     opt = optimizer(tmp_path, evaluator, fake_openai, search="linear")
     result = opt.run()
     cands = opt.store.candidates(result.run_id)
@@ -105,16 +119,22 @@ def test_mcts_expands_more_than_one_branch_with_concurrent_expansions(tmp_path, 
     assert len(roots) >= 2, [(c.id, c.parent_id) for c in cands]  # several branches from the reference
     assert any(c.parent_id is not None for c in cands)  # and deeper refinement of one of them
     assert len(cands) == 6 and all(c.correct for c in cands), [
-        (c.id, c.parent_id, (c.verdict or {}).get("status"), (c.verdict or {}).get("reason", "")[:200]) for c in cands]
+        (c.id, c.parent_id, (c.verdict or {}).get("status"), (c.verdict or {}).get("reason", "")[:200]) for c in cands
+    ]
     assert result.rounds == 3
 
 
 def test_dollar_budget_stops_the_run(tmp_path, evaluator, fake_openai):
-    fake_openai.script(*[lambda r, i=i: OPTIMIZE if is_judge(r) else
-                         coder_reply(variant(C.TRITON_CORRECT, f"b{i}"), f"b{i}") for i in range(20)])
+    fake_openai.script(
+        *[
+            lambda r, i=i: OPTIMIZE if is_judge(r) else coder_reply(variant(C.TRITON_CORRECT, f"b{i}"), f"b{i}")
+            for i in range(20)
+        ]
+    )
     # the fake server reports token usage; at this price every call costs more than $0.2
-    opt = optimizer(tmp_path, evaluator, fake_openai, prices={"scripted": (1e6, 1e6)}, search="linear", rounds=10,
-                    budget_usd=0.5)
+    opt = optimizer(
+        tmp_path, evaluator, fake_openai, prices={"scripted": (1e6, 1e6)}, search="linear", rounds=10, budget_usd=0.5
+    )
     result = opt.run()
     assert "dollar budget" in result.stop_reason
     assert result.spent_usd >= 0.5 and result.rounds < 10
@@ -126,8 +146,9 @@ def test_resume_continues_a_killed_run_without_repeating_evaluations(tmp_path, e
     first = opt.run()
     store = opt.store
     # a kill while a candidate was queued: it is in the store, not evaluated, the run marked running
-    queued = store.add_candidate(first.run_id, variant(C.TRITON_CORRECT, "queued"), parent_id=None,
-                                 origin="coder", summary="queued when killed")
+    queued = store.add_candidate(
+        first.run_id, variant(C.TRITON_CORRECT, "queued"), parent_id=None, origin="coder", summary="queued when killed"
+    )
     store.set_run_status(first.run_id, "running", "killed")
     evaluated_before = {c.id: c.evaluated for c in store.candidates(first.run_id) if c.evaluated}
 
@@ -150,11 +171,15 @@ def test_resume_continues_a_killed_run_without_repeating_evaluations(tmp_path, e
 
 
 def test_model_failures_are_recorded_and_the_run_goes_on(tmp_path, evaluator, fake_openai):
-    fake_openai.script({"status": 429, "headers": {"Retry-After": "0"}},
-                       "this is not json at all",
-                       coder_reply(variant(C.TRITON_CORRECT, "after-429"), "after a 429 and a bad reply"),
-                       OPTIMIZE, {"refusal": "I can't help with that"},
-                       OPTIMIZE, coder_reply(variant(C.TRITON_CORRECT, "after-refusal"), "after a refusal"))
+    fake_openai.script(
+        {"status": 429, "headers": {"Retry-After": "0"}},
+        "this is not json at all",
+        coder_reply(variant(C.TRITON_CORRECT, "after-429"), "after a 429 and a bad reply"),
+        OPTIMIZE,
+        {"refusal": "I can't help with that"},
+        OPTIMIZE,
+        coder_reply(variant(C.TRITON_CORRECT, "after-refusal"), "after a refusal"),
+    )
     opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=3)
     result = opt.run()
     cands = opt.store.candidates(result.run_id)
@@ -176,7 +201,8 @@ def test_no_api_key_in_database_logs_or_worker_environment(tmp_path, evaluator, 
     spy = variant(C.TRITON_CORRECT, "spy").replace(
         "class ModelNew(nn.Module):",
         f"import os, json\nopen({str(env_dump)!r}, 'w').write(json.dumps(dict(os.environ)))\n"
-        "class ModelNew(nn.Module):")
+        "class ModelNew(nn.Module):",
+    )
     fake_openai.script(coder_reply(spy, f"reads the environment (the key is {SECRET})"))
     opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=1)
     result = opt.run()
@@ -195,13 +221,33 @@ def test_forge_optimize_without_a_model_says_how_to_configure_one(tmp_path):
     task = tmp_path / "softmax_small.py"
     task.write_text((FIXTURES / "softmax_small.py").read_text())
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "FORGE_MODEL")}
-    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "optimize", str(task), "--device", "cpu",
-                        "--no-offline", "--cache-dir", str(tmp_path / "cache")],
-                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forge_lsp.cli.main",
+            "optimize",
+            str(task),
+            "--device",
+            "cpu",
+            "--no-offline",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert "No model configured" in r.stderr and re.search(r"OPENAI_API_KEY|FORGE_MODEL|\[tool\.forge\]", r.stderr)
     assert r.returncode == 1  # nothing to evaluate: no candidate
-    runs = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "runs", "--workspace", str(tmp_path), "--json"],
-                          capture_output=True, text=True, timeout=60)
+    runs = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "runs", "--workspace", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     (run,) = json.loads(runs.stdout)
     assert run["task"] == str(task) and run["status"] == "done" and run["candidates"] == 0
     assert "no model configured" in run["message"]
@@ -211,27 +257,51 @@ def optimize_apply_one_round(tmp_path, task, fake) -> subprocess.CompletedProces
     """`forge optimize TASK --apply`: one linear round on the CPU with the scripted model, no offline seeds."""
     (tmp_path / "forge.toml").write_text(f'model = "scripted"\nbase_url = "{fake.base_url}"\n')
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "FORGE_MODEL")} | {"OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "optimize", str(task), "--device", "cpu",
-                           "--no-offline", "--rounds", "1", "--search", "linear", "--apply",
-                           "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True, timeout=300,
-                          env=env, cwd=tmp_path)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forge_lsp.cli.main",
+            "optimize",
+            str(task),
+            "--device",
+            "cpu",
+            "--no-offline",
+            "--rounds",
+            "1",
+            "--search",
+            "linear",
+            "--apply",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
 
 
 def test_forge_optimize_apply_rewrites_the_class_in_place(tmp_path, fake_openai):
     """`forge optimize --apply`: the same guarded rewrite the editor's Accept uses, written to the task file."""
     task = tmp_path / "softmax_mod.py"
     task.write_text((FIXTURES / "slow_softmax.py").read_text())
-    fast = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
-           "        return torch.softmax(x, dim=1)\n"
+    fast = (
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        return torch.softmax(x, dim=1)\n"
+    )
     fake_openai.script(coder_reply(fast, "vectorized softmax"))
     r = optimize_apply_one_round(tmp_path, task, fake_openai)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "applied to" in r.stdout
-    check = (f"import sys, torch; sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(FIXTURES)!r})\n"
-             "import softmax_mod as m, slow_softmax as ref\n"
-             "x = ref.get_inputs()[0]\n"
-             "y = m.Model()(x)\n"
-             "print(torch.allclose(y, ref.Model()(x), atol=1e-6), m.Model._forge_calls['optimized'])")
+    check = (
+        f"import sys, torch; sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(FIXTURES)!r})\n"
+        "import softmax_mod as m, slow_softmax as ref\n"
+        "x = ref.get_inputs()[0]\n"
+        "y = m.Model()(x)\n"
+        "print(torch.allclose(y, ref.Model()(x), atol=1e-6), m.Model._forge_calls['optimized'])"
+    )
     out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "1"], out.stderr[-2000:]
 
@@ -241,8 +311,10 @@ def test_forge_optimize_apply_refuses_a_best_candidate_slower_than_the_reference
     task = tmp_path / "softmax_mod.py"
     original = (FIXTURES / "softmax_small.py").read_text()
     task.write_text(original)
-    slow = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
-           "        return torch.stack([torch.softmax(row, dim=0) for row in x])\n"
+    slow = (
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        return torch.stack([torch.softmax(row, dim=0) for row in x])\n"
+    )
     fake_openai.script(coder_reply(slow, "one row at a time"))
     r = optimize_apply_one_round(tmp_path, task, fake_openai)
     out = " ".join(r.stdout.split())
@@ -276,17 +348,25 @@ class ModelNew(nn.Module):
     assert any("failed its final re-check" in n for n in result.notes)
 
 
-def test_judge_profiles_at_most_once_per_interval_and_says_when_findings_are_inherited(tmp_path, evaluator,
-                                                                                          fake_openai):
+def test_judge_profiles_at_most_once_per_interval_and_says_when_findings_are_inherited(
+    tmp_path, evaluator, fake_openai
+):
     profiled: list[str] = []
 
     def profile(task, candidate):
         profiled.append(candidate.name)
-        return {"mode": "ncu", "roofline": {"bound": "memory", "pct_of_roof": 40.0, "arithmetic_intensity": 0.5},
-                "findings": [{"title": f"Finding for {candidate.name}", "suggestion": "do better", "lines": []}]}
+        return {
+            "mode": "ncu",
+            "roofline": {"bound": "memory", "pct_of_roof": 40.0, "arithmetic_intensity": 0.5},
+            "findings": [{"title": f"Finding for {candidate.name}", "suggestion": "do better", "lines": []}],
+        }
 
-    fake_openai.script(*[lambda r, i=i: OPTIMIZE if is_judge(r) else
-                         coder_reply(variant(FAST_CPU, f"p{i}"), f"p{i}") for i in range(20)])
+    fake_openai.script(
+        *[
+            lambda r, i=i: OPTIMIZE if is_judge(r) else coder_reply(variant(FAST_CPU, f"p{i}"), f"p{i}")
+            for i in range(20)
+        ]
+    )
     opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=5, profile_interval=3)
     opt.profile = profile
     opt.run()
@@ -301,8 +381,12 @@ def test_judge_profiles_at_most_once_per_interval_and_says_when_findings_are_inh
 def test_cost_is_reported_per_call_per_round_and_per_run(tmp_path, evaluator, fake_openai):
     from forge_lsp.agent.store import costs_by_round
 
-    fake_openai.script(*[lambda r, i=i: OPTIMIZE if is_judge(r) else
-                         coder_reply(variant(C.TRITON_CORRECT, f"cost{i}"), f"cost{i}") for i in range(10)])
+    fake_openai.script(
+        *[
+            lambda r, i=i: OPTIMIZE if is_judge(r) else coder_reply(variant(C.TRITON_CORRECT, f"cost{i}"), f"cost{i}")
+            for i in range(10)
+        ]
+    )
     opt = optimizer(tmp_path, evaluator, fake_openai, prices={"scripted": (1.0, 2.0)}, search="linear", rounds=3)
     result = opt.run()
     calls = opt.store.calls(result.run_id)
@@ -311,14 +395,22 @@ def test_cost_is_reported_per_call_per_round_and_per_run(tmp_path, evaluator, fa
     assert [r["round"] for r in per_round] == [1, 2, 3] and [r["calls"] for r in per_round] == [1, 2, 2]
     assert sum(r["cost_usd"] for r in per_round) == pytest.approx(result.spent_usd)
     assert result.spent_usd == pytest.approx(sum(c.cost_usd for c in calls))
-    out = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "show", result.run_id, "--workspace",
-                          str(tmp_path)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "show", result.run_id, "--workspace", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "model calls per round" in out.stdout and out.returncode == 0
 
 
 def test_wall_time_budget_stops_the_run(tmp_path, evaluator, fake_openai):
-    fake_openai.script(*[lambda r, i=i: OPTIMIZE if is_judge(r) else
-                         coder_reply(variant(C.TRITON_CORRECT, f"w{i}"), f"w{i}") for i in range(20)])
+    fake_openai.script(
+        *[
+            lambda r, i=i: OPTIMIZE if is_judge(r) else coder_reply(variant(C.TRITON_CORRECT, f"w{i}"), f"w{i}")
+            for i in range(20)
+        ]
+    )
     opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=50, wall_s=3.0)
     result = opt.run()
     assert "wall-time budget" in result.stop_reason and 1 <= result.rounds < 50

@@ -6,10 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import FIXTURES
+
 from forge_lsp.agent.events import EventBus
-from forge_lsp.agent.optimize import Optimizer, OptimizeOptions
+from forge_lsp.agent.optimize import OptimizeOptions, Optimizer
 from forge_lsp.agent.progress import RunProgress, speedup_label
 from forge_lsp.agent.store import RunStore
 from forge_lsp.engine import Evaluator, load_task
@@ -37,12 +37,21 @@ class ModelNew(nn.Module):
 def test_a_run_with_a_model_counts_seeds_rounds_and_the_final_retiming():
     p = RunProgress(rounds=2, model=True, offline=True)
     seen = []
-    for kind, data in [("round", {"round": 0}), ("candidate_queued", {"candidate": "r/c1"}),
-                       ("candidate_queued", {"candidate": "r/c2"}), ("candidate_timed", {"candidate": "r/c1"}),
-                       ("new_best", {"candidate": "r/c1", "speedup": 1.25}), ("candidate_failed", {"candidate": "r/c2"}),
-                       ("round", {"round": 1}), ("model_call", {}), ("candidate_queued", {"candidate": "r/c3"}),
-                       ("candidate_compiled", {"candidate": "r/c3"}), ("candidate_timed", {"candidate": "r/c3"}),
-                       ("round", {"round": 2}), ("final_retime", {"candidate": "r/c3"})]:
+    for kind, data in [
+        ("round", {"round": 0}),
+        ("candidate_queued", {"candidate": "r/c1"}),
+        ("candidate_queued", {"candidate": "r/c2"}),
+        ("candidate_timed", {"candidate": "r/c1"}),
+        ("new_best", {"candidate": "r/c1", "speedup": 1.25}),
+        ("candidate_failed", {"candidate": "r/c2"}),
+        ("round", {"round": 1}),
+        ("model_call", {}),
+        ("candidate_queued", {"candidate": "r/c3"}),
+        ("candidate_compiled", {"candidate": "r/c3"}),
+        ("candidate_timed", {"candidate": "r/c3"}),
+        ("round", {"round": 2}),
+        ("final_retime", {"candidate": "r/c3"}),
+    ]:
         assert p.update(kind, data)
         seen.append((p.message(), p.percentage()))
     messages = [m for m, _ in seen]
@@ -87,10 +96,18 @@ def test_an_offline_only_run_never_speaks_of_rounds(tmp_path, evaluator):
             lines.append((progress.message(), progress.percentage()))
 
     bus.subscribe(on_event)
-    seeds = [SimpleNamespace(name="slow", source=SLOW_CORRECT, summary="row by row"),
-             SimpleNamespace(name="wrong", source=WRONG, summary="wrong axis")]
-    result = Optimizer(load_task(FIXTURES / "softmax_small.py"), store=store, evaluator=evaluator, bus=bus,
-                       options=OptimizeOptions(rounds=10, offline=True), offline=lambda task: seeds).run()
+    seeds = [
+        SimpleNamespace(name="slow", source=SLOW_CORRECT, summary="row by row"),
+        SimpleNamespace(name="wrong", source=WRONG, summary="wrong axis"),
+    ]
+    result = Optimizer(
+        load_task(FIXTURES / "softmax_small.py"),
+        store=store,
+        evaluator=evaluator,
+        bus=bus,
+        options=OptimizeOptions(rounds=10, offline=True),
+        offline=lambda task: seeds,
+    ).run()
     assert result.status == "done" and not result.model_configured
     messages = [m for m, _ in lines]
     assert not any("round" in m for m in messages), messages

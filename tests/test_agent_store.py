@@ -15,8 +15,17 @@ def test_runs_candidates_calls_and_events_round_trip(tmp_path):
     a = store.add_candidate(run, "class ModelNew: pass", parent_id=None, origin="coder", summary="first")
     b = store.add_candidate(run, "class ModelNew: pass  # 2", parent_id=a.id, origin="repair", summary="fix")
     store.set_verdict(a.id, {"status": "correct"}, correct=True, speedup=1.7)
-    store.add_call(run, role="coder", model="m", messages=[{"role": "user", "content": "hi"}], reply_text="{}",
-                   parsed={"summary": "first"}, prompt_tokens=10, completion_tokens=5, cost_usd=0.25)
+    store.add_call(
+        run,
+        role="coder",
+        model="m",
+        messages=[{"role": "user", "content": "hi"}],
+        reply_text="{}",
+        parsed={"summary": "first"},
+        prompt_tokens=10,
+        completion_tokens=5,
+        cost_usd=0.25,
+    )
     store.add_call(run, role="judge", model="m", messages=[], reply_text="", parsed=None, error="timeout: slow")
     store.add_event(run, "new_best", {"candidate": a.id})
     assert [c.id for c in store.candidates(run)] == [a.id, b.id] and store.get_candidate(b.id).parent_id == a.id
@@ -47,8 +56,15 @@ def test_secret_values_never_reach_the_database(tmp_path, monkeypatch):
     store = RunStore.for_workspace(tmp_path)
     run = store.create_run("t.py", "Model", f"# {key}", {"note": key})
     store.add_candidate(run, f"KEY = '{key}'", parent_id=None, origin="coder", summary=key)
-    store.add_call(run, role="coder", model="m", messages=[{"role": "user", "content": key}], reply_text=key,
-                   parsed={"k": key}, error=f"401 for {key}")
+    store.add_call(
+        run,
+        role="coder",
+        model="m",
+        messages=[{"role": "user", "content": key}],
+        reply_text=key,
+        parsed={"k": key},
+        error=f"401 for {key}",
+    )
     store.add_event(run, "model_call", {"message": key})
     store.close()
     raw = (tmp_path / ".forge" / "runs.sqlite").read_bytes()
@@ -69,12 +85,22 @@ def test_run_details_carries_the_candidates_a_details_view_shows(tmp_path):
     store = RunStore.for_workspace(tmp_path)
     run = store.create_run("t.py", "Model", "src", {})
     c = store.add_candidate(run, "class ModelNew: ...", parent_id=None, origin="coder", summary="first")
-    store.set_verdict(c.id, {"status": "correct", "timing": {"speedup": 2.0, "reference": {"median_ms": 2.0},
-                                                             "candidate": {"median_ms": 1.0}, "mode": "cpu"}},
-                      correct=True, speedup=2.0)
+    store.set_verdict(
+        c.id,
+        {
+            "status": "correct",
+            "timing": {"speedup": 2.0, "reference": {"median_ms": 2.0}, "candidate": {"median_ms": 1.0}, "mode": "cpu"},
+        },
+        correct=True,
+        speedup=2.0,
+    )
     store.set_findings(c.id, [{"title": "Memory bound", "rule": "memory_bound", "suggestion": "fuse"}])
     d = run_details(store, run[:12])
     assert d["run"]["id"] == run and d["run"]["modelClass"] == "Model"
     (cand,) = d["candidates"]
-    assert cand["verdict"]["candidate_ms"] == 1.0 and cand["speedup"] == 2.0 and cand["findings"][0]["rule"] == "memory_bound"
+    assert (
+        cand["verdict"]["candidate_ms"] == 1.0
+        and cand["speedup"] == 2.0
+        and cand["findings"][0]["rule"] == "memory_bound"
+    )
     assert run_details(store, "nope") == {"error": "no run 'nope'"}

@@ -12,8 +12,12 @@ from conftest import FIXTURES
 
 
 def forge(*args: str, cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "eval", *args, "--device", "cpu",
-                           "--cache-dir", str(cache)], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "eval", *args, "--device", "cpu", "--cache-dir", str(cache)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_correct_candidate_exits_zero_and_prints_a_verdict_table(tmp_path, cache_dir):
@@ -51,5 +55,6 @@ def test_directory_of_pairs(tmp_path, cache_dir):
     verdicts = {Path(x["candidate"]).stem: x["verdict"] for x in json.loads(r.stdout)}
     assert verdicts["softmax_small_good"]["status"] == "correct"
     assert verdicts["softmax_small_dtype"]["failed_check"] == "outputs_match"
-    assert "batch_size=5" in next(c["detail"] for c in verdicts["softmax_small_good"]["checks"]
-                                  if c["name"] == "outputs_match")
+    assert "batch_size=5" in next(
+        c["detail"] for c in verdicts["softmax_small_good"]["checks"] if c["name"] == "outputs_match"
+    )

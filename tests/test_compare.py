@@ -103,4 +103,3 @@ def test_list_and_tuple_interchangeable_but_lengths_not():
     a = torch.randn(2)
     assert cmp((a, a), [a.clone(), a.clone()]) is None
     assert cmp((a, a), (a.clone(),)).problem == "structure"
-

@@ -7,9 +7,10 @@ import subprocess
 import sys
 
 from conftest import FIXTURES
+
 from forge_lsp.workspace.cuda_source import global_kernels, python_files_loading
 
-SOURCE = r'''
+SOURCE = r"""
 // __global__ void commented_out(int x)
 /* __global__ void also_commented(int x) */
 extern "C" __global__ void __launch_bounds__(256) scale(float* x) {}
@@ -21,7 +22,7 @@ __global__ void inside_block(float* y) {}
 }
 static const char* s = "__global__ void in_a_string(";
 __device__ float helper(float v) { return v; }
-'''
+"""
 
 
 def test_finds_kernels_with_qualifiers_templates_and_extern_c_blocks():
@@ -31,7 +32,7 @@ def test_finds_kernels_with_qualifiers_templates_and_extern_c_blocks():
     assert by_name["scale"].extern_c and by_name["inside_block"].extern_c and not by_name["templated"].extern_c
     lines = SOURCE.splitlines()
     for k in found:  # line/column point at the name itself
-        assert lines[k.line][k.column:k.column + len(k.name)] == k.name
+        assert lines[k.line][k.column : k.column + len(k.name)] == k.name
 
 
 def test_comments_strings_and_device_functions_are_not_kernels():
@@ -52,8 +53,13 @@ def test_the_python_file_that_loads_a_cu_file_is_found(tmp_path):
 
 
 def _explain(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "explain", *args],
-                          capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "explain", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
 
 
 def test_explain_cu_with_several_kernels_asks_which_one():
@@ -77,7 +83,8 @@ def test_explain_cu_on_cpu_runs_the_entry_and_reports_why_nothing_was_profiled(t
     (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y) {}')
     (tmp_path / "launch_k.py").write_text(
         "import sys\nfrom pathlib import Path\nsrc = Path(__file__).with_name('k.cu').read_text()\n"
-        "Path(sys.argv[0]).with_name('ran.txt').write_text('entry ran')\n")
+        "Path(sys.argv[0]).with_name('ran.txt').write_text('entry ran')\n"
+    )
     r = _explain(str(tmp_path / "k.cu"), "--device", "cpu", "--json", "--cache-dir", str(cache_dir))
     out = json.loads(r.stdout)
     assert (tmp_path / "ran.txt").read_text() == "entry ran"  # the entry really ran, as __main__, in its folder

@@ -6,11 +6,11 @@ import re
 import threading
 import time
 
+import candidates as C
 import pytest
 import torch
-
-import candidates as C
 from conftest import FIXTURES
+
 from forge_lsp.engine import Candidate, EvaluationCancelled, Evaluator, StageTimeouts, Status, load_task
 
 
@@ -25,8 +25,15 @@ def test_cpp_correct_candidate_is_verified_and_timed(cpu_evaluator, softmax_task
     assert v.status is Status.correct, v.reason + v.traceback + v.log_excerpt
     assert v.backend == "cpp_inline"
     names = {c.name for c in v.checks if c.passed}
-    assert {"outputs_match", "inputs_unchanged", "no_output_aliasing", "no_result_reuse", "repeatable",
-            "no_monkeypatch", "checkpoint_compatible"} <= names
+    assert {
+        "outputs_match",
+        "inputs_unchanged",
+        "no_output_aliasing",
+        "no_result_reuse",
+        "repeatable",
+        "no_monkeypatch",
+        "checkpoint_compatible",
+    } <= names
     detail = next(c.detail for c in v.checks if c.name == "outputs_match")
     assert "random#3" in detail and "batch_size=7" in detail  # trials + the varied size
     assert v.timing is not None and v.timing.mode == "cpu" and v.timing.candidate.n >= 5
@@ -79,19 +86,33 @@ def test_cpp_hang_times_out_per_stage(cpu_evaluator, softmax_task):
 CALLS = "CALLS_BEFORE_DRIFT"
 
 
-@pytest.mark.parametrize("source, task_file, failed_check, words", [
-    (C.CHEAT_MUTATES_INPUT, "softmax_small.py", "inputs_unchanged", "modified input"),
-    (C.CHEAT_RETURNS_INPUT, "relu_nonneg.py", "no_output_aliasing", "share memory with an input"),
-    (C.CHEAT_CACHES_RESULT, "softmax_small.py", "no_result_reuse", "same result as for an earlier"),
-    (C.CHEAT_SHARED_OUTPUT_BUFFER, "softmax_small.py", "no_result_reuse", "changed after later calls"),
-    (C.CHEAT_MONKEYPATCH, "softmax_small.py", "no_monkeypatch", "torch.softmax"),
-    (C.CHEAT_NONDETERMINISTIC.replace(CALLS, "5"), "softmax_small.py", "repeatable", "disagree"),
-    (C.CHEAT_WRONG_DTYPE, "softmax_small.py", "outputs_match", "dtype torch.float64"),
-    (C.CHEAT_FIRST_OUTPUT_ONLY, "two_outputs.py", "outputs_match", "out[1]"),
-    (C.CHEAT_SHAPE_SPECIALIZED, "softmax_small.py", "outputs_match", "batch_size=7"),
-    (C.TRITON_CHEAT_IN_PLACE, "softmax_small.py", "inputs_unchanged", "modified input"),
-], ids=["mutates-input", "returns-input", "caches-result", "shared-output-buffer", "monkeypatch",
-        "nondeterministic", "wrong-dtype", "first-output-only", "shape-specialized", "triton-in-place"])
+@pytest.mark.parametrize(
+    "source, task_file, failed_check, words",
+    [
+        (C.CHEAT_MUTATES_INPUT, "softmax_small.py", "inputs_unchanged", "modified input"),
+        (C.CHEAT_RETURNS_INPUT, "relu_nonneg.py", "no_output_aliasing", "share memory with an input"),
+        (C.CHEAT_CACHES_RESULT, "softmax_small.py", "no_result_reuse", "same result as for an earlier"),
+        (C.CHEAT_SHARED_OUTPUT_BUFFER, "softmax_small.py", "no_result_reuse", "changed after later calls"),
+        (C.CHEAT_MONKEYPATCH, "softmax_small.py", "no_monkeypatch", "torch.softmax"),
+        (C.CHEAT_NONDETERMINISTIC.replace(CALLS, "5"), "softmax_small.py", "repeatable", "disagree"),
+        (C.CHEAT_WRONG_DTYPE, "softmax_small.py", "outputs_match", "dtype torch.float64"),
+        (C.CHEAT_FIRST_OUTPUT_ONLY, "two_outputs.py", "outputs_match", "out[1]"),
+        (C.CHEAT_SHAPE_SPECIALIZED, "softmax_small.py", "outputs_match", "batch_size=7"),
+        (C.TRITON_CHEAT_IN_PLACE, "softmax_small.py", "inputs_unchanged", "modified input"),
+    ],
+    ids=[
+        "mutates-input",
+        "returns-input",
+        "caches-result",
+        "shared-output-buffer",
+        "monkeypatch",
+        "nondeterministic",
+        "wrong-dtype",
+        "first-output-only",
+        "shape-specialized",
+        "triton-in-place",
+    ],
+)
 def test_cheats_are_rejected_for_the_right_reason(cpu_evaluator, source, task_file, failed_check, words):
     task = load_task(FIXTURES / task_file)
     v = ev_cand(cpu_evaluator, task, source, timing=False)
@@ -116,8 +137,12 @@ def test_triton_correct(cpu_evaluator, softmax_task):
     assert v.backend == "triton" and v.timing is not None
     # the verdict says which inputs it covers: 3 random sets of (16, 100) plus batch_size=7 (softmax_small.py)
     shapes = {(s.case, tuple(s.shape)) for s in v.inputs}
-    assert shapes == {("random#1", (16, 100)), ("random#2", (16, 100)), ("random#3", (16, 100)),
-                      ("batch_size=7", (7, 100))}
+    assert shapes == {
+        ("random#1", (16, 100)),
+        ("random#2", (16, 100)),
+        ("random#3", (16, 100)),
+        ("batch_size=7", (7, 100)),
+    }
     assert {s.dtype for s in v.inputs} == {"float32"} and all(s.contiguous for s in v.inputs)
 
 
@@ -146,7 +171,7 @@ def test_triton_hang(cpu_evaluator, softmax_task):
 # ----------------------------------------------------------------------------- verification details
 def test_checkpoint_compatibility_and_same_seed_fallback(cpu_evaluator):
     task = load_task(FIXTURES / "linear_task.py")
-    same_names = '''
+    same_names = """
 import torch, torch.nn as nn
 class ModelNew(nn.Module):
     def __init__(self, d_in, d_out):
@@ -154,8 +179,8 @@ class ModelNew(nn.Module):
         self.proj = nn.Linear(d_in, d_out)
     def forward(self, x):
         return torch.clamp_min(x @ self.proj.weight.t() + self.proj.bias, 0)
-'''
-    renamed = '''
+"""
+    renamed = """
 import torch, torch.nn as nn
 class ModelNew(nn.Module):
     def __init__(self, d_in, d_out):
@@ -164,7 +189,7 @@ class ModelNew(nn.Module):
         self.w, self.b = lin.weight, lin.bias
     def forward(self, x):
         return torch.relu(x @ self.w.t() + self.b)
-'''
+"""
     v = ev_cand(cpu_evaluator, task, same_names, timing=False)
     assert v.correct and v.checkpoint_compatible is True
     v = ev_cand(cpu_evaluator, task, renamed, timing=False)
@@ -178,7 +203,8 @@ def test_captured_input_sets_are_verified(cpu_evaluator, tmp_path):
     torch.save([torch.randn(5, 100) * 10], captured)
     task = load_task(FIXTURES / "softmax_small.py", input_sets=[captured])
     wrong_on_batch_5 = C.TORCH_CORRECT.replace(
-        "return torch.softmax(x, dim=1)", "return torch.softmax(x, dim=1) * (1.1 if x.shape[0] == 5 else 1.0)")
+        "return torch.softmax(x, dim=1)", "return torch.softmax(x, dim=1) * (1.1 if x.shape[0] == 5 else 1.0)"
+    )
     v = ev_cand(cpu_evaluator, task, wrong_on_batch_5, timing=False)
     assert v.failed_check == "outputs_match" and v.mismatch.input_set == "captured:real_batch"
     v = ev_cand(cpu_evaluator, task, C.TORCH_CORRECT, timing=False)
@@ -189,13 +215,16 @@ def test_captured_input_sets_are_verified(cpu_evaluator, tmp_path):
 def test_worker_environment_carries_no_api_keys(monkeypatch, cache_dir, fast_options, softmax_task):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     monkeypatch.setenv("FORGE_ANTHROPIC_TOKEN", "tok")
-    leak_check = C.TORCH_CORRECT.replace("class ModelNew", '''
+    leak_check = C.TORCH_CORRECT.replace(
+        "class ModelNew",
+        """
 import os
 leaked = [k for k, v in os.environ.items() if "sk-test-secret" in v or k.endswith("_TOKEN")]
 if leaked:
     raise RuntimeError(f"secrets visible: {leaked}")
 
-class ModelNew''')
+class ModelNew""",
+    )
     with Evaluator("cpu", options=fast_options, cache_dir=cache_dir) as ev:
         v = ev.evaluate(softmax_task, Candidate.from_source(leak_check, "leak"))
     assert v.status is Status.correct, v.reason
@@ -224,8 +253,9 @@ def test_cancel_kills_the_worker_promptly(cache_dir, fast_options, softmax_task)
 
         def run():
             try:
-                ev.evaluate(softmax_task, Candidate.from_source(C.TRITON_HANG, "hang"),
-                            on_stage=lambda c, s: stages.append(s))
+                ev.evaluate(
+                    softmax_task, Candidate.from_source(C.TRITON_HANG, "hang"), on_stage=lambda c, s: stages.append(s)
+                )
             except EvaluationCancelled:
                 result["cancelled"] = time.monotonic()
 
@@ -240,6 +270,7 @@ def test_cancel_kills_the_worker_promptly(cache_dir, fast_options, softmax_task)
         t.join(10)
         assert "cancelled" in result and result["cancelled"] - t_cancel < 2.0
         import os
+
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
         # and the evaluator still works afterwards
@@ -247,8 +278,11 @@ def test_cancel_kills_the_worker_promptly(cache_dir, fast_options, softmax_task)
 
 
 def test_evaluate_many_prebuilds_and_reports_compile_errors_early(cpu_evaluator, softmax_task):
-    cands = [Candidate.from_source(C.CPP_COMPILE_ERROR, "broken"), Candidate.from_source(C.CPP_CORRECT, "good"),
-             Candidate.from_source(C.TORCH_CORRECT, "torch")]
+    cands = [
+        Candidate.from_source(C.CPP_COMPILE_ERROR, "broken"),
+        Candidate.from_source(C.CPP_CORRECT, "good"),
+        Candidate.from_source(C.TORCH_CORRECT, "torch"),
+    ]
     seen = []
     vs = cpu_evaluator.evaluate_many(softmax_task, cands, on_verdict=lambda c, v: seen.append(c.name))
     assert [v.status for v in vs] == [Status.compile_error, Status.correct, Status.correct]

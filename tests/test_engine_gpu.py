@@ -5,10 +5,10 @@ Run on the GPU machine with `pytest -m gpu`.
 
 from __future__ import annotations
 
-import pytest
-
 import candidates as C
+import pytest
 from conftest import FIXTURES
+
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, load_task
 
 pytestmark = pytest.mark.gpu
@@ -96,7 +96,7 @@ class ModelNew(nn.Module):
         return ext.softmax_cuda(x)
 '''
 
-CHEAT_UNINITIALIZED = '''
+CHEAT_UNINITIALIZED = """
 import torch
 import torch.nn as nn
 
@@ -104,9 +104,9 @@ import torch.nn as nn
 class ModelNew(nn.Module):
     def forward(self, x):
         return torch.empty_like(x)   # hopes the allocator hands back the reference's output
-'''
+"""
 
-CHEAT_SIDE_STREAM = '''
+CHEAT_SIDE_STREAM = """
 import torch
 import torch.nn as nn
 
@@ -121,7 +121,7 @@ class ModelNew(nn.Module):
             torch.cuda._sleep(2_000_000)
             torch.softmax(x, dim=1, out=y)
         return y
-'''
+"""
 
 ILLEGAL_ADDRESS = '''
 import torch
@@ -159,8 +159,9 @@ def run(ev, task, src, name="cand", **opts):
     return ev.evaluate(task, Candidate.from_source(src, name), options)
 
 
-@pytest.mark.parametrize("src, backend", [(C.TRITON_CORRECT, "triton"), (NVRTC_SOFTMAX, "nvrtc"),
-                                          (CUDA_INLINE_SOFTMAX, "cuda_inline")])
+@pytest.mark.parametrize(
+    "src, backend", [(C.TRITON_CORRECT, "triton"), (NVRTC_SOFTMAX, "nvrtc"), (CUDA_INLINE_SOFTMAX, "cuda_inline")]
+)
 def test_gpu_backends_correct_and_timed(gpu_evaluator, task, src, backend):
     v = run(gpu_evaluator, task, src, backend)
     assert v.status is Status.correct, v.reason + v.traceback + v.log_excerpt
@@ -182,7 +183,8 @@ def test_cuda_inline_needing_the_full_header_falls_back(gpu_evaluator, task):
     needs_full = CUDA_INLINE_SOFTMAX.replace(
         "torch::Tensor softmax_cuda(torch::Tensor x) {",
         "static torch::nn::LinearOptions unused_opts(1, 1);  // only in torch/extension.h\n"
-        "torch::Tensor softmax_cuda(torch::Tensor x) {")
+        "torch::Tensor softmax_cuda(torch::Tensor x) {",
+    )
     v = run(gpu_evaluator, task, needs_full, timing=False)
     assert v.correct, v.reason + v.log_excerpt
 

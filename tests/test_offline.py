@@ -14,8 +14,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from forge_lsp.agent.offline import (
     COMPILE_MODES,
     OfflineCandidate,
@@ -38,17 +38,24 @@ EXPECTED = {
     "rms_norm_explicit_task": (["pow", "mean", "add", "rsqrt", "mul", "mul"], {"library:rms_norm": ["rms_norm"]}),
     "linear_gelu_task": (["linear", "gelu"], {"library:linear_act": ["linear", "gelu"]}),
     "conv_bias_relu_task": (["add", "relu"], {"library:bias_act": ["add", "relu"]}),
-    "avgpool_task": (["adaptive_avg_pool2d", "adaptive_avg_pool2d"],
-                     {"library:adaptive_avg_pool2d": ["adaptive_avg_pool2d"]}),
-    "multi_task": (["layer_norm", "linear", "silu", "linear", "softmax"],
-                   {"library:softmax": ["softmax"], "library:layer_norm": ["layer_norm"],
-                    "library:linear_act": ["linear", "silu"],
-                    "library:all": ["layer_norm", "linear", "silu", "softmax"]}),
+    "avgpool_task": (
+        ["adaptive_avg_pool2d", "adaptive_avg_pool2d"],
+        {"library:adaptive_avg_pool2d": ["adaptive_avg_pool2d"]},
+    ),
+    "multi_task": (
+        ["layer_norm", "linear", "silu", "linear", "softmax"],
+        {
+            "library:softmax": ["softmax"],
+            "library:layer_norm": ["layer_norm"],
+            "library:linear_act": ["linear", "silu"],
+            "library:all": ["layer_norm", "linear", "silu", "softmax"],
+        },
+    ),
     "unsupported_task": ([], {}),
     "untraceable_task": ([], {}),
 }
 
-BROKEN = '''
+BROKEN = """
 import torch
 import torch.nn as nn
 
@@ -65,7 +72,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +125,12 @@ def test_probe_records_arguments_modules_and_shapes(probed):
     soft = reports["softmax_task"][1].node("softmax")
     assert soft.op == "call_function" and soft.kwargs == {"dim": 1} and soft.shape == [12, 100]
     gn = reports["group_norm_task"][1].node("norm")
-    assert gn.op == "call_module" and gn.module["attrs"] == {"num_groups": 4, "num_channels": 8, "eps": 1e-5,
-                                                             "affine": True}
+    assert gn.op == "call_module" and gn.module["attrs"] == {
+        "num_groups": 4,
+        "num_channels": 8,
+        "eps": 1e-5,
+        "affine": True,
+    }
     assert gn.module["params"] == {"weight": [8], "bias": [8]}
     bias = reports["conv_bias_relu_task"][1].node("bias")
     assert bias.op == "get_attr" and bias.attr == {"shape": [4, 1, 1], "dtype": "float32", "kind": "parameter"}
@@ -161,8 +172,9 @@ def test_matches_cover_every_instance(probed):
     assert lin[0].args == [{"node": "x"}, {"attr": "fc.weight"}, {"attr": "fc.bias"}, "gelu"]
 
 
-@pytest.mark.parametrize("device,modes", [("cuda", list(COMPILE_MODES)), ("cuda:1", list(COMPILE_MODES)),
-                                          ("cpu", ["default"])])
+@pytest.mark.parametrize(
+    "device,modes", [("cuda", list(COMPILE_MODES)), ("cuda:1", list(COMPILE_MODES)), ("cpu", ["default"])]
+)
 def test_torch_compile_variants_by_device(probed, device, modes):
     for name in ("softmax_task", "untraceable_task", "broken_task"):  # offered even without a graph
         task, rep = probed[0][name]
@@ -181,18 +193,24 @@ def test_offline_candidates_never_import_torch_or_the_task_in_the_caller(cache_d
         from pathlib import Path
         from forge_lsp.engine import load_task
         from forge_lsp.agent.offline import offline_candidates
-        cands = offline_candidates(load_task({str(OFFLINE / 'multi_task.py')!r}), device="cpu",
+        cands = offline_candidates(load_task({str(OFFLINE / "multi_task.py")!r}), device="cpu",
                                    cache_dir=Path({str(cache_dir)!r}))
         loaded = [m for m in ("torch", "triton") if m in sys.modules]
         tasks = [m for m in sys.modules if m.startswith("forge_task_")]
         print(json.dumps({{"names": [c.name for c in cands], "loaded": loaded, "tasks": tasks}}))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
-                         timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, timeout=180
+    )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["loaded"] == [] and got["tasks"] == []
-    assert got["names"] == ["library:softmax", "library:layer_norm", "library:linear_act", "library:all",
-                            "torch.compile:default"]
+    assert got["names"] == [
+        "library:softmax",
+        "library:layer_norm",
+        "library:linear_act",
+        "library:all",
+        "torch.compile:default",
+    ]
 
 
 # ----------------------------------------------------------------------------- the engine's verdict
@@ -215,17 +233,26 @@ def test_library_candidate_is_correct_in_the_engine(probed, cpu_evaluator, name,
         v = cpu_evaluator.evaluate(task, Candidate.from_source(source, cand_name.replace(":", "_")), opts)
         assert v.status is Status.correct, v.reason + v.traceback + v.log_excerpt
         assert v.checkpoint_compatible is True
-        assert {c.name for c in v.checks if c.passed} >= {"outputs_match", "no_monkeypatch", "checkpoint_compatible",
-                                                           "repeatable", "inputs_unchanged", "no_output_aliasing"}
+        assert {c.name for c in v.checks if c.passed} >= {
+            "outputs_match",
+            "no_monkeypatch",
+            "checkpoint_compatible",
+            "repeatable",
+            "inputs_unchanged",
+            "no_output_aliasing",
+        }
 
 
 def test_a_changed_graph_fails_loudly(probed, cpu_evaluator):
     task, rep = probed[0]["softmax_task"]
     cand = next(c for c in candidates_for(task, rep, device="cpu") if c.name == "library:softmax")
-    broken = cand.source.replace("'expect': [['call_function', 'softmax']]", "'expect': [['call_function', 'log_softmax']]")
+    broken = cand.source.replace(
+        "'expect': [['call_function', 'softmax']]", "'expect': [['call_function', 'log_softmax']]"
+    )
     assert broken != cand.source
-    v = cpu_evaluator.evaluate(task, Candidate.from_source(broken, "changed"),
-                               cpu_evaluator.options.model_copy(update={"timing": False}))
+    v = cpu_evaluator.evaluate(
+        task, Candidate.from_source(broken, "changed"), cpu_evaluator.options.model_copy(update={"timing": False})
+    )
     assert v.status is Status.runtime_error and "differs from the probed one" in v.reason
 
 
@@ -261,8 +288,9 @@ def test_library_candidates_keep_the_reference_state_dict_keys_and_pickle(probed
         p.write_text(cand.source)
         paths.append(str(p))
     env = dict(os.environ, TRITON_INTERPRET="1", TRITON_CACHE_DIR=str(tmp_path / "triton"))
-    out = subprocess.run([sys.executable, "-c", STATE_DICT_SCRIPT, *paths], capture_output=True, text=True,
-                         env=env, timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", STATE_DICT_SCRIPT, *paths], capture_output=True, text=True, env=env, timeout=180
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     for path in paths:
@@ -275,8 +303,11 @@ def test_library_candidates_keep_the_reference_state_dict_keys_and_pickle(probed
 def test_torch_compile_default_is_correct_in_the_engine(probed, cpu_evaluator):
     task, rep = probed[0]["group_norm_task"]
     cand = next(c for c in candidates_for(task, rep, device="cpu") if c.name == "torch.compile:default")
-    v = cpu_evaluator.evaluate(task, Candidate.from_source(cand.source, "compile_default"),
-                               cpu_evaluator.options.model_copy(update={"timing": False}))
+    v = cpu_evaluator.evaluate(
+        task,
+        Candidate.from_source(cand.source, "compile_default"),
+        cpu_evaluator.options.model_copy(update={"timing": False}),
+    )
     # torch._dynamo rebinds torch.manual_seed when imported; the worker imports it before its
     # monkeypatch snapshot, so this is not blamed on the candidate
     assert v.status is Status.correct, v.reason + v.traceback + v.log_excerpt
@@ -306,8 +337,13 @@ def test_torch_compile_default_matches_the_reference_when_run_directly(probed, t
         assert "_forge_compiled" in new.__dict__
         print("ok")
     """)
-    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor")))
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor")),
+    )
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
@@ -322,8 +358,16 @@ def lib(tmp_path_factory):
     folder = tmp_path_factory.mktemp("offline_lib")
     os.environ["TRITON_INTERPRET"] = "1"
     os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
-    files = ["common.py", "softmax.py", "seg_norm.py", "layer_norm.py", "rms_norm.py", "group_norm.py",
-             "adaptive_avg_pool2d.py", "bias_act.py"]
+    files = [
+        "common.py",
+        "softmax.py",
+        "seg_norm.py",
+        "layer_norm.py",
+        "rms_norm.py",
+        "group_norm.py",
+        "adaptive_avg_pool2d.py",
+        "bias_act.py",
+    ]
     path = folder / "forge_offline_library.py"
     path.write_text("\n\n".join(library_text(f) for f in files))
     spec = importlib.util.spec_from_file_location("forge_offline_library_under_test", path)
@@ -428,14 +472,25 @@ def test_layer_norm_kernels(lib, dtype):
     ref = F.layer_norm(x.float(), (4, 6), w.float(), b.float(), 1e-5).to(dt)
     _close(_run(lib, lib.forge_layer_norm, x, (4, 6), w, b, 1e-5, launches=["layer_norm_rows"]), ref, dt)
     z = (torch.randn(3, 200) * 2 + 5).to(dt)
-    for weight, bias in ((None, None), (torch.rand(200).to(dt), None), (torch.rand(200).to(dt), torch.randn(200).to(dt))):
-        ref = F.layer_norm(z.float(), (200,), None if weight is None else weight.float(),
-                           None if bias is None else bias.float(), 1e-6).to(dt)
+    for weight, bias in (
+        (None, None),
+        (torch.rand(200).to(dt), None),
+        (torch.rand(200).to(dt), torch.randn(200).to(dt)),
+    ):
+        ref = F.layer_norm(
+            z.float(), (200,), None if weight is None else weight.float(), None if bias is None else bias.float(), 1e-6
+        ).to(dt)
         _close(_run(lib, lib.forge_layer_norm, z, [200], weight, bias, 1e-6), ref, dt)
         # a Welford loop per row; then rows split across programs (few rows: automatic)
-        for kw, launches in (({"_split": 1, "_block": 32}, ["seg_fused"]), ({"_block": 32}, ["seg_partial", "seg_split_apply"])):
-            _close(_run(lib, lib.forge_layer_norm, z, [200], weight, bias, 1e-6, _max_block=64, launches=launches, **kw),
-                   ref, dt)
+        for kw, launches in (
+            ({"_split": 1, "_block": 32}, ["seg_fused"]),
+            ({"_block": 32}, ["seg_partial", "seg_split_apply"]),
+        ):
+            _close(
+                _run(lib, lib.forge_layer_norm, z, [200], weight, bias, 1e-6, _max_block=64, launches=launches, **kw),
+                ref,
+                dt,
+            )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -450,8 +505,11 @@ def test_rms_norm_kernels(lib, dtype):
     for eps in (None, 1e-6):
         ref = F.rms_norm(x.float(), (130,), w.float(), eps if eps is not None else torch.finfo(dt).eps).to(dt)
         _close(_run(lib, lib.forge_rms_norm, x, (130,), w, eps, launches=["rms_norm_rows"]), ref, dt)
-        for kw, launches in (({"_split": 1, "_block": 16}, ["seg_fused"]), ({"_block": 16}, ["seg_partial", "seg_split_apply"]),
-                             ({"_split": 2, "_block": 64}, ["seg_partial", "seg_split_apply"])):
+        for kw, launches in (
+            ({"_split": 1, "_block": 16}, ["seg_fused"]),
+            ({"_block": 16}, ["seg_partial", "seg_split_apply"]),
+            ({"_split": 2, "_block": 64}, ["seg_partial", "seg_split_apply"]),
+        ):
             _close(_run(lib, lib.forge_rms_norm, x, (130,), w, eps, _max_block=32, launches=launches, **kw), ref, dt)
     _close(_run(lib, lib.forge_rms_norm, x, [130], None, 1e-5), F.rms_norm(x.float(), (130,), None, 1e-5).to(dt), dt)
 
@@ -490,14 +548,23 @@ def test_adaptive_avg_pool2d_kernels(lib, dtype):
     x = torch.randn(3, 5, 7, 9).to(dt)
     for size in ((1, 1), 1, (3, 2), (7, 9), (4, 5), [2, 2]):
         kernel = ["global_avg_pool"] if size in ((1, 1), 1) else ["adaptive_avg_pool"]
-        _close(_run(lib, lib.forge_adaptive_avg_pool2d, x, size, launches=kernel),
-               F.adaptive_avg_pool2d(x.float(), size).to(dt), dt)
+        _close(
+            _run(lib, lib.forge_adaptive_avg_pool2d, x, size, launches=kernel),
+            F.adaptive_avg_pool2d(x.float(), size).to(dt),
+            dt,
+        )
     big = torch.randn(2, 3, 40, 40).to(dt)  # planes longer than one block: looped reduction
-    _close(_run(lib, lib.forge_adaptive_avg_pool2d, big, (1, 1), launches=["global_avg_pool"]),
-           F.adaptive_avg_pool2d(big.float(), 1).to(dt), dt)
+    _close(
+        _run(lib, lib.forge_adaptive_avg_pool2d, big, (1, 1), launches=["global_avg_pool"]),
+        F.adaptive_avg_pool2d(big.float(), 1).to(dt),
+        dt,
+    )
     three = torch.randn(4, 6, 6).to(dt)
-    _close(_run(lib, lib.forge_adaptive_avg_pool2d, three, (2, 3), launches=["adaptive_avg_pool"]),
-           F.adaptive_avg_pool2d(three.float(), (2, 3)).to(dt), dt)
+    _close(
+        _run(lib, lib.forge_adaptive_avg_pool2d, three, (2, 3), launches=["adaptive_avg_pool"]),
+        F.adaptive_avg_pool2d(three.float(), (2, 3)).to(dt),
+        dt,
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -511,14 +578,22 @@ def test_bias_activation_kernels(lib, dtype):
     x = (torch.randn(2, 5, 3, 4) * 3).to(dt)
     for act, f in acts.items():
         for bias in (torch.randn(4).to(dt), torch.randn(5, 1, 1).to(dt), torch.randn(1, 5, 1, 1).to(dt)):
-            _close(_run(lib, lib.forge_bias_act, x, bias, act, launches=["bias_act"]), f(x.float() + bias.float()).to(dt), dt)
+            _close(
+                _run(lib, lib.forge_bias_act, x, bias, act, launches=["bias_act"]),
+                f(x.float() + bias.float()).to(dt),
+                dt,
+            )
         inp = torch.randn(3, 2, 16).to(dt)
         w, b = (torch.randn(12, 16) / 4).to(dt), torch.randn(12).to(dt)
         ref = f(F.linear(inp.float(), w.float(), b.float())).to(dt)
         _close(_run(lib, lib.forge_linear_act, inp, w, b, act, launches=["bias_act"]), ref, dt)
         _close(_run(lib, lib.forge_linear_act, inp, w, None, act), f(F.linear(inp.float(), w.float())).to(dt), dt)
         strided = torch.randn(16, 6).to(dt).t()  # a non-contiguous x is fine: it only feeds the matmul
-        _close(_run(lib, lib.forge_linear_act, strided, w, b, act), f(F.linear(strided.float(), w.float(), b.float())).to(dt), dt)
+        _close(
+            _run(lib, lib.forge_linear_act, strided, w, b, act),
+            f(F.linear(strided.float(), w.float(), b.float())).to(dt),
+            dt,
+        )
 
 
 def test_preconditions_fall_back_to_the_torch_op(lib):
@@ -531,16 +606,31 @@ def test_preconditions_fall_back_to_the_torch_op(lib):
         (lambda: lib.forge_softmax(x, 0), lambda: torch.softmax(x, 0), "softmax"),  # not the last dim
         (lambda: lib.forge_softmax(x.t(), -1), lambda: torch.softmax(x.t(), -1), "softmax"),  # not contiguous
         (lambda: lib.forge_softmax(x.double(), -1), lambda: torch.softmax(x.double(), -1), "softmax"),  # dtype
-        (lambda: lib.forge_layer_norm(x.t(), (6,), None, None, 1e-5), lambda: F.layer_norm(x.t(), (6,)),
-         "layer_norm"),  # not contiguous
-        (lambda: lib.forge_layer_norm(x.bfloat16(), (10,), torch.ones(10), None, 1e-5),
-         lambda: F.layer_norm(x.bfloat16(), (10,), torch.ones(10)), "layer_norm"),  # mixed dtypes
-        (lambda: lib.forge_group_norm(x[:, :, None].transpose(0, 2), 1, None, None, 1e-5),
-         lambda: F.group_norm(x[:, :, None].transpose(0, 2), 1), "group_norm"),  # not contiguous
-        (lambda: lib.forge_adaptive_avg_pool2d(x[None, None], (None, 3)),
-         lambda: F.adaptive_avg_pool2d(x[None, None], (None, 3)), "adaptive_avg_pool2d"),  # None in output size
-        (lambda: lib.forge_bias_act(x[:, :1], torch.randn(10), "relu"),
-         lambda: torch.relu(x[:, :1] + torch.randn(10)), "_forge_bias_act_torch"),  # bias grows x
+        (
+            lambda: lib.forge_layer_norm(x.t(), (6,), None, None, 1e-5),
+            lambda: F.layer_norm(x.t(), (6,)),
+            "layer_norm",
+        ),  # not contiguous
+        (
+            lambda: lib.forge_layer_norm(x.bfloat16(), (10,), torch.ones(10), None, 1e-5),
+            lambda: F.layer_norm(x.bfloat16(), (10,), torch.ones(10)),
+            "layer_norm",
+        ),  # mixed dtypes
+        (
+            lambda: lib.forge_group_norm(x[:, :, None].transpose(0, 2), 1, None, None, 1e-5),
+            lambda: F.group_norm(x[:, :, None].transpose(0, 2), 1),
+            "group_norm",
+        ),  # not contiguous
+        (
+            lambda: lib.forge_adaptive_avg_pool2d(x[None, None], (None, 3)),
+            lambda: F.adaptive_avg_pool2d(x[None, None], (None, 3)),
+            "adaptive_avg_pool2d",
+        ),  # None in output size
+        (
+            lambda: lib.forge_bias_act(x[:, :1], torch.randn(10), "relu"),
+            lambda: torch.relu(x[:, :1] + torch.randn(10)),
+            "_forge_bias_act_torch",
+        ),  # bias grows x
     ]
     for kernel, torch_op, op_name in cases:
         lib.fallbacks.clear()
@@ -578,8 +668,11 @@ SM90_LAUNCHES = [
     ("seg_fused", {"RMS": False, "HAS_W": True, "HAS_B": True, "PER_CHANNEL": True, "BLOCK": 4096}, 8),
     ("seg_fused", {"RMS": True, "HAS_W": True, "HAS_B": False, "PER_CHANNEL": False, "BLOCK": 4096}, 8),
     ("seg_partial", {"SPLIT": 64, "BLOCK": 4096}, 8),
-    ("seg_split_apply", {"RMS": False, "HAS_W": True, "HAS_B": True, "PER_CHANNEL": False, "SPLIT": 64,
-                         "BLOCK": 4096}, 8),
+    (
+        "seg_split_apply",
+        {"RMS": False, "HAS_W": True, "HAS_B": True, "PER_CHANNEL": False, "SPLIT": 64, "BLOCK": 4096},
+        8,
+    ),
     ("global_avg_pool", {"ROWS": 32, "BLOCK": 64}, 8),
     ("adaptive_avg_pool", {"KH": 3, "ROWS": 256, "BLOCK_KW": 4}, 4),
     ("bias_act", {"BIAS": 1, "ACT": 2, "BR": 4, "BL": 1024}, 4),
@@ -629,14 +722,27 @@ def test_kernels_compile_for_sm90_with_vectorized_access(tmp_path):
     needed; in a fresh process, as the interpreter patches triton.language), at H200-sized
     blocks, and check that global loads and stores are 128-bit vectorized."""
     pytest.importorskip("triton")
-    files = ["common.py", "softmax.py", "seg_norm.py", "layer_norm.py", "rms_norm.py", "group_norm.py",
-             "adaptive_avg_pool2d.py", "bias_act.py"]
+    files = [
+        "common.py",
+        "softmax.py",
+        "seg_norm.py",
+        "layer_norm.py",
+        "rms_norm.py",
+        "group_norm.py",
+        "adaptive_avg_pool2d.py",
+        "bias_act.py",
+    ]
     path = tmp_path / "forge_offline_library_sm90.py"
     path.write_text("\n\n".join(library_text(f) for f in files))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), TRITON_DEFAULT_FP_FUSION="1")
-    out = subprocess.run([sys.executable, "-c", SM90_SCRIPT, str(path), json.dumps(SM90_LAUNCHES),
-                          json.dumps(sorted(_ALIGNED_INTS))], capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", SM90_SCRIPT, str(path), json.dumps(SM90_LAUNCHES), json.dumps(sorted(_ALIGNED_INTS))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     if out.returncode != 0 and ("GPUTarget" in out.stderr or "ASTSource" in out.stderr) and "ImportError" in out.stderr:
         pytest.skip("this Triton has no compile-only API")
     assert out.returncode == 0, out.stderr[-4000:]

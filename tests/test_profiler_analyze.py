@@ -85,10 +85,20 @@ HOT_LINES = [
 ]
 
 
-def profile(metrics: dict[str, float], *, launch: LaunchConfig | None = None,
-            hot_lines: list[HotLine] | None = None, name: str = "k") -> KernelProfile:
-    return KernelProfile(name=name, duration_ns=metrics.get("gpu__time_duration.sum", 0.0), launch=launch,
-                         metrics=metrics, hot_lines=hot_lines or [])
+def profile(
+    metrics: dict[str, float],
+    *,
+    launch: LaunchConfig | None = None,
+    hot_lines: list[HotLine] | None = None,
+    name: str = "k",
+) -> KernelProfile:
+    return KernelProfile(
+        name=name,
+        duration_ns=metrics.get("gpu__time_duration.sum", 0.0),
+        launch=launch,
+        metrics=metrics,
+        hot_lines=hot_lines or [],
+    )
 
 
 def rules(metrics: dict[str, float], **kwargs) -> list[str]:
@@ -110,8 +120,9 @@ def test_fixture_metric_names_are_curated():
 
 def test_roofline_hand_computation_memory_bound():
     # 1 GB in 250 us = 4.0 TB/s of 4.8 TB/s -> 83.3% of the roof, no FLOPs -> AI 0 -> memory bound.
-    roof = place(profile({"gpu__time_duration.sum": 250_000.0, "dram__bytes_read.sum": 6e8,
-                          "dram__bytes_write.sum": 4e8}), H200)
+    roof = place(
+        profile({"gpu__time_duration.sum": 250_000.0, "dram__bytes_read.sum": 6e8, "dram__bytes_write.sum": 4e8}), H200
+    )
     assert roof is not None
     assert roof.bound == "memory"
     assert roof.arithmetic_intensity == 0.0
@@ -121,8 +132,16 @@ def test_roofline_hand_computation_memory_bound():
 
 def test_roofline_hand_computation_compute_bound():
     # 2 x 2.5e10 FMA = 5e10 FLOP in 1 ms = 50 TFLOP/s of 67 -> 74.6%; AI = 5e10 / 1e8 = 500 > ridge 13.96.
-    roof = place(profile({"gpu__time_duration.sum": 1e6, "dram__bytes_read.sum": 1e8,
-                          "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 2.5e10}), H200)
+    roof = place(
+        profile(
+            {
+                "gpu__time_duration.sum": 1e6,
+                "dram__bytes_read.sum": 1e8,
+                "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 2.5e10,
+            }
+        ),
+        H200,
+    )
     assert roof is not None
     assert roof.bound == "compute"
     assert roof.arithmetic_intensity == pytest.approx(500.0)
@@ -132,8 +151,16 @@ def test_roofline_hand_computation_compute_bound():
 
 def test_roofline_latency_bound_when_nothing_is_saturated():
     # 1e8 bytes in 1 ms = 0.1 TB/s (2%), 1e9 FLOP = 1 TFLOP/s (1.5%).
-    roof = place(profile({"gpu__time_duration.sum": 1e6, "dram__bytes_read.sum": 1e8,
-                          "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": 1e9}), H200)
+    roof = place(
+        profile(
+            {
+                "gpu__time_duration.sum": 1e6,
+                "dram__bytes_read.sum": 1e8,
+                "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": 1e9,
+            }
+        ),
+        H200,
+    )
     assert roof is not None
     assert roof.bound == "latency"
     assert roof.arithmetic_intensity == pytest.approx(10.0)  # below the ridge: % of roof is the DRAM share
@@ -142,19 +169,30 @@ def test_roofline_latency_bound_when_nothing_is_saturated():
 
 def test_roofline_tensor_pipe_uses_tensor_roof():
     # HMMA pipe at 60% for 1 ms on 989.4 TFLOP/s -> ~5.94e11 FLOP; 1e9 bytes -> AI 594 > ridge 206.
-    roof = place(profile({"gpu__time_duration.sum": 1e6, "dram__bytes_read.sum": 1e9,
-                          "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active": 60.0}), H200)
+    roof = place(
+        profile(
+            {
+                "gpu__time_duration.sum": 1e6,
+                "dram__bytes_read.sum": 1e9,
+                "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active": 60.0,
+            }
+        ),
+        H200,
+    )
     assert roof is not None
     assert roof.bound == "compute"
     assert roof.achieved_flops_per_s == pytest.approx(0.6 * 989.4e12)
     assert roof.pct_of_roof == pytest.approx(60.0)
 
 
-@pytest.mark.parametrize("metrics", [
-    {"gpu__time_duration.sum": 0.0, "dram__bytes_read.sum": 1e9},
-    {"gpu__time_duration.sum": 1e6},
-    {"gpu__time_duration.sum": 1e6, "dram__bytes_read.sum": 0.0, "dram__bytes_write.sum": 0.0},
-])
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        {"gpu__time_duration.sum": 0.0, "dram__bytes_read.sum": 1e9},
+        {"gpu__time_duration.sum": 1e6},
+        {"gpu__time_duration.sum": 1e6, "dram__bytes_read.sum": 0.0, "dram__bytes_write.sum": 0.0},
+    ],
+)
 def test_roofline_none_without_duration_or_bytes(metrics):
     assert place(profile(metrics), H200) is None
     assert not {"memory_bound", "compute_bound", "latency_bound"} & set(rules(metrics))
@@ -187,26 +225,36 @@ def test_latency_bound_fires_when_nothing_is_saturated():
 
 
 def test_compute_bound_suggests_tensor_cores_for_fp32_kernels():
-    metrics = {"gpu__time_duration.sum": 1e6, "dram__bytes_read.sum": 1e8,
-               "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 2.5e10}
+    metrics = {
+        "gpu__time_duration.sum": 1e6,
+        "dram__bytes_read.sum": 1e8,
+        "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 2.5e10,
+    }
     f = finding(metrics, "compute_bound")
     assert f.evidence["compute_roof"] == "fp32"
     assert "tensor cores" in f.suggestion
 
 
-@pytest.mark.parametrize("limits, limiter, hint", [
-    ((1, 8, 32, 8), "registers", "__launch_bounds__(256, 2)"),
-    ((8, 1, 32, 8), "shared_mem", "smaller tiles"),
-    ((8, 8, 2, 8), "blocks", "larger blocks"),
-])
+@pytest.mark.parametrize(
+    "limits, limiter, hint",
+    [
+        ((1, 8, 32, 8), "registers", "__launch_bounds__(256, 2)"),
+        ((8, 1, 32, 8), "shared_mem", "smaller tiles"),
+        ((8, 8, 2, 8), "blocks", "larger blocks"),
+    ],
+)
 def test_low_occupancy_names_the_limiter(limits, limiter, hint):
     names = ("registers", "shared_mem", "blocks", "warps")
-    metrics = HEALTHY_BELOW_ROOF | {f"launch__occupancy_limit_{n}": v for n, v in zip(names, limits)} | {
-        "sm__warps_active.avg.pct_of_peak_sustained_active": 12.0,
-        "sm__maximum_warps_per_active_cycle_pct": 12.5,
-        "launch__registers_per_thread": 200,
-        "launch__shared_mem_per_block_static": 98_304,
-    }
+    metrics = (
+        HEALTHY_BELOW_ROOF
+        | {f"launch__occupancy_limit_{n}": v for n, v in zip(names, limits, strict=False)}
+        | {
+            "sm__warps_active.avg.pct_of_peak_sustained_active": 12.0,
+            "sm__maximum_warps_per_active_cycle_pct": 12.5,
+            "launch__registers_per_thread": 200,
+            "launch__shared_mem_per_block_static": 98_304,
+        }
+    )
     f = finding(metrics, "low_occupancy")
     assert f.evidence["limiter"] == limiter
     assert f.evidence["achieved_occupancy_pct"] == 12.0
@@ -221,9 +269,11 @@ def test_low_occupancy_from_run_time_imbalance():
 
 
 def test_low_occupancy_uses_launch_config_when_given():
-    metrics = HEALTHY_BELOW_ROOF | {"sm__warps_active.avg.pct_of_peak_sustained_active": 12.0,
-                                    "sm__maximum_warps_per_active_cycle_pct": 12.5,
-                                    "launch__occupancy_limit_registers": 1}
+    metrics = HEALTHY_BELOW_ROOF | {
+        "sm__warps_active.avg.pct_of_peak_sustained_active": 12.0,
+        "sm__maximum_warps_per_active_cycle_pct": 12.5,
+        "launch__occupancy_limit_registers": 1,
+    }
     launch = LaunchConfig(grid=(1024, 1, 1), block=(128, 1, 1), registers_per_thread=255)
     f = next(f for f in analyze(profile(metrics, launch=launch), H200) if f.rule == "low_occupancy")
     assert f.evidence["registers_per_thread"] == 255
@@ -231,34 +281,50 @@ def test_low_occupancy_uses_launch_config_when_given():
 
 
 def test_occupancy_not_flagged_when_achieved_is_fine():
-    assert "low_occupancy" not in rules(HEALTHY_BELOW_ROOF | {"sm__warps_active.avg.pct_of_peak_sustained_active": 45.0})
+    assert "low_occupancy" not in rules(
+        HEALTHY_BELOW_ROOF | {"sm__warps_active.avg.pct_of_peak_sustained_active": 45.0}
+    )
 
 
-@pytest.mark.parametrize("sectors_per_request, fires", [(4.0, False), (6.0, False), (8.0, False), (12.0, True),
-                                                        (32.0, True)])
+@pytest.mark.parametrize(
+    "sectors_per_request, fires", [(4.0, False), (6.0, False), (8.0, False), (12.0, True), (32.0, True)]
+)
 def test_uncoalesced_global_loads(sectors_per_request, fires):
-    metrics = HEALTHY_BELOW_ROOF | {"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 1e6 * sectors_per_request,
-                                    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": 1e6}
+    metrics = HEALTHY_BELOW_ROOF | {
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 1e6 * sectors_per_request,
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": 1e6,
+    }
     assert ("uncoalesced_global_access" in rules(metrics)) is fires
 
 
 def test_uncoalesced_severity_scales_with_the_ratio():
     def severity(ratio: float) -> float:
-        return finding(HEALTHY_BELOW_ROOF | {"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": 1e6 * ratio,
-                                             "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": 1e6},
-                       "uncoalesced_global_access").severity
+        return finding(
+            HEALTHY_BELOW_ROOF
+            | {
+                "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": 1e6 * ratio,
+                "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": 1e6,
+            },
+            "uncoalesced_global_access",
+        ).severity
 
     assert severity(10) < severity(20) < severity(32) == pytest.approx(1.0)
-    f = finding(HEALTHY_BELOW_ROOF | {"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": 3.2e7,
-                                      "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": 1e6},
-                "uncoalesced_global_access")
+    f = finding(
+        HEALTHY_BELOW_ROOF
+        | {
+            "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": 3.2e7,
+            "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": 1e6,
+        },
+        "uncoalesced_global_access",
+    )
     assert f.evidence["store_sectors_per_request"] == 32.0
     assert f.evidence["load_sectors_per_request"] == 4.0
     assert "stores" in f.title and "loads" not in f.title
 
 
-@pytest.mark.parametrize("min_bytes, fires", [(None, False), (1e9, False), (0.7e9, False), (0.5e9, True),
-                                              (0.25e9, True)])
+@pytest.mark.parametrize(
+    "min_bytes, fires", [(None, False), (1e9, False), (0.7e9, False), (0.5e9, True), (0.25e9, True)]
+)
 def test_excess_global_traffic(min_bytes, fires):
     assert ("excess_global_traffic" in rules(HEALTHY_BELOW_ROOF, min_bytes=min_bytes)) is fires
 
@@ -271,35 +337,49 @@ def test_excess_global_traffic_evidence():
 
 @pytest.mark.parametrize("conflicts, fires", [(0, False), (5e5, False), (1e6, False), (4e6, True)])
 def test_shared_bank_conflicts_per_instruction(conflicts, fires):
-    metrics = HEALTHY_BELOW_ROOF | {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": conflicts,
-                                    "sm__sass_inst_executed_op_shared_ld.sum": 1e6}
+    metrics = HEALTHY_BELOW_ROOF | {
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": conflicts,
+        "sm__sass_inst_executed_op_shared_ld.sum": 1e6,
+    }
     assert ("shared_bank_conflicts" in rules(metrics)) is fires
 
 
 def test_shared_bank_conflicts_from_wavefronts_when_instructions_are_missing():
     metrics = {k: v for k, v in HEALTHY_BELOW_ROOF.items() if k != "sm__sass_inst_executed_op_shared_ld.sum"}
-    metrics |= {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": 3.1e7,  # 32-way conflicts
-                "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 3.2e7}
+    metrics |= {
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": 3.1e7,  # 32-way conflicts
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 3.2e7,
+    }
     f = finding(metrics, "shared_bank_conflicts")
     assert f.evidence["conflicts_per_load"] == pytest.approx(31.0)
     assert f.severity == pytest.approx(1.0)
     assert [line.line for line in f.lines] == [30]
 
 
-@pytest.mark.parametrize("threads, uniformity, divergent, fires", [
-    (32.0, 100.0, 0.0, False), (28.0, 95.0, 10.0, False), (12.0, 100.0, 0.0, True), (32.0, 70.0, 5e4, True),
-    (32.0, 0.0, 0.0, False),  # seen on the H200: 0% "uniform" reported for a kernel with no divergent branch
-])
+@pytest.mark.parametrize(
+    "threads, uniformity, divergent, fires",
+    [
+        (32.0, 100.0, 0.0, False),
+        (28.0, 95.0, 10.0, False),
+        (12.0, 100.0, 0.0, True),
+        (32.0, 70.0, 5e4, True),
+        (32.0, 0.0, 0.0, False),  # seen on the H200: 0% "uniform" reported for a kernel with no divergent branch
+    ],
+)
 def test_warp_divergence(threads, uniformity, divergent, fires):
-    metrics = HEALTHY_BELOW_ROOF | {"smsp__thread_inst_executed_per_inst_executed.ratio": threads,
-                                    "smsp__sass_average_branch_targets_threads_uniform.pct": uniformity,
-                                    "smsp__sass_branch_targets_threads_divergent.sum": divergent}
+    metrics = HEALTHY_BELOW_ROOF | {
+        "smsp__thread_inst_executed_per_inst_executed.ratio": threads,
+        "smsp__sass_average_branch_targets_threads_uniform.pct": uniformity,
+        "smsp__sass_branch_targets_threads_divergent.sum": divergent,
+    }
     assert ("warp_divergence" in rules(metrics)) is fires
 
 
 def test_warp_divergence_mentions_partial_warps():
-    metrics = HEALTHY_BELOW_ROOF | {"smsp__thread_inst_executed_per_inst_executed.ratio": 20.0,
-                                    "launch__block_size": 48}
+    metrics = HEALTHY_BELOW_ROOF | {
+        "smsp__thread_inst_executed_per_inst_executed.ratio": 20.0,
+        "launch__block_size": 48,
+    }
     f = finding(metrics, "warp_divergence")
     assert "not a multiple of 32" in f.suggestion
     assert [line.line for line in f.lines] == [50]
@@ -314,15 +394,20 @@ def test_too_few_blocks_when_grid_is_smaller_than_the_sm_count():
 
 
 def test_too_few_blocks_when_the_grid_fills_a_fraction_of_a_wave():
-    assert "too_few_blocks" in rules(HEALTHY_BELOW_ROOF | {"launch__grid_size": 264,
-                                                          "launch__waves_per_multiprocessor": 0.25})
+    assert "too_few_blocks" in rules(
+        HEALTHY_BELOW_ROOF | {"launch__grid_size": 264, "launch__waves_per_multiprocessor": 0.25}
+    )
 
 
-@pytest.mark.parametrize("waves, rule", [(1.1, "tail_effect"), (2.2, "tail_effect"), (1.9, None), (2.0, None),
-                                         (4.5, None), (462.4, None), (0.8, None)])
+@pytest.mark.parametrize(
+    "waves, rule",
+    [(1.1, "tail_effect"), (2.2, "tail_effect"), (1.9, None), (2.0, None), (4.5, None), (462.4, None), (0.8, None)],
+)
 def test_tail_effect(waves, rule):
-    metrics = HEALTHY_BELOW_ROOF | {"launch__grid_size": int(waves * 132 * 8),
-                                    "launch__waves_per_multiprocessor": waves}
+    metrics = HEALTHY_BELOW_ROOF | {
+        "launch__grid_size": int(waves * 132 * 8),
+        "launch__waves_per_multiprocessor": waves,
+    }
     found = {"tail_effect", "too_few_blocks"} & set(rules(metrics))
     assert found == ({rule} if rule else set())
 
@@ -358,13 +443,22 @@ def test_two_large_stall_reasons_both_fire():
     assert "__syncthreads" in stalls[0].title and "work per barrier" in stalls[0].suggestion
 
 
-@pytest.mark.parametrize("override", [
-    {"smsp__issue_active.avg.per_cycle_active": 0.9},  # schedulers busy: latency hidden
-    {"smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio": 9.0},  # not a stall to fix
-])
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"smsp__issue_active.avg.per_cycle_active": 0.9},  # schedulers busy: latency hidden
+        {"smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio": 9.0},  # not a stall to fix
+    ],
+)
 def test_stalls_not_flagged_when_hidden_or_benign(override):
-    metrics = HEALTHY_BELOW_ROOF | {"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": 6.0,
-                                    "smsp__average_warps_active_per_issue_active.ratio": 20.0} | override
+    metrics = (
+        HEALTHY_BELOW_ROOF
+        | {
+            "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": 6.0,
+            "smsp__average_warps_active_per_issue_active.ratio": 20.0,
+        }
+        | override
+    )
     if "smsp__issue_active.avg.per_cycle_active" in override:
         assert not [r for r in rules(metrics) if r.startswith("stall_")]
     else:  # long scoreboard is 30% and still fires; not_selected (45%) never does
@@ -396,12 +490,15 @@ def test_launch_overhead_from_tiny_kernels_without_wall_time():
     assert found[0].evidence["estimated_idle_pct"] == pytest.approx(60.0)
 
 
-@pytest.mark.parametrize("profiles, wall_ns", [
-    (kernels(3, 1e6), 3.2e6),  # busy 94%
-    (kernels(10, 50_000.0), None),  # not tiny
-    (kernels(1, 2_000.0), None),  # one kernel and no wall time: nothing to compare
-    ([], 1e6),
-])
+@pytest.mark.parametrize(
+    "profiles, wall_ns",
+    [
+        (kernels(3, 1e6), 3.2e6),  # busy 94%
+        (kernels(10, 50_000.0), None),  # not tiny
+        (kernels(1, 2_000.0), None),  # one kernel and no wall time: nothing to compare
+        ([], 1e6),
+    ],
+)
 def test_no_launch_overhead(profiles, wall_ns):
     assert analyze_many(profiles, wall_ns=wall_ns) == []
 
@@ -430,8 +527,15 @@ def test_findings_are_ranked_by_severity():
     assert all(0.0 <= s <= 1.0 for s in severities)
     assert found[0].rule == "uncoalesced_global_access"  # 32 sectors per request: the worst flaw
     assert set(f.rule for f in found) == {
-        "uncoalesced_global_access", "memory_bound", "low_occupancy", "tail_effect", "warp_divergence",
-        "shared_bank_conflicts", "stall_long_scoreboard", "excess_global_traffic"}
+        "uncoalesced_global_access",
+        "memory_bound",
+        "low_occupancy",
+        "tail_effect",
+        "warp_divergence",
+        "shared_bank_conflicts",
+        "stall_long_scoreboard",
+        "excess_global_traffic",
+    }
     assert [f.rule for f in found].index("memory_bound") > [f.rule for f in found].index("stall_long_scoreboard")
 
 
@@ -461,20 +565,23 @@ def test_missing_zero_or_nan_metrics_do_not_crash():
 # ------------------------------------------------------------------------------------ peaks
 
 
-@pytest.mark.parametrize("device_name, row", [
-    ("NVIDIA H200", "H200 SXM 141GB"),
-    ("NVIDIA H200 NVL", "H200 NVL"),
-    ("NVIDIA H100 80GB HBM3", "H100 SXM5 80GB"),
-    ("NVIDIA H100 PCIe", "H100 PCIe"),
-    ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"),
-    ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
-    ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
-    ("NVIDIA L40S", "L40S"),
-    ("NVIDIA L40", "L40"),
-    ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
-    ("NVIDIA A10", "A10"),
-    ("Tesla T4", "T4"),
-])
+@pytest.mark.parametrize(
+    "device_name, row",
+    [
+        ("NVIDIA H200", "H200 SXM 141GB"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM5 80GB"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"),
+        ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+        ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA L40", "L40"),
+        ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
+        ("NVIDIA A10", "A10"),
+        ("Tesla T4", "T4"),
+    ],
+)
 def test_datasheet_lookup(device_name, row):
     peaks = datasheet_peaks(device_name)
     assert peaks is not None and peaks.name == row and peaks.source == "datasheet"
@@ -492,9 +599,16 @@ def test_h200_datasheet_numbers():
     assert H200.tf32_tensor_flops_per_s == pytest.approx(494.7e12)
 
 
-MEASURED = DevicePeaks(name="NVIDIA H200", sm_count=132, l2_bytes=50 * 2**20, dram_bytes_per_s=4.3e12,
-                       fp32_flops_per_s=51e12, bf16_tensor_flops_per_s=760e12, tf32_tensor_flops_per_s=380e12,
-                       source="measured")
+MEASURED = DevicePeaks(
+    name="NVIDIA H200",
+    sm_count=132,
+    l2_bytes=50 * 2**20,
+    dram_bytes_per_s=4.3e12,
+    fp32_flops_per_s=51e12,
+    bf16_tensor_flops_per_s=760e12,
+    tf32_tensor_flops_per_s=380e12,
+    source="measured",
+)
 
 
 class Measure:
@@ -585,9 +699,12 @@ def test_measure_peaks_on_the_gpu(tmp_path):
 
 def test_a_cause_outranks_the_latency_bound_symptom():
     latency = HEALTHY_BELOW_ROOF | {"gpu__time_duration.sum": 5e6}
-    mild_occupancy = latency | {"sm__warps_active.avg.pct_of_peak_sustained_active": 25.0,
-                                "sm__maximum_warps_per_active_cycle_pct": 25.0,
-                                "launch__occupancy_limit_registers": 2, "launch__occupancy_limit_warps": 8}
+    mild_occupancy = latency | {
+        "sm__warps_active.avg.pct_of_peak_sustained_active": 25.0,
+        "sm__maximum_warps_per_active_cycle_pct": 25.0,
+        "launch__occupancy_limit_registers": 2,
+        "launch__occupancy_limit_warps": 8,
+    }
     found = analyze(profile(mild_occupancy, hot_lines=HOT_LINES), H200)
     order = [f.rule for f in found]
     assert order.index("low_occupancy") < order.index("latency_bound")
@@ -597,22 +714,33 @@ def test_a_cause_outranks_the_latency_bound_symptom():
 
 
 def test_register_limited_occupancy_points_at_the_lines_holding_registers_longest():
-    metrics = HEALTHY_BELOW_ROOF | {"sm__warps_active.avg.pct_of_peak_sustained_active": 12.0,
-                                    "sm__maximum_warps_per_active_cycle_pct": 12.5,
-                                    "launch__occupancy_limit_registers": 1, "launch__occupancy_limit_warps": 8}
-    lines = [*HOT_LINES, HotLine(file="k.cu", line=7, register_span=50_000),
-             HotLine(file="k.cu", line=9, register_span=900)]
+    metrics = HEALTHY_BELOW_ROOF | {
+        "sm__warps_active.avg.pct_of_peak_sustained_active": 12.0,
+        "sm__maximum_warps_per_active_cycle_pct": 12.5,
+        "launch__occupancy_limit_registers": 1,
+        "launch__occupancy_limit_warps": 8,
+    }
+    lines = [
+        *HOT_LINES,
+        HotLine(file="k.cu", line=7, register_span=50_000),
+        HotLine(file="k.cu", line=9, register_span=900),
+    ]
     f = next(f for f in analyze(profile(metrics, hot_lines=lines), H200) if f.rule == "low_occupancy")
     assert [h.line for h in f.lines] == [7]
 
 
 def test_coalescing_uses_sectors_vs_ideal_so_wide_accesses_are_not_flagged():
     vector_copy = HEALTHY_BELOW_ROOF | {  # 16 sectors per request, exactly what 128-bit accesses need
-        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 1.6e7, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": 1e6,
-        "memory_l2_theoretical_sectors_global": 1.6e7, "memory_l2_theoretical_sectors_global_ideal": 1.6e7}
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 1.6e7,
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": 1e6,
+        "memory_l2_theoretical_sectors_global": 1.6e7,
+        "memory_l2_theoretical_sectors_global_ideal": 1.6e7,
+    }
     assert "uncoalesced_global_access" not in rules(vector_copy)
     strided = vector_copy | {"memory_l2_theoretical_sectors_global": 6.4e7}
-    lines = [HotLine(file="k.cu", line=3, global_sectors=1.6e7, global_sectors_ideal=1.6e7),
-             HotLine(file="k.cu", line=6, global_sectors=4.8e7, global_sectors_ideal=6e6)]
+    lines = [
+        HotLine(file="k.cu", line=3, global_sectors=1.6e7, global_sectors_ideal=1.6e7),
+        HotLine(file="k.cu", line=6, global_sectors=4.8e7, global_sectors_ideal=6e6),
+    ]
     f = next(f for f in analyze(profile(strided, hot_lines=lines), H200) if f.rule == "uncoalesced_global_access")
     assert f.evidence["ratio"] == pytest.approx(4.0) and [h.line for h in f.lines] == [6]

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
 from forge_lsp.engine import load_task
 from forge_lsp.profiler.ncu import device_peaks, find_ncu, profile
 
@@ -45,9 +45,27 @@ def test_peaks_are_measured_in_a_child_process_then_cached(tmp_path):
 def test_explain_cu_file_points_at_the_strided_load(cache_dir):
     cu = FIXTURES / "explain_cu" / "strided_copy.cu"
     flaw = next(i + 1 for i, line in enumerate(cu.read_text().splitlines()) if "FLAW" in line)
-    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "explain", str(cu), "--kernel", "strided_copy",
-                        "--launch-skip", "1", "--device", "cuda:0", "--json", "--cache-dir", str(cache_dir)],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forge_lsp.cli.main",
+            "explain",
+            str(cu),
+            "--kernel",
+            "strided_copy",
+            "--launch-skip",
+            "1",
+            "--device",
+            "cuda:0",
+            "--json",
+            "--cache-dir",
+            str(cache_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out = json.loads(r.stdout)
     prof = out["profile"]
     assert prof["mode"] == "ncu", prof["reason"] + prof["log_excerpt"][-2000:]
@@ -61,12 +79,17 @@ def test_explain_cu_file_points_at_the_strided_load(cache_dir):
 
 def _candidate_lines(result, suffix: str) -> list:
     """Source lines in files named like `suffix` with stall samples or memory traffic."""
-    return [h for k in result.kernels for h in k.hot_lines
-            if h.file.endswith(suffix) and (h.samples or h.global_sectors or h.shared_excess_wavefronts)]
+    return [
+        h
+        for k in result.kernels
+        for h in k.hot_lines
+        if h.file.endswith(suffix) and (h.samples or h.global_sectors or h.shared_excess_wavefronts)
+    ]
 
 
 def test_triton_candidate_hot_lines_point_at_the_candidate_source(cache_dir):
     import candidates as C
+
     from forge_lsp.engine import Candidate
 
     cand = Candidate.from_source(C.TRITON_CORRECT, "triton_softmax")
@@ -78,8 +101,10 @@ def test_triton_candidate_hot_lines_point_at_the_candidate_source(cache_dir):
     assert lines, result.kernels[0].hot_lines
     assert len({h.file for h in lines}) == 1
     source = Path(lines[0].file).read_text().splitlines()
-    kernel_body = range(next(i for i, t in enumerate(source) if "def softmax_kernel" in t) + 1,
-                        next(i for i, t in enumerate(source) if t.startswith("def softmax(")) + 1)
+    kernel_body = range(
+        next(i for i, t in enumerate(source) if "def softmax_kernel" in t) + 1,
+        next(i for i, t in enumerate(source) if t.startswith("def softmax(")) + 1,
+    )
     assert all(h.line in kernel_body for h in lines)
 
 
@@ -88,8 +113,13 @@ def test_load_inline_candidate_hot_lines_point_at_its_built_cu_file(cache_dir):
 
     from forge_lsp.engine import Candidate
 
-    result = profile(load_task(FIXTURES / "softmax_small.py"), Candidate.from_source(CUDA_INLINE_SOFTMAX, "inline"),
-                     device="cuda:0", cache_dir=cache_dir, timeout=600)
+    result = profile(
+        load_task(FIXTURES / "softmax_small.py"),
+        Candidate.from_source(CUDA_INLINE_SOFTMAX, "inline"),
+        device="cuda:0",
+        cache_dir=cache_dir,
+        timeout=600,
+    )
     assert result.mode == "ncu", result.reason + result.log_excerpt[-2000:]
     assert [k.name for k in result.kernels] == ["softmax_rows"]
     lines = _candidate_lines(result, "cuda.cu")
@@ -103,8 +133,24 @@ def test_forge_profile_full_keeps_the_whole_report(cache_dir):
     task = str(FIXTURES / "softmax_small.py")
     runs = {}
     for extra in ([], ["--full"]):
-        r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "profile", task, "--device", "cuda:0",
-                            "--json", "--cache-dir", str(cache_dir), *extra], capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "forge_lsp.cli.main",
+                "profile",
+                task,
+                "--device",
+                "cuda:0",
+                "--json",
+                "--cache-dir",
+                str(cache_dir),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         runs[bool(extra)] = json.loads(r.stdout)
     full, curated = runs[True], runs[False]
@@ -113,9 +159,22 @@ def test_forge_profile_full_keeps_the_whole_report(cache_dir):
 
 
 def test_forge_explain_task_prints_findings_for_the_reference(cache_dir):
-    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "explain", str(FIXTURES / "softmax_small.py"),
-                        "--device", "cuda:0", "--cache-dir", str(cache_dir)], capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forge_lsp.cli.main",
+            "explain",
+            str(FIXTURES / "softmax_small.py"),
+            "--device",
+            "cuda:0",
+            "--cache-dir",
+            str(cache_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "roofline:" in r.stdout and "peaks of" in r.stdout
 
@@ -129,11 +188,35 @@ def test_explain_adds_the_judge_narrative_when_a_model_is_configured(tmp_path, c
     for name in ("strided_copy.cu", "run_strided_copy.py"):
         shutil.copy(FIXTURES / "explain_cu" / name, tmp_path / name)
     (tmp_path / "forge.toml").write_text(f'model = "judge"\nbase_url = "{fake_openai.base_url}"\n')
-    fake_openai.script(json.dumps({"summary": "Strided loads waste most of each sector.",
-                                   "bottleneck": "uncoalesced global loads", "next_steps": ["swap the index order"]}))
-    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "explain", str(tmp_path / "strided_copy.cu"),
-                        "--kernel", "strided_copy", "--device", "cuda:0", "--json", "--cache-dir", str(cache_dir)],
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    fake_openai.script(
+        json.dumps(
+            {
+                "summary": "Strided loads waste most of each sector.",
+                "bottleneck": "uncoalesced global loads",
+                "next_steps": ["swap the index order"],
+            }
+        )
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forge_lsp.cli.main",
+            "explain",
+            str(tmp_path / "strided_copy.cu"),
+            "--kernel",
+            "strided_copy",
+            "--device",
+            "cuda:0",
+            "--json",
+            "--cache-dir",
+            str(cache_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     out = json.loads(r.stdout)
     assert out["narrative_note"] == "narrative by judge", out["narrative_note"]
     assert "uncoalesced global loads" in out["explanations"][0]["narrative"]

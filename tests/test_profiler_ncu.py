@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import stat
 
-
 from conftest import FIXTURES
+
 from forge_lsp.engine import Candidate, load_task
 from forge_lsp.profiler.ncu import PERMISSION_HELP, ncu_command, profile
 from forge_lsp.profiler.report import from_raw_csv
@@ -34,7 +34,9 @@ def test_candidate_profile_runs_the_candidate_not_the_reference(cache_dir):
     task = load_task(FIXTURES / "softmax_small.py")
     cand = Candidate.from_source(
         "import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
-        "        return torch.exp(x) / torch.exp(x).sum(dim=1, keepdim=True)\n", "cand")
+        "        return torch.exp(x) / torch.exp(x).sum(dim=1, keepdim=True)\n",
+        "cand",
+    )
     result = profile(task, cand, device="cpu", cache_dir=cache_dir)
     names = {op.name for op in result.ops}
     assert "aten::exp" in names and "aten::softmax" not in names
@@ -59,8 +61,14 @@ def test_missing_ncu_says_how_to_get_it(monkeypatch, tmp_path, cache_dir):
 
 
 def test_counter_permission_error_explains_how_to_enable_counters(monkeypatch, tmp_path, cache_dir):
-    monkeypatch.setenv("NCU", _fake_ncu(tmp_path, 'echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have '
-                                                   'permission to access NVIDIA GPU Performance Counters"\nexit 1\n'))
+    monkeypatch.setenv(
+        "NCU",
+        _fake_ncu(
+            tmp_path,
+            'echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have '
+            'permission to access NVIDIA GPU Performance Counters"\nexit 1\n',
+        ),
+    )
     result = profile(load_task(FIXTURES / "softmax_small.py"), device="cuda:0", cache_dir=cache_dir)
     assert result.mode == "degraded" and PERMISSION_HELP in result.reason
     assert "ERR_NVGPUCTRPERM" in result.log_excerpt
@@ -79,17 +87,21 @@ def test_profiled_process_gets_no_secrets(monkeypatch, cache_dir, tmp_path):
     cand = Candidate.from_source(
         "import os, torch.nn as nn\n"
         f"open({str(out)!r}, 'w').write('\\n'.join(os.environ))\n"
-        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.softmax(1)\n", "env")
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.softmax(1)\n",
+        "env",
+    )
     profile(load_task(FIXTURES / "softmax_small.py"), cand, device="cpu", cache_dir=cache_dir)
     assert out.exists() and "OPENAI_API_KEY" not in out.read_text().split("\n")
 
 
 def test_raw_csv_reader_skips_the_units_row():
     """Format of `ncu --csv --page raw --print-units base` (to be replaced by a capture from the GPU machine)."""
-    text = ('"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","launch__grid_dim_x",'
-            '"launch__grid_dim_y","launch__grid_dim_z","launch__block_dim_x","launch__block_dim_y","launch__block_dim_z"\n'
-            '"","","nsecond","byte","","","","","",""\n'
-            '"0","softmax_kernel","69312","134217728","4096","1","1","256","1","1"\n')
+    text = (
+        '"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","launch__grid_dim_x",'
+        '"launch__grid_dim_y","launch__grid_dim_z","launch__block_dim_x","launch__block_dim_y","launch__block_dim_z"\n'
+        '"","","nsecond","byte","","","","","",""\n'
+        '"0","softmax_kernel","69312","134217728","4096","1","1","256","1","1"\n'
+    )
     (k,) = from_raw_csv(text)
     assert k.name == "softmax_kernel" and k.duration_ns == 69312
     assert k.metrics["dram__bytes_read.sum"] == 134217728
@@ -101,9 +113,23 @@ def test_forge_explain_on_cpu_reports_the_degraded_profile(cache_dir):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "forge_lsp.cli.main", "explain", str(FIXTURES / "softmax_small.py"),
-                        "--device", "cpu", "--json", "--cache-dir", str(cache_dir)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forge_lsp.cli.main",
+            "explain",
+            str(FIXTURES / "softmax_small.py"),
+            "--device",
+            "cpu",
+            "--json",
+            "--cache-dir",
+            str(cache_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = json.loads(r.stdout)
     assert out["profile"]["mode"] == "degraded" and "CPU" in out["profile"]["reason"]
     assert out["explanations"] == [] and r.returncode == 1  # nothing to explain without kernels
@@ -112,12 +138,14 @@ def test_forge_explain_on_cpu_reports_the_degraded_profile(cache_dir):
 def test_register_spans_follow_values_from_definition_to_last_read():
     from forge_lsp.profiler.report import register_spans
 
-    sass = ["LDG.E R4, desc[UR4][R2.64]",          # R4 read at 3
-            "@P0 LDG.E R5, desc[UR4][R2.64+0x4]",  # predicated; R5 read at 5
-            "LDG.E.64 R8, desc[UR4][R2.64+0x8]",   # defines R8 and R9; R9 read at 4
-            "FMUL R6, R4, 2",                      # R6 read at 6
-            "FADD R10, R9, 1",                     # R10 never read
-            "FMUL R5, R5, 3",                      # reads R5 (span 4), redefines it; never read again
-            "STG.E desc[UR4][R2.64], R6",
-            "EXIT"]
+    sass = [
+        "LDG.E R4, desc[UR4][R2.64]",  # R4 read at 3
+        "@P0 LDG.E R5, desc[UR4][R2.64+0x4]",  # predicated; R5 read at 5
+        "LDG.E.64 R8, desc[UR4][R2.64+0x8]",  # defines R8 and R9; R9 read at 4
+        "FMUL R6, R4, 2",  # R6 read at 6
+        "FADD R10, R9, 1",  # R10 never read
+        "FMUL R5, R5, 3",  # reads R5 (span 4), redefines it; never read again
+        "STG.E desc[UR4][R2.64], R6",
+        "EXIT",
+    ]
     assert register_spans(sass) == [3, 4, 2, 3, 0, 0, 0, 0]

@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from forge_lsp.profiler.analyze import analyze
 from forge_lsp.profiler.model import DevicePeaks
 from forge_lsp.profiler.report import from_raw_csv, read_report

@@ -113,8 +113,10 @@ def test_parse_error_after_two_reasks_reports_attempts_and_usage(fake_openai):
 
 
 def test_json_inside_fences_or_prose_is_extracted(fake_openai):
-    fake_openai.script(f"Here is the plan:\n```json\n{GOOD}\n```\nGood luck!",
-                       'Sure {not json} then {"name": "b", "score": 2} and {"x": 1}')
+    fake_openai.script(
+        f"Here is the plan:\n```json\n{GOOD}\n```\nGood luck!",
+        'Sure {not json} then {"name": "b", "score": 2} and {"x": 1}',
+    )
     with make_model(fake_openai) as model:
         fenced = model.complete(USER, Plan)
         prose = model.complete(USER, Plan)
@@ -167,8 +169,15 @@ def test_configured_text_mode_sends_no_response_format(fake_openai):
 
 
 def test_max_tokens_renamed_when_the_model_wants_max_completion_tokens(fake_openai):
-    fake_openai.script({"status": 400, "error": "Unsupported parameter: 'max_tokens' is not supported with this "
-                                                "model. Use 'max_completion_tokens' instead."}, GOOD, GOOD)
+    fake_openai.script(
+        {
+            "status": 400,
+            "error": "Unsupported parameter: 'max_tokens' is not supported with this "
+            "model. Use 'max_completion_tokens' instead.",
+        },
+        GOOD,
+        GOOD,
+    )
     with make_model(fake_openai, max_tokens=256, temperature=0.2) as model:
         assert model.complete(USER, Plan).attempts == 2
         assert model.complete(USER, Plan).attempts == 1
@@ -236,8 +245,7 @@ def test_connection_refused_is_retried_then_reported():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     waits = Waits()
-    settings = ModelSettings(model="m", base_url=f"http://user:pw@127.0.0.1:{port}/v1?k=v", max_retries=2,
-                             timeout_s=2)
+    settings = ModelSettings(model="m", base_url=f"http://user:pw@127.0.0.1:{port}/v1?k=v", max_retries=2, timeout_s=2)
     with ChatModel(settings, api_key=KEY, sleep=waits) as model, pytest.raises(ProviderError) as info:
         model.complete(USER, Plan)
     err = info.value
@@ -249,8 +257,9 @@ def test_connection_refused_is_retried_then_reported():
 
 
 def test_401_is_an_auth_error_naming_the_env_var_without_the_key(fake_openai):
-    err = error_of(fake_openai, {"status": 401, "error": f"Incorrect API key provided: {KEY}"},
-                   api_key_env="MY_LLM_KEY")
+    err = error_of(
+        fake_openai, {"status": 401, "error": f"Incorrect API key provided: {KEY}"}, api_key_env="MY_LLM_KEY"
+    )
     assert (err.kind, err.status, err.attempts, err.retryable) == ("auth", 401, 1, False)
     assert "$MY_LLM_KEY" in err.message and "401" in err.message
     assert_no_key(err)
@@ -269,8 +278,14 @@ def test_error_messages_never_echo_a_key_of_any_shape(fake_openai):
 def test_provider_error_survives_pickling(fake_openai):
     err = error_of(fake_openai, {"status": 429, "headers": {"Retry-After": "1"}}, max_retries=0)
     copy = pickle.loads(pickle.dumps(err))
-    assert (copy.kind, copy.message, copy.retryable, copy.status, copy.retry_after, copy.attempts) == \
-        ("rate_limit", err.message, True, 429, 1.0, 1)
+    assert (copy.kind, copy.message, copy.retryable, copy.status, copy.retry_after, copy.attempts) == (
+        "rate_limit",
+        err.message,
+        True,
+        429,
+        1.0,
+        1,
+    )
 
 
 def test_403_is_an_auth_error(fake_openai):
@@ -342,9 +357,11 @@ def test_openai_without_key_fails_before_any_request(monkeypatch):
 
 
 def test_usage_and_cost_sum_over_every_attempt(fake_openai):
-    fake_openai.script({"content": "not json", "usage": {"prompt_tokens": 1000, "completion_tokens": 200}},
-                       {"status": 500},
-                       {"content": GOOD, "usage": {"prompt_tokens": 3000, "completion_tokens": 100}})
+    fake_openai.script(
+        {"content": "not json", "usage": {"prompt_tokens": 1000, "completion_tokens": 200}},
+        {"status": 500},
+        {"content": GOOD, "usage": {"prompt_tokens": 3000, "completion_tokens": 100}},
+    )
     settings = ModelSettings(model="fake-model", base_url=fake_openai.base_url)
     with ChatModel(settings, api_key=KEY, prices={"fake-model": (1.0, 10.0)}, sleep=Waits()) as model:
         result = model.complete(USER, Plan)
@@ -362,8 +379,13 @@ def test_cost_unknown_without_a_price(fake_openai):
 
 
 def test_cost_from_the_served_snapshot_name(fake_openai):
-    fake_openai.script({"content": GOOD, "model": "gpt-4o-mini-2024-07-18",
-                        "usage": {"prompt_tokens": 1_000_000, "completion_tokens": 1_000_000}})
+    fake_openai.script(
+        {
+            "content": GOOD,
+            "model": "gpt-4o-mini-2024-07-18",
+            "usage": {"prompt_tokens": 1_000_000, "completion_tokens": 1_000_000},
+        }
+    )
     with make_model(fake_openai, model="my-alias") as model:
         result = model.complete(USER, Plan)
     assert result.model == "gpt-4o-mini-2024-07-18"
@@ -406,7 +428,9 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_config_from_pyproject(tmp_path, clean_env):
-    write(tmp_path / "pyproject.toml", """
+    write(
+        tmp_path / "pyproject.toml",
+        """
 [project]
 name = "x"
 
@@ -419,7 +443,8 @@ max_tokens = 4096
 
 [tool.forge.prices]
 "qwen2.5-coder" = [0.0, 0.0]
-""")
+""",
+    )
     config = load_config(tmp_path)
     assert config.coder == ModelSettings(model="qwen2.5-coder", base_url="http://localhost:11434/v1", max_tokens=4096)
     assert config.judge == config.coder
@@ -429,22 +454,28 @@ max_tokens = 4096
 
 
 def test_forge_toml_wins_and_judge_inherits_coder(tmp_path, clean_env):
-    write(tmp_path / "pyproject.toml", """
+    write(
+        tmp_path / "pyproject.toml",
+        """
 [tool.forge]
 model = "from-pyproject"
 base_url = "http://vllm:8000/v1"
 rounds = 7
 price_in_per_mtok = 1.0
 price_out_per_mtok = 2.0
-""")
-    write(tmp_path / "forge.toml", """
+""",
+    )
+    write(
+        tmp_path / "forge.toml",
+        """
 model = "from-forge-toml"
 budget_usd = 2.5
 
 [judge]
 model = "small-judge"
 temperature = 0.0
-""")
+""",
+    )
     config = load_config(tmp_path)
     assert config.coder.model == "from-forge-toml" and config.coder.base_url == "http://vllm:8000/v1"
     assert config.coder.price_in_per_mtok == 1.0
@@ -455,14 +486,17 @@ temperature = 0.0
 
 
 def test_forge_toml_tool_table_and_coder_table(tmp_path, clean_env):
-    write(tmp_path / "forge.toml", """
+    write(
+        tmp_path / "forge.toml",
+        """
 [tool.forge]
 concurrency = 2
 
 [tool.forge.coder]
 model = "coder-x"
 structured = "json_object"
-""")
+""",
+    )
     config = load_config(tmp_path)
     assert config.concurrency == 2
     assert config.coder.model == "coder-x" and config.coder.structured == "json_object"
@@ -471,10 +505,16 @@ structured = "json_object"
 
 def test_overrides_apply_last_and_ignore_none(tmp_path, clean_env):
     write(tmp_path / "pyproject.toml", '[tool.forge]\nmodel = "a"\nrounds = 5\nwall_s = 60\n')
-    config = load_config(tmp_path, {"model": "b", "search": "linear", "rounds": 2, "wall_s": None,
-                                    "judge": {"model": "j"}})
-    assert (config.coder.model, config.judge.model, config.search, config.rounds, config.wall_s) == \
-        ("b", "j", "linear", 2, 60)
+    config = load_config(
+        tmp_path, {"model": "b", "search": "linear", "rounds": 2, "wall_s": None, "judge": {"model": "j"}}
+    )
+    assert (config.coder.model, config.judge.model, config.search, config.rounds, config.wall_s) == (
+        "b",
+        "j",
+        "linear",
+        2,
+        60,
+    )
     with pytest.raises(ConfigError, match="unknown agent setting"):
         load_config(tmp_path, {"modle": "typo"})
     with pytest.raises(ConfigError, match="rounds"):

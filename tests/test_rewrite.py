@@ -15,10 +15,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import candidates as C
+import pytest
 from conftest import FIXTURES
+
 from forge_lsp.engine import load_task
 from forge_lsp.reintegrate import (
     Rewrite,
@@ -38,7 +38,7 @@ BLOCK_USER = (RW / "user_block.py").read_text()
 # an offline-style candidate: the user's file verbatim, then ModelNew(Block) and its kernels
 BLOCK_CAND = BLOCK_USER + "\n\n" + (RW / "block_triton_tail.py").read_text()
 
-PRELUDE = '''
+PRELUDE = """
 import copy, importlib.util, inspect, json, pickle, sys
 import torch
 
@@ -54,7 +54,7 @@ def load(path, name):
 new = load(sys.argv[1], "rewritten")
 old = load(sys.argv[2], "original")
 report = {}
-'''
+"""
 
 
 @pytest.fixture(scope="session")
@@ -70,14 +70,24 @@ def run_rewritten(tmp_path: Path, rw: Rewrite, original: str, body: str, ext_dir
     script = tmp_path / "check.py"
     script.write_text(PRELUDE + textwrap.dedent(body) + "\nprint('REPORT ' + json.dumps(report))\n")
     full_env = {k: v for k, v in os.environ.items() if k != "FORGE_DISABLE"}
-    full_env.update(TRITON_INTERPRET="1", TRITON_CACHE_DIR=str(tmp_path / "triton"),
-                    TORCH_EXTENSIONS_DIR=str(ext_dir), OMP_NUM_THREADS="1")
+    full_env.update(
+        TRITON_INTERPRET="1",
+        TRITON_CACHE_DIR=str(tmp_path / "triton"),
+        TORCH_EXTENSIONS_DIR=str(ext_dir),
+        OMP_NUM_THREADS="1",
+    )
     full_env.update(env)
-    p = subprocess.run([sys.executable, str(script), str(new), str(old)], capture_output=True, text=True,
-                       env=full_env, cwd=tmp_path, timeout=300)
+    p = subprocess.run(
+        [sys.executable, str(script), str(new), str(old)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     line = next(x for x in p.stdout.splitlines() if x.startswith("REPORT "))
-    return json.loads(line[len("REPORT "):])
+    return json.loads(line[len("REPORT ") :])
 
 
 def fp32_tol(task_file: Path) -> tuple[float, float]:
@@ -89,7 +99,11 @@ def fp32_tol(task_file: Path) -> tuple[float, float]:
 def test_linear_rewrite_keeps_interface_state_dict_and_runs_the_kernels(tmp_path, ext_dir):
     rw = rewrite_module(LINEAR, "Model", LINEAR_TRITON, CPU_FP32_2D, run_id="r1", candidate_id="c3", speedup=1.42)
     atol, rtol = fp32_tol(FIXTURES / "linear_task.py")
-    r = run_rewritten(tmp_path, rw, LINEAR, f'''
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        LINEAR,
+        f"""
         report["init_signature_same"] = inspect.signature(new.Model.__init__) == inspect.signature(old.Model.__init__)
         report["class_signature"] = str(inspect.signature(new.Model))
         torch.manual_seed(0)
@@ -107,7 +121,9 @@ def test_linear_rewrite_keeps_interface_state_dict_and_runs_the_kernels(tmp_path
         opt.eval(); ref.eval()                 # no dropout/batch norm: the mode does not matter
         with torch.no_grad():
             report["eval"] = [torch.allclose(opt(x), ref(x), atol={atol}, rtol={rtol}), dict(new.Model._forge_calls)]
-    ''', ext_dir)
+    """,
+        ext_dir,
+    )
     assert r["init_signature_same"] and r["class_signature"] == "(d_in, d_out)"
     assert r["keys"][0] == r["keys"][1] == ["proj.weight", "proj.bias"]
     assert r["match"]
@@ -119,7 +135,11 @@ def test_linear_rewrite_keeps_interface_state_dict_and_runs_the_kernels(tmp_path
 
 def test_weights_changed_after_the_first_call_are_used_by_the_kernels(tmp_path, ext_dir):
     rw = rewrite_module(LINEAR, "Model", LINEAR_TRITON, CPU_FP32_2D)
-    r = run_rewritten(tmp_path, rw, LINEAR, '''
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        LINEAR,
+        """
         torch.manual_seed(0)
         ref, opt = old.Model(32, 16), new.Model(32, 16)
         opt.load_state_dict(ref.state_dict())
@@ -141,14 +161,20 @@ def test_weights_changed_after_the_first_call_are_used_by_the_kernels(tmp_path, 
         report["results"] = res
         report["calls"] = dict(new.Model._forge_calls)
         report["launches"] = new.LAUNCHES[0]
-    ''', ext_dir)
+    """,
+        ext_dir,
+    )
     assert r["results"] == [True, True, True, True]
     assert r["calls"] == {"optimized": 5, "reference": 0} and r["launches"] == 5
 
 
 def test_pickle_and_deepcopy_hold_the_module_not_the_kernels_instance(tmp_path, ext_dir):
     rw = rewrite_module(LINEAR, "Model", LINEAR_TRITON, CPU_FP32_2D)
-    r = run_rewritten(tmp_path, rw, LINEAR, '''
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        LINEAR,
+        """
         torch.manual_seed(0)
         opt = new.Model(32, 16)
         x = torch.randn(8, 32)
@@ -161,14 +187,20 @@ def test_pickle_and_deepcopy_hold_the_module_not_the_kernels_instance(tmp_path, 
             report["match"] = torch.equal(c(x), y) and torch.equal(p(x), y)
             report["copy_has_own_weights"] = c.proj.weight.data_ptr() != opt.proj.weight.data_ptr()
         report["calls"] = dict(new.Model._forge_calls)
-    ''', ext_dir)
+    """,
+        ext_dir,
+    )
     assert r["runtime_built"] and r["copies_without_runtime"] and r["match"] and r["copy_has_own_weights"]
     assert r["calls"] == {"optimized": 3, "reference": 0}
 
 
 def test_inputs_outside_the_verified_domain_take_the_original_path(tmp_path, ext_dir):
     rw = rewrite_module(LINEAR, "Model", LINEAR_TRITON, CPU_FP32_2D)
-    r = run_rewritten(tmp_path, rw, LINEAR, '''
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        LINEAR,
+        """
         torch.manual_seed(0)
         ref, opt = old.Model(32, 16), new.Model(32, 16)
         opt.load_state_dict(ref.state_dict())
@@ -194,9 +226,14 @@ def test_inputs_outside_the_verified_domain_take_the_original_path(tmp_path, ext
             report["float64"] = [torch.equal(opt(x.double()), ref(x.double())), dict(new.Model._forge_calls)]
         report["kwargs"] = torch.equal(opt(x=x.double()), ref(x.double()))
         report["launches"] = new.LAUNCHES[0]
-    ''', ext_dir)
-    assert r["paths"] == {"rank3": ["reference", True], "non_contiguous": ["reference", True],
-                          "empty": ["reference", True]}
+    """,
+        ext_dir,
+    )
+    assert r["paths"] == {
+        "rank3": ["reference", True],
+        "non_contiguous": ["reference", True],
+        "empty": ["reference", True],
+    }
     assert r["grad"] == [4, True, True] and r["grad_flows"]
     assert r["float64"] == [True, {"optimized": 0, "reference": 5}]
     assert r["kwargs"] and r["launches"] == 0
@@ -205,7 +242,11 @@ def test_inputs_outside_the_verified_domain_take_the_original_path(tmp_path, ext
 def test_softmax_triton_candidate_other_dtype_or_rank_falls_back(tmp_path, ext_dir):
     rw = rewrite_module(SOFTMAX, "Model", C.TRITON_CORRECT, CPU_FP32_2D, candidate_id="triton")
     atol, rtol = fp32_tol(FIXTURES / "softmax_small.py")
-    r = run_rewritten(tmp_path, rw, SOFTMAX, f'''
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        SOFTMAX,
+        f"""
         ref, opt = old.Model(), new.Model()
         out = {{}}
         for name, x in {{"fp32_16x100": torch.randn(16, 100) * 3, "fp32_7x100": torch.randn(7, 100),
@@ -215,14 +256,24 @@ def test_softmax_triton_candidate_other_dtype_or_rank_falls_back(tmp_path, ext_d
             out[name] = [new.Model._forge_calls["optimized"] > before, y.dtype == x.dtype,
                          torch.allclose(y, ref(x), atol={atol}, rtol={rtol})]
         report["out"] = out
-    ''', ext_dir)
-    assert r["out"] == {"fp32_16x100": [True, True, True], "fp32_7x100": [True, True, True],
-                        "fp64": [False, True, True], "rank3": [False, True, True]}
+    """,
+        ext_dir,
+    )
+    assert r["out"] == {
+        "fp32_16x100": [True, True, True],
+        "fp32_7x100": [True, True, True],
+        "fp64": [False, True, True],
+        "rank3": [False, True, True],
+    }
 
 
 def test_forge_disable_forces_the_original_path(tmp_path, ext_dir):
     rw = rewrite_module(LINEAR, "Model", LINEAR_TRITON, CPU_FP32_2D)
-    r = run_rewritten(tmp_path, rw, LINEAR, '''
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        LINEAR,
+        """
         torch.manual_seed(0)
         ref, opt = old.Model(32, 16), new.Model(32, 16)
         opt.load_state_dict(ref.state_dict())
@@ -231,7 +282,10 @@ def test_forge_disable_forces_the_original_path(tmp_path, ext_dir):
             report["match"] = torch.equal(opt(x), ref(x))
         report["calls"] = dict(new.Model._forge_calls)
         report["launches"] = new.LAUNCHES[0]
-    ''', ext_dir, FORGE_DISABLE="1")
+    """,
+        ext_dir,
+        FORGE_DISABLE="1",
+    )
     assert r["match"] and r["calls"] == {"optimized": 0, "reference": 1} and r["launches"] == 0
 
 
@@ -242,10 +296,16 @@ def test_user_names_survive_clashing_candidate_names_and_old_style_super(tmp_pat
     assert "super(_BlockReference, self).__init__()" in rw.new_text
     assert "class _BlockForge(_BlockReference):" in rw.new_text
     assert "_forge_mode_sensitive = True" in rw.new_text  # Block names nn.Dropout
-    assert "    def __init__(self, d_in: int, d_out: int, scale: float = 0.5, *, p: float = 0.0):\n" \
-           "        super().__init__(d_in, d_out, scale, p=p)\n" in rw.new_text
+    assert (
+        "    def __init__(self, d_in: int, d_out: int, scale: float = 0.5, *, p: float = 0.0):\n"
+        "        super().__init__(d_in, d_out, scale, p=p)\n" in rw.new_text
+    )
     assert rw.new_text.startswith('"""A user\'s model file') and rw.new_text.count("from __future__") == 1
-    r = run_rewritten(tmp_path, rw, BLOCK_USER, '''
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        BLOCK_USER,
+        """
         report["sig"] = inspect.signature(new.Block.__init__) == inspect.signature(old.Block.__init__)
         torch.manual_seed(0)
         ref, opt = old.Block(32, 16, 0.25), new.Block(32, 16, 0.25)
@@ -263,7 +323,9 @@ def test_user_names_survive_clashing_candidate_names_and_old_style_super(tmp_pat
         ref.eval(); opt.eval()                                # dropout layer: mode was verified in training
         with torch.no_grad():
             report["eval"] = [torch.allclose(opt(x), ref(x), atol=1e-5), dict(new.Block._forge_calls)]
-    ''', ext_dir)
+    """,
+        ext_dir,
+    )
     assert r["sig"] and r["keys"] and r["match"] and r["buffer_seen"]
     assert r["calls"] == {"optimized": 2, "reference": 0} and r["launches"] == 2
     assert r["user_names"] == [3, True, 2]  # the user's BLOCK and helper, not the candidate's
@@ -271,7 +333,7 @@ def test_user_names_survive_clashing_candidate_names_and_old_style_super(tmp_pat
 
 
 def test_class_without_init_keeps_its_signature(tmp_path, ext_dir):
-    user = textwrap.dedent('''
+    user = textwrap.dedent("""
         import torch
         import torch.nn as nn
 
@@ -279,19 +341,25 @@ def test_class_without_init_keeps_its_signature(tmp_path, ext_dir):
         class Act(nn.Module):
             def forward(self, x):
                 return torch.softmax(x, dim=1)
-    ''').lstrip()
+    """).lstrip()
     rw = rewrite_module(user, "Act", C.TORCH_CORRECT, CPU_FP32_2D)
-    r = run_rewritten(tmp_path, rw, user, '''
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        user,
+        """
         report["sig"] = inspect.signature(new.Act) == inspect.signature(old.Act)
         x = torch.randn(4, 5)
         report["match"] = torch.equal(new.Act()(x), old.Act()(x))
         report["calls"] = dict(new.Act._forge_calls)
-    ''', ext_dir)
+    """,
+        ext_dir,
+    )
     assert r["sig"] and r["match"] and r["calls"] == {"optimized": 1, "reference": 0}
 
 
 def test_private_attribute_names_keep_their_state_dict_keys(tmp_path, ext_dir):
-    user = textwrap.dedent('''
+    user = textwrap.dedent("""
         import torch
         import torch.nn as nn
 
@@ -303,8 +371,8 @@ def test_private_attribute_names_keep_their_state_dict_keys(tmp_path, ext_dir):
 
             def forward(self, x):
                 return x * self.__w
-    ''').lstrip()
-    cand = textwrap.dedent('''
+    """).lstrip()
+    cand = textwrap.dedent("""
         import torch
         import torch.nn as nn
 
@@ -316,15 +384,21 @@ def test_private_attribute_names_keep_their_state_dict_keys(tmp_path, ext_dir):
 
             def forward(self, x):
                 return torch.mul(x, getattr(self, "_Scale__w"))
-    ''').lstrip()
+    """).lstrip()
     rw = rewrite_module(user, "Scale", cand, CPU_FP32_2D)
     assert rw.reference_class == "_Scale"  # mangles private names exactly as Scale did
-    r = run_rewritten(tmp_path, rw, user, '''
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        user,
+        """
         report["keys"] = [list(new.Scale().state_dict()), list(old.Scale().state_dict())]
         with torch.no_grad():
             report["match"] = torch.equal(new.Scale()(torch.ones(2, 3)), old.Scale()(torch.ones(2, 3)))
         report["calls"] = dict(new.Scale._forge_calls)
-    ''', ext_dir)
+    """,
+        ext_dir,
+    )
     assert r["keys"] == [["_Scale__w"], ["_Scale__w"]] and r["match"]
     assert r["calls"] == {"optimized": 1, "reference": 0}
 
@@ -333,15 +407,22 @@ def test_private_attribute_names_keep_their_state_dict_keys(tmp_path, ext_dir):
 def test_cpp_load_inline_candidate_is_built_by_the_rewritten_module(tmp_path, ext_dir):
     rw = rewrite_module(SOFTMAX, "Model", C.CPP_CORRECT, CPU_FP32_2D)
     assert "ext = load_inline(" in rw.new_text and rw.new_text.index("ext = load_inline(") > rw.new_text.index(
-        "class _ModelReference")
-    r = run_rewritten(tmp_path, rw, SOFTMAX, '''
+        "class _ModelReference"
+    )
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        SOFTMAX,
+        """
         ref, opt = old.Model(), new.Model()
         x = torch.randn(16, 100) * 3
         report["match"] = torch.allclose(opt(x), ref(x), atol=1e-4, rtol=1e-4)
         report["fp64"] = torch.equal(opt(x.double()), ref(x.double()))
         report["calls"] = dict(new.Model._forge_calls)
         report["ext"] = type(new.ext).__name__
-    ''', ext_dir)
+    """,
+        ext_dir,
+    )
     assert r["match"] and r["fp64"] and r["calls"] == {"optimized": 1, "reference": 1} and r["ext"] == "module"
 
 
@@ -384,8 +465,12 @@ def test_fingerprint_follows_the_class_and_what_it_reads_only():
     assert source_fingerprint(body_changed, "Block") != base
     comment_in_class = BLOCK_USER.replace("    def forward(self, x):", "    # note\n    def forward(self, x):")
     assert source_fingerprint(comment_in_class, "Block") != base
-    unrelated = (BLOCK_USER.replace("return bias_relu_(y.clone(), b)", "return bias_relu_(y, b)")
-                 .replace("BLOCK = 3", "BLOCK = 4") + "\n\ndef extra():\n    return 1\n")
+    unrelated = (
+        BLOCK_USER.replace("return bias_relu_(y.clone(), b)", "return bias_relu_(y, b)").replace(
+            "BLOCK = 3", "BLOCK = 4"
+        )
+        + "\n\ndef extra():\n    return 1\n"
+    )
     assert source_fingerprint(unrelated, "Block") == base
     import_changed = BLOCK_USER.replace("from torch import nn", "import torch.nn as nn")
     assert source_fingerprint(import_changed, "Block") != base  # Block reads nn
@@ -398,27 +483,33 @@ def test_fingerprint_follows_the_class_and_what_it_reads_only():
 
 def _apply_lines(text: str, rw: Rewrite) -> str:
     lines = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
-    return "".join(lines[:rw.start_line]) + rw.replacement + "".join(lines[rw.end_line:])
+    return "".join(lines[: rw.start_line]) + rw.replacement + "".join(lines[rw.end_line :])
 
 
-DECORATED_AT_EOF = "import torch\nimport torch.nn as nn\n\n\ndef register(cls):\n    return cls\n\n\n@register\n" \
-                   "class Model(nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=1)"
+DECORATED_AT_EOF = (
+    "import torch\nimport torch.nn as nn\n\n\ndef register(cls):\n    return cls\n\n\n@register\n"
+    "class Model(nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=1)"
+)
 
 
-@pytest.mark.parametrize("text,name,cand", [
-    (LINEAR, "Model", LINEAR_TRITON),
-    (SOFTMAX, "Model", C.CPP_CORRECT),
-    (BLOCK_USER, "Block", BLOCK_CAND),
-    (LINEAR.replace("\n", "\r\n"), "Model", LINEAR_TRITON),
-    (DECORATED_AT_EOF, "Model", C.TORCH_CORRECT),
-], ids=["linear", "softmax-cpp", "block", "crlf", "decorated-at-eof"])
+@pytest.mark.parametrize(
+    "text,name,cand",
+    [
+        (LINEAR, "Model", LINEAR_TRITON),
+        (SOFTMAX, "Model", C.CPP_CORRECT),
+        (BLOCK_USER, "Block", BLOCK_CAND),
+        (LINEAR.replace("\n", "\r\n"), "Model", LINEAR_TRITON),
+        (DECORATED_AT_EOF, "Model", C.TORCH_CORRECT),
+    ],
+    ids=["linear", "softmax-cpp", "block", "crlf", "decorated-at-eof"],
+)
 def test_replacement_of_the_line_range_gives_new_text_and_revert_restores_it(text, name, cand):
     rw = rewrite_module(text, name, cand, CPU_FP32_2D, run_id="r7", candidate_id="c2", speedup=2.0)
     assert _apply_lines(text, rw) == rw.new_text
     lines = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
     assert rw.start_line == min(i for i, line in enumerate(lines) if line.startswith(("class " + name, "@")))
-    assert rw.new_text.startswith("".join(lines[:rw.start_line]))
-    assert rw.new_text.endswith("".join(lines[rw.end_line:]))
+    assert rw.new_text.startswith("".join(lines[: rw.start_line]))
+    assert rw.new_text.endswith("".join(lines[rw.end_line :]))
     assert "# --- forge: begin optimized " + name + " (run r7, candidate c2, 2.00x) ---" in rw.new_text
     compile(rw.new_text, "rewritten.py", "exec")
     if "\r\n" in text:
@@ -428,7 +519,7 @@ def test_replacement_of_the_line_range_gives_new_text_and_revert_restores_it(tex
     assert _apply_lines(rw.new_text, back) == back.new_text
 
 
-TWO_CLASSES = '''import torch
+TWO_CLASSES = """import torch
 import torch.nn as nn
 
 
@@ -440,22 +531,29 @@ class A(nn.Module):
 class B(nn.Module):
     def forward(self, x):
         return torch.softmax(x, dim=1) * 2
-'''
+"""
 
 
 def test_two_rewritten_classes_in_one_file_can_be_reverted_independently(tmp_path, ext_dir):
     cand_b = C.TRITON_CORRECT.replace("return softmax(x)", "return softmax(x) * 2")
-    both = rewrite_module(rewrite_module(TWO_CLASSES, "A", C.TRITON_CORRECT, CPU_FP32_2D).new_text,
-                          "B", cand_b, CPU_FP32_2D)
-    block_b = both.new_text[both.new_text.index("# --- forge: begin optimized B"):]
+    both = rewrite_module(
+        rewrite_module(TWO_CLASSES, "A", C.TRITON_CORRECT, CPU_FP32_2D).new_text, "B", cand_b, CPU_FP32_2D
+    )
+    block_b = both.new_text[both.new_text.index("# --- forge: begin optimized B") :]
     assert "def softmax_kernel" in block_b and "import triton\n" in block_b  # not borrowed from A's block
     only_b = revert_module(both.new_text, "A")
-    r = run_rewritten(tmp_path, only_b, TWO_CLASSES, '''
+    r = run_rewritten(
+        tmp_path,
+        only_b,
+        TWO_CLASSES,
+        """
         x = torch.randn(4, 10)
         report["match"] = [torch.equal(new.A()(x), old.A()(x)), torch.allclose(new.B()(x), old.B()(x), atol=1e-5)]
         report["calls"] = dict(new.B._forge_calls)
         report["a_is_original"] = not hasattr(new.A, "_forge_calls")
-    ''', ext_dir)
+    """,
+        ext_dir,
+    )
     assert r["match"] == [True, True] and r["calls"] == {"optimized": 1, "reference": 0} and r["a_is_original"]
     assert revert_module(only_b.new_text, "B").new_text == TWO_CLASSES
 
@@ -479,10 +577,16 @@ def test_forges_offline_library_candidate_applies(tmp_path, ext_dir, monkeypatch
     rw = rewrite_module(SOFTMAX, "Model", cand.source, CPU_FP32_2D, candidate_id=cand.name)
     assert "class Model (a copy of your class)" in rw.dropped
     assert "class _ModelForge(_ModelReference):" in rw.new_text
-    r = run_rewritten(tmp_path, rw, SOFTMAX, '''
+    r = run_rewritten(
+        tmp_path,
+        rw,
+        SOFTMAX,
+        """
         x = torch.randn(16, 100) * 3
         with torch.no_grad():
             report["match"] = torch.allclose(new.Model()(x), old.Model()(x), atol=1e-4, rtol=1e-4)
         report["calls"] = dict(new.Model._forge_calls)
-    ''', ext_dir)
+    """,
+        ext_dir,
+    )
     assert r["match"] and r["calls"] == {"optimized": 1, "reference": 0}

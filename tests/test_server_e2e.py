@@ -51,15 +51,22 @@ def apply_text_edits(text: str, edits: list[t.TextEdit]) -> str:
         return offsets[min(pos.line, len(lines))] + pos.character
 
     for e in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
-        text = text[:offset(e.range.start)] + e.new_text + text[offset(e.range.end):]
+        text = text[: offset(e.range.start)] + e.new_text + text[offset(e.range.end) :]
     return text
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(
-    server_command=[sys.executable, "-m", "forge_lsp.server"],
-    # one intra-op thread: a loaded 2-core CI box wakes a thread pool slowly, which would swamp µs timings
-    server_env={"FORGE_CACHE_DIR": CACHE, "PATH": "/usr/local/bin:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
-                "FORGE_LSP_LOG": str(Path(CACHE) / "server.log")}))
+@pytest_lsp.fixture(
+    config=ClientServerConfig(
+        server_command=[sys.executable, "-m", "forge_lsp.server"],
+        # one intra-op thread: a loaded 2-core CI box wakes a thread pool slowly, which would swamp µs timings
+        server_env={
+            "FORGE_CACHE_DIR": CACHE,
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "OMP_NUM_THREADS": "1",
+            "FORGE_LSP_LOG": str(Path(CACHE) / "server.log"),
+        },
+    )
+)
 async def client(lsp_client: LanguageClient, tmp_path: Path, fake_openai):
     (tmp_path / "softmax_mod.py").write_text(TASK)
     lsp_client.docs = {}
@@ -74,9 +81,12 @@ async def client(lsp_client: LanguageClient, tmp_path: Path, fake_openai):
             doc["text"] = apply_text_edits(doc["text"], change.edits)
             doc["version"] += 1
             Path(uri.removeprefix("file://")).write_text(doc["text"])  # the editor saves
-            lsp_client.text_document_did_change(t.DidChangeTextDocumentParams(
-                text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=doc["version"]),
-                content_changes=[t.TextDocumentContentChangeWholeDocument(text=doc["text"])]))
+            lsp_client.text_document_did_change(
+                t.DidChangeTextDocumentParams(
+                    text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=doc["version"]),
+                    content_changes=[t.TextDocumentContentChangeWholeDocument(text=doc["text"])],
+                )
+            )
         return t.ApplyWorkspaceEditResult(applied=True)
 
     @lsp_client.feature(t.CLIENT_REGISTER_CAPABILITY)
@@ -87,11 +97,24 @@ async def client(lsp_client: LanguageClient, tmp_path: Path, fake_openai):
     def lens_refresh(params: None) -> None:
         return None
 
-    await lsp_client.initialize_session(t.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"),
-        root_uri=tmp_path.as_uri(), workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
-        initialization_options={"forge": {"model": "scripted", "baseUrl": fake_openai.base_url, "device": "cpu",
-                                          "search": "linear", "rounds": 1, "offline": False, "profile": False}}))
+    await lsp_client.initialize_session(
+        t.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=tmp_path.as_uri(),
+            workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
+            initialization_options={
+                "forge": {
+                    "model": "scripted",
+                    "baseUrl": fake_openai.base_url,
+                    "device": "cpu",
+                    "search": "linear",
+                    "rounds": 1,
+                    "offline": False,
+                    "profile": False,
+                }
+            },
+        )
+    )
     yield
     await lsp_client.shutdown_session()
 
@@ -100,17 +123,23 @@ def open_doc(client: LanguageClient, path: Path) -> str:
     uri = path.as_uri()
     text = path.read_text()
     client.docs[uri] = {"text": text, "version": 1}
-    client.text_document_did_open(t.DidOpenTextDocumentParams(
-        text_document=t.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    client.text_document_did_open(
+        t.DidOpenTextDocumentParams(
+            text_document=t.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        )
+    )
     return uri
 
 
 def edit_doc(client: LanguageClient, uri: str, text: str) -> None:
     doc = client.docs[uri]
     doc["text"], doc["version"] = text, doc["version"] + 1
-    client.text_document_did_change(t.DidChangeTextDocumentParams(
-        text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=doc["version"]),
-        content_changes=[t.TextDocumentContentChangeWholeDocument(text=text)]))
+    client.text_document_did_change(
+        t.DidChangeTextDocumentParams(
+            text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=doc["version"]),
+            content_changes=[t.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
 
 
 async def until(predicate, timeout: float = 120.0, what: str = "condition"):
@@ -129,10 +158,13 @@ def model_line(text: str) -> int:
 async def optimize(client: LanguageClient, uri: str, fake, source: str, summary: str) -> dict:
     fake.script(coder(source, summary))
     line = model_line(client.docs[uri]["text"])
-    actions = await client.text_document_code_action_async(t.CodeActionParams(
-        text_document=t.TextDocumentIdentifier(uri=uri),
-        range=t.Range(start=t.Position(line=line, character=0), end=t.Position(line=line, character=0)),
-        context=t.CodeActionContext(diagnostics=[])))
+    actions = await client.text_document_code_action_async(
+        t.CodeActionParams(
+            text_document=t.TextDocumentIdentifier(uri=uri),
+            range=t.Range(start=t.Position(line=line, character=0), end=t.Position(line=line, character=0)),
+            context=t.CodeActionContext(diagnostics=[]),
+        )
+    )
     titles = [a.title for a in actions]
     assert "Optimize `Model`" in titles, titles
     opt = next(a for a in actions if a.title == "Optimize `Model`")
@@ -141,7 +173,9 @@ async def optimize(client: LanguageClient, uri: str, fake, source: str, summary:
     inner = opt.command
     if isinstance(inner, str) and inner.startswith("{"):
         inner = ast.literal_eval(inner)
-    name, arguments = (inner["command"], inner["arguments"]) if isinstance(inner, dict) else (inner.command, inner.arguments)
+    name, arguments = (
+        (inner["command"], inner["arguments"]) if isinstance(inner, dict) else (inner.command, inner.arguments)
+    )
     started = await client.workspace_execute_command_async(t.ExecuteCommandParams(command=name, arguments=arguments))
     assert "job" in started, started
     return started
@@ -182,7 +216,9 @@ async def test_optimize_progress_diagnostic_lens_accept(client: LanguageClient, 
     reports = [r for r in client.progress_reports[token] if r.kind == "report"]
     assert all(0 <= r.percentage <= 100 for r in reports) and reports[-1].percentage > 0
     assert any(r.message.startswith("round 1/1") for r in reports), [r.message for r in reports]
-    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    lenses = await client.text_document_code_lens_async(
+        t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
+    )
     accept = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.accept")
     show = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.showDiff")
     # the final re-timing is the answer, said the same way in the lens, the diagnostic and the job
@@ -191,25 +227,36 @@ async def test_optimize_progress_diagnostic_lens_accept(client: LanguageClient, 
     assert job["status"] == "done" and "× (final re-timing" in job["message"] and "found" in job["message"]
     assert job["proposal"]["candidateId"] == accept.arguments[3] and job["proposal"]["className"] == "Model"
     assert f"{job['proposal']['speedup']:.2f}× (final re-timing" in show.title
-    hover = await client.text_document_hover_async(t.HoverParams(
-        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line(original), character=6)))
+    hover = await client.text_document_hover_async(
+        t.HoverParams(
+            text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line(original), character=6)
+        )
+    )
     value = hover.contents.value
     assert "best verified candidate" in value and "stale" not in value and "(final re-timing" in value
     assert "reference" in value and "best candidate" in value and "interleaved calls, wall clock on the CPU" in value
-    result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.accept", arguments=accept.arguments))
+    result = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.accept", arguments=accept.arguments)
+    )
     assert result["applied"] is True, result
     job = await job_of(client, started["job"])
     assert job["decision"] == "accepted" and "proposal" not in job and "accepted" in job["message"]
     new_text = client.docs[uri]["text"]
     assert new_text != original and (tmp_path / "softmax_mod.py").read_text() == new_text
     # the rewritten module imports and matches the reference (in a fresh process, under the Triton interpreter)
-    check = (f"import sys, torch; sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(FIXTURES)!r})\n"
-             "import softmax_mod as m, slow_softmax as ref\n"
-             "x = ref.get_inputs()[0]\n"
-             "print(torch.allclose(m.Model()(x), ref.Model()(x), atol=1e-5))")
-    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120,
-                         env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"})
+    check = (
+        f"import sys, torch; sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(FIXTURES)!r})\n"
+        "import softmax_mod as m, slow_softmax as ref\n"
+        "x = ref.get_inputs()[0]\n"
+        "print(torch.allclose(m.Model()(x), ref.Model()(x), atol=1e-5))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", check],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert out.stdout.strip() == "True", out.stderr[-2000:]
     await until(lambda: proposal_diag(client, uri) is None, 10, "proposal cleared")
 
@@ -220,10 +267,15 @@ async def test_reject_removes_the_proposal_and_does_not_offer_it_again(client: L
     source = FAST + "\n# e2e reject\n"
     await optimize(client, uri, fake_openai, source, "rejected one")
     await until(lambda: proposal_diag(client, uri))
-    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    lenses = await client.text_document_code_lens_async(
+        t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
+    )
     reject = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.reject")
-    assert (await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.reject", arguments=reject.arguments)))["rejected"] is True
+    assert (
+        await client.workspace_execute_command_async(
+            t.ExecuteCommandParams(command="forge.reject", arguments=reject.arguments)
+        )
+    )["rejected"] is True
     await until(lambda: proposal_diag(client, uri) is None, 10)
     runs = plain(await client.protocol.send_request_async("forge/runs", None))
     job = next(j for j in runs["runs"] if j.get("runId") == reject.arguments[2])
@@ -234,7 +286,9 @@ async def test_reject_removes_the_proposal_and_does_not_offer_it_again(client: L
     started = await optimize(client, uri, fake_openai, source, "rejected one")
     await until(lambda: any(r.kind == "end" for r in client.progress_reports.get(f"forge/{started['job']}", [])))
     assert proposal_diag(client, uri) is None
-    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    lenses = await client.text_document_code_lens_async(
+        t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
+    )
     assert not any(lens.command and lens.command.command == "forge.accept" for lens in lenses)
 
 
@@ -244,10 +298,13 @@ async def test_show_diff_writes_the_candidate_under_forge_and_shows_it(client: L
     original = client.docs[uri]["text"]
     await optimize(client, uri, fake_openai, FAST + "\n# e2e show diff\n", "vectorized")
     await until(lambda: proposal_diag(client, uri))
-    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    lenses = await client.text_document_code_lens_async(
+        t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
+    )
     show = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.showDiff")
-    result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.showDiff", arguments=show.arguments))
+    result = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.showDiff", arguments=show.arguments)
+    )
     proposed = Path(result["proposedUri"].removeprefix("file://"))
     patch = Path(result["diffUri"].removeprefix("file://"))
     assert proposed.parent.is_relative_to(tmp_path / ".forge" / "proposals")
@@ -255,8 +312,9 @@ async def test_show_diff_writes_the_candidate_under_forge_and_shows_it(client: L
     assert "+" in patch.read_text() and result["diff"] in patch.read_text() and result["stale"] is False
     assert [p.uri for p in client.shown_documents] == [result["diffUri"]]  # window/showDocument opened the diff
     # a client with its own diff view asks for the texts only
-    again = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.showDiff", arguments=[*show.arguments, {"show": False}]))
+    again = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.showDiff", arguments=[*show.arguments, {"show": False}])
+    )
     assert again["proposed"] == result["proposed"] and len(client.shown_documents) == 1
     assert client.docs[uri]["text"] == original and (tmp_path / "softmax_mod.py").read_text() == original
 
@@ -284,13 +342,16 @@ async def test_stale_accept_is_refused_and_nothing_is_lost(client: LanguageClien
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     await optimize(client, uri, fake_openai, FAST + "\n# e2e stale\n", "stale one")
     await until(lambda: proposal_diag(client, uri))
-    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    lenses = await client.text_document_code_lens_async(
+        t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
+    )
     accept = next(lens.command for lens in lenses if lens.command and lens.command.command == "forge.accept")
     edited = client.docs[uri]["text"].replace("torch.softmax(row, dim=0)", "torch.softmax(row, dim=-1)")
     assert edited != client.docs[uri]["text"]
     edit_doc(client, uri, edited)
-    result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.accept", arguments=accept.arguments))
+    result = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.accept", arguments=accept.arguments)
+    )
     assert result["applied"] is False and ("changed" in result["message"] or "stale" in result["message"])
     assert client.docs[uri]["version"] == 2  # no edit reached the client
     assert client.docs[uri]["text"] == edited  # the user's edit is intact
@@ -302,8 +363,9 @@ async def test_cancel_mid_run_stops_the_job(client: LanguageClient, tmp_path, fa
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     fake_openai.script({"delay": 30.0, "content": coder(FAST, "slow")})
     line = model_line(client.docs[uri]["text"])
-    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.optimize", arguments=[uri, "Model"]))
+    started = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.optimize", arguments=[uri, "Model"])
+    )
     token = f"forge/{started['job']}"
     await until(lambda: client.progress_reports.get(token))
     client.window_work_done_progress_cancel(t.WorkDoneProgressCancelParams(token=token))
@@ -321,44 +383,57 @@ async def test_change_outside_the_editor_marks_results_stale(client: LanguageCli
     other.write_text(TASK)
     uri = other.as_uri()
     fake_openai.script(coder(FAST + "\n# e2e outside\n", "outside"))
-    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.optimize", arguments=[uri, "Model"]))
+    started = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.optimize", arguments=[uri, "Model"])
+    )
     assert "job" in started, started
     await until(lambda: proposal_diag(client, uri))
     # a proposal for a file that is not open is still reported with its job (the editor announces it from there)
     assert (await job_of(client, started["job"]))["proposal"]["uri"] == uri
     line = model_line(TASK)
-    before = await client.text_document_hover_async(t.HoverParams(
-        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=6)))
+    before = await client.text_document_hover_async(
+        t.HoverParams(text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=6))
+    )
     assert "stale" not in before.contents.value
     other.write_text(TASK.replace("dim = 32", "dim = 48"))  # not open in the editor
     # VS Code's file watcher reports it (the server registered for it instead of watching files itself)
-    client.workspace_did_change_watched_files(t.DidChangeWatchedFilesParams(
-        changes=[t.FileEvent(uri=uri, type=t.FileChangeType.Changed)]))
+    client.workspace_did_change_watched_files(
+        t.DidChangeWatchedFilesParams(changes=[t.FileEvent(uri=uri, type=t.FileChangeType.Changed)])
+    )
     await until(lambda: proposal_diag(client, uri) is None, 20, "proposal cleared after the outside change")
-    after = await client.text_document_hover_async(t.HoverParams(
-        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=6)))
+    after = await client.text_document_hover_async(
+        t.HoverParams(text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=6))
+    )
     assert "stale" in after.contents.value
 
 
 @pytest.mark.asyncio
 async def test_kernel_compile_error_becomes_a_diagnostic_on_its_line(client: LanguageClient, tmp_path):
     cu = tmp_path / "bad_kernel.cu"
-    cu.write_text('extern "C" __global__ void bad_kernel(float* y, int n) {\n'
-                  "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-                  "    if (i < n) y[i] = undefined_name;  // 温度 😀\n"
-                  "}\n")
+    cu.write_text(
+        'extern "C" __global__ void bad_kernel(float* y, int n) {\n'
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) y[i] = undefined_name;  // 温度 😀\n"
+        "}\n"
+    )
     (tmp_path / "run_bad_kernel.py").write_text(
         "from pathlib import Path\nfrom forge_lsp.runtime import cuda as fcuda\n"
         "src = Path(__file__).with_name('bad_kernel.cu')\n"
-        "fcuda.compile_kernel(src.read_text(), 'bad_kernel', arch='sm_90', filename=str(src))\n")
+        "fcuda.compile_kernel(src.read_text(), 'bad_kernel', arch='sm_90', filename=str(src))\n"
+    )
     uri = cu.as_uri()
-    client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
-        uri=uri, language_id="cuda", version=1, text=cu.read_text())))
-    lenses = await client.text_document_code_lens_async(t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    client.text_document_did_open(
+        t.DidOpenTextDocumentParams(
+            text_document=t.TextDocumentItem(uri=uri, language_id="cuda", version=1, text=cu.read_text())
+        )
+    )
+    lenses = await client.text_document_code_lens_async(
+        t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
+    )
     assert {lens.command.title for lens in lenses} >= {"Explain NCU bottleneck", "Profile kernel"}
-    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.profile", arguments=[uri, "bad_kernel"]))
+    started = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.profile", arguments=[uri, "bad_kernel"])
+    )
     assert "job" in started, started
     diag = await until(lambda: next((d for d in client.diagnostics.get(uri, []) if d.code == "compile"), None), 120)
     assert diag.range.start.line == 2 and "undefined_name" in diag.message
@@ -370,15 +445,20 @@ async def test_kernel_compile_error_becomes_a_diagnostic_on_its_line(client: Lan
 @pytest.mark.asyncio
 async def test_module_without_inputs_gets_a_quick_fix_resolved_on_demand(client: LanguageClient, tmp_path):
     path = tmp_path / "layer.py"
-    path.write_text("import torch\nimport torch.nn as nn\n\n\nclass Block(nn.Module):\n"
-                    "    def __init__(self, d_model: int = 64):\n        super().__init__()\n"
-                    "        self.proj = nn.Linear(d_model, d_model)\n\n    def forward(self, x):\n"
-                    "        return torch.relu(self.proj(x))\n")
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Block(nn.Module):\n"
+        "    def __init__(self, d_model: int = 64):\n        super().__init__()\n"
+        "        self.proj = nn.Linear(d_model, d_model)\n\n    def forward(self, x):\n"
+        "        return torch.relu(self.proj(x))\n"
+    )
     uri = open_doc(client, path)
-    actions = await client.text_document_code_action_async(t.CodeActionParams(
-        text_document=t.TextDocumentIdentifier(uri=uri),
-        range=t.Range(start=t.Position(line=4, character=0), end=t.Position(line=4, character=0)),
-        context=t.CodeActionContext(diagnostics=[])))
+    actions = await client.text_document_code_action_async(
+        t.CodeActionParams(
+            text_document=t.TextDocumentIdentifier(uri=uri),
+            range=t.Range(start=t.Position(line=4, character=0), end=t.Position(line=4, character=0)),
+            context=t.CodeActionContext(diagnostics=[]),
+        )
+    )
     fix = next(a for a in actions if isinstance(a, t.CodeAction) and a.title.startswith("Add get_inputs"))
     assert fix.edit is None and fix.kind == t.CodeActionKind.QuickFix  # cheap: the edit comes on resolve
     resolved = await client.code_action_resolve_async(fix)
@@ -391,15 +471,22 @@ async def test_module_without_inputs_gets_a_quick_fix_resolved_on_demand(client:
 
 
 @pytest.mark.asyncio
-async def test_a_failing_reference_module_is_pointed_at_in_the_users_file(client: LanguageClient, tmp_path, fake_openai):
+async def test_a_failing_reference_module_is_pointed_at_in_the_users_file(
+    client: LanguageClient, tmp_path, fake_openai
+):
     path = tmp_path / "broken_ref.py"
-    path.write_text(TASK.replace("        return torch.stack([torch.softmax(row, dim=0) for row in x])",
-                                 "        scale = x.shape[1] // 0  # bug\n        return torch.stack([torch.softmax(row, dim=0) for row in x])"))
+    path.write_text(
+        TASK.replace(
+            "        return torch.stack([torch.softmax(row, dim=0) for row in x])",
+            "        scale = x.shape[1] // 0  # bug\n        return torch.stack([torch.softmax(row, dim=0) for row in x])",
+        )
+    )
     uri = open_doc(client, path)
     bug_line = next(i for i, line in enumerate(client.docs[uri]["text"].splitlines()) if "# bug" in line)
     fake_openai.script(coder(FAST + "\n# e2e broken reference\n", "vectorized"))
-    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.optimize", arguments=[uri, "Model"]))
+    started = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.optimize", arguments=[uri, "Model"])
+    )
     assert "job" in started, started
     diag = await until(lambda: next((d for d in client.diagnostics.get(uri, []) if d.code == "reference-failed"), None))
     assert diag.range.start.line == bug_line and "ZeroDivisionError" in diag.message
@@ -407,19 +494,24 @@ async def test_a_failing_reference_module_is_pointed_at_in_the_users_file(client
 
 
 @pytest.mark.asyncio
-async def test_explain_on_the_cpu_labels_its_numbers_next_to_an_optimize_runs(client: LanguageClient, tmp_path,
-                                                                              fake_openai):
+async def test_explain_on_the_cpu_labels_its_numbers_next_to_an_optimize_runs(
+    client: LanguageClient, tmp_path, fake_openai
+):
     """Explain without hardware counters times the reference alone by wall clock; optimize times the reference
     and its candidate together. Hover shows both, each saying what it measured."""
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     started = await optimize(client, uri, fake_openai, FAST + "\n# e2e explain\n", "vectorized")
     await until(lambda: proposal_diag(client, uri))
-    explained = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.explain", arguments=[uri, "Model"]))
+    explained = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.explain", arguments=[uri, "Model"])
+    )
     await until(lambda: any(r.kind == "end" for r in client.progress_reports.get(f"forge/{explained['job']}", [])), 180)
     assert (await job_of(client, explained["job"]))["status"] == "done"
-    hover = await client.text_document_hover_async(t.HoverParams(
-        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line(TASK), character=6)))
+    hover = await client.text_document_hover_async(
+        t.HoverParams(
+            text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line(TASK), character=6)
+        )
+    )
     value = hover.contents.value
     assert "*explain*" in value and "*optimize*" in value and started["job"]
     assert "per call (the reference alone: median wall time per call, no profiler counters" in value, value

@@ -30,9 +30,13 @@ CACHE = tempfile.mkdtemp(prefix="forge-lsp-gpu-cache-")
 atexit.register(shutil.rmtree, CACHE, True)  # the servers' compile cache, shared by the module's tests
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "forge_lsp.server"],
-                                              # the whole environment: the GPU machine finds CUDA, ncu and extra packages through it
-                                              server_env={**os.environ, "FORGE_CACHE_DIR": CACHE}))
+@pytest_lsp.fixture(
+    config=ClientServerConfig(
+        server_command=[sys.executable, "-m", "forge_lsp.server"],
+        # the whole environment: the GPU machine finds CUDA, ncu and extra packages through it
+        server_env={**os.environ, "FORGE_CACHE_DIR": CACHE},
+    )
+)
 async def client(lsp_client: LanguageClient, tmp_path: Path):
     for name in ("strided_copy.cu", "run_strided_copy.py"):
         shutil.copy(FIXTURES / "explain_cu" / name, tmp_path / name)
@@ -42,10 +46,14 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
     def register_capability(params: t.RegistrationParams) -> None:
         return None
 
-    await lsp_client.initialize_session(t.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=tmp_path.as_uri(),
-        workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
-        initialization_options={"forge": {"device": "cuda:0"}}))
+    await lsp_client.initialize_session(
+        t.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=tmp_path.as_uri(),
+            workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
+            initialization_options={"forge": {"device": "cuda:0"}},
+        )
+    )
     yield
     await lsp_client.shutdown_session()
 
@@ -57,18 +65,23 @@ async def test_explain_kernel_puts_findings_on_its_lines_and_hover(client: Langu
     flaw = next(i for i, line in enumerate(text.splitlines()) if "FLAW" in line)
     kernel_line = next(i for i, line in enumerate(text.splitlines()) if "void strided_copy" in line)
     uri = cu.as_uri()
-    client.text_document_did_open(t.DidOpenTextDocumentParams(
-        text_document=t.TextDocumentItem(uri=uri, language_id="cuda", version=1, text=text)))
-    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-        command="forge.explain", arguments=[uri, "strided_copy"]))
+    client.text_document_did_open(
+        t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(uri=uri, language_id="cuda", version=1, text=text))
+    )
+    started = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.explain", arguments=[uri, "strided_copy"])
+    )
     assert "job" in started, started
     async with asyncio.timeout(300):
         while not any(d.code == "uncoalesced_global_access" for d in client.diagnostics.get(uri, [])):
             await asyncio.sleep(0.5)
     diag = next(d for d in client.diagnostics[uri] if d.code == "uncoalesced_global_access")
     assert diag.range.start.line == flaw and diag.source == "forge"
-    hover = await client.text_document_hover_async(t.HoverParams(
-        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=kernel_line, character=30)))
+    hover = await client.text_document_hover_async(
+        t.HoverParams(
+            text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=kernel_line, character=30)
+        )
+    )
     assert "roofline" in hover.contents.value and "Uncoalesced" in hover.contents.value
 
 
@@ -76,7 +89,10 @@ async def _job_done(client: LanguageClient, job_id: str, timeout: float = 300) -
     async with asyncio.timeout(timeout):
         while True:
             runs = await client.protocol.send_request_async("forge/runs", None)
-            jobs = [j._asdict() if hasattr(j, "_asdict") else j for j in (runs.runs if hasattr(runs, "runs") else runs["runs"])]
+            jobs = [
+                j._asdict() if hasattr(j, "_asdict") else j
+                for j in (runs.runs if hasattr(runs, "runs") else runs["runs"])
+            ]
             job = next(j for j in jobs if j["id"] == job_id)
             if job["status"] not in ("queued", "running"):
                 return job
@@ -85,24 +101,32 @@ async def _job_done(client: LanguageClient, job_id: str, timeout: float = 300) -
 
 async def _run_to_end(client: LanguageClient, uri: str, language: str, text: str, command: str, target: str) -> dict:
     """Open the document, run `command` on `target`, and wait for the job to end."""
-    client.text_document_did_open(t.DidOpenTextDocumentParams(
-        text_document=t.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)))
-    started = await client.workspace_execute_command_async(t.ExecuteCommandParams(command=command,
-                                                                                  arguments=[uri, target]))
+    client.text_document_did_open(
+        t.DidOpenTextDocumentParams(
+            text_document=t.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
+        )
+    )
+    started = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command=command, arguments=[uri, target])
+    )
     return await _job_done(client, started["job"])
 
 
 @pytest.mark.asyncio
 async def test_profile_kernel_shows_latency_and_roofline_on_hover_without_explain_diagnostics(
-        client: LanguageClient, tmp_path):
+    client: LanguageClient, tmp_path
+):
     cu = tmp_path / "strided_copy.cu"
     text = cu.read_text()
     kernel_line = next(i for i, line in enumerate(text.splitlines()) if "void strided_copy" in line)
     uri = cu.as_uri()
     job = await _run_to_end(client, uri, "cuda", text, "forge.profile", "strided_copy")
     assert job["status"] == "done", job
-    hover = await client.text_document_hover_async(t.HoverParams(
-        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=kernel_line, character=30)))
+    hover = await client.text_document_hover_async(
+        t.HoverParams(
+            text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=kernel_line, character=30)
+        )
+    )
     value = hover.contents.value
     assert "*profile*" in value and "roofline" in value, value
     assert re.search(r"µs per call \(\d+ kernels? of one call under Nsight Compute, summed\)", value), value
@@ -117,8 +141,11 @@ async def test_explain_bottleneck_of_a_python_module_on_the_gpu(client: Language
     uri = py.as_uri()
     job = await _run_to_end(client, uri, "python", text, "forge.explain", "Model")
     assert job["status"] == "done", job
-    hover = await client.text_document_hover_async(t.HoverParams(
-        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line, character=8)))
+    hover = await client.text_document_hover_async(
+        t.HoverParams(
+            text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=model_line, character=8)
+        )
+    )
     value = hover.contents.value
     assert "*explain*" in value and "roofline" in value, value
     assert re.search(r"µs per call \(\d+ kernels? of one call under Nsight Compute, summed\)", value), value

@@ -35,11 +35,24 @@ def read_frame(stream) -> dict:
 
 @pytest.mark.parametrize("extra", [["--stdio"], ["--stdio", "--clientProcessId=4242"], []])
 def test_the_server_speaks_lsp_on_stdio_with_the_arguments_editors_pass(tmp_path, extra):
-    proc = subprocess.Popen([*SERVER, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "FORGE_LSP_LOG": str(tmp_path / "server.log")})
+    proc = subprocess.Popen(
+        [*SERVER, *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "FORGE_LSP_LOG": str(tmp_path / "server.log")},
+    )
     try:
-        proc.stdin.write(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+        proc.stdin.write(
+            frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"processId": None, "rootUri": None, "capabilities": {}},
+                }
+            )
+        )
         proc.stdin.flush()
         reply = read_frame(proc.stdout)
         assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "forge-lsp"
@@ -51,11 +64,14 @@ def test_the_server_speaks_lsp_on_stdio_with_the_arguments_editors_pass(tmp_path
         proc.kill()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--bogus"], "unrecognized arguments: --bogus"),
-    (["--port", "9000"], "--host and --port go with --tcp"),
-    (["--stdio", "--tcp"], "not allowed with argument"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--port", "9000"], "--host and --port go with --tcp"),
+        (["--stdio", "--tcp"], "not allowed with argument"),
+    ],
+)
 def test_a_bad_argument_exits_non_zero_with_the_reason(args, message):
     out = subprocess.run([*SERVER, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert out.returncode == 2 and message in out.stderr and "usage: forge-lsp" in out.stderr, out
@@ -68,8 +84,12 @@ def test_tcp_listens_on_the_given_port(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([*SERVER, "--tcp", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "FORGE_LSP_LOG": str(tmp_path / "server.log")})
+    proc = subprocess.Popen(
+        [*SERVER, "--tcp", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "FORGE_LSP_LOG": str(tmp_path / "server.log")},
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -80,8 +100,16 @@ def test_tcp_listens_on_the_given_port(tmp_path):
                 assert time.monotonic() < deadline, "the server did not listen"
                 time.sleep(0.2)
         with conn:
-            conn.sendall(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+            conn.sendall(
+                frame(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "initialize",
+                        "params": {"processId": None, "rootUri": None, "capabilities": {}},
+                    }
+                )
+            )
             reply = read_frame(conn.makefile("rb"))
         assert reply["result"]["serverInfo"]["name"] == "forge-lsp"
     finally:
@@ -95,8 +123,15 @@ def test_indexed_files_exclude_forges_own_folder_and_skipped_folders(tmp_path):
 
     for rel in ("m.py", "pkg/m.py", "pkg/k.cu", "kernels/k.cuh"):
         assert indexed(tmp_path, str(tmp_path / rel)), rel
-    for rel in (".forge/proposals/r1/c1/m.py", ".git/x.py", "pkg/__pycache__/m.py", "node_modules/a/b.py",
-                ".venv/lib/x.py", "pkg/.hidden/m.py", "notes.txt"):
+    for rel in (
+        ".forge/proposals/r1/c1/m.py",
+        ".git/x.py",
+        "pkg/__pycache__/m.py",
+        "node_modules/a/b.py",
+        ".venv/lib/x.py",
+        "pkg/.hidden/m.py",
+        "notes.txt",
+    ):
         assert not indexed(tmp_path, str(tmp_path / rel)), rel
     assert not indexed(tmp_path, "/elsewhere/m.py")
 
@@ -127,7 +162,8 @@ def test_the_server_watches_only_what_it_indexes_and_never_its_own_forge_folder(
         (tmp_path / "newpkg").mkdir()  # a new top-level folder is watched from then on
         deadline = time.monotonic() + 10
         while not any(p.endswith("m.py") for p in changed) or ("newpkg", True) not in {
-                (Path(w.path).relative_to(tmp_path).as_posix(), w.is_recursive) for w in ls._observer._watches}:
+            (Path(w.path).relative_to(tmp_path).as_posix(), w.is_recursive) for w in ls._observer._watches
+        }:
             assert time.monotonic() < deadline, (changed, ls._observer._watches)
             time.sleep(0.05)
         (tmp_path / "newpkg" / "n.py").write_text("class C: pass\n")

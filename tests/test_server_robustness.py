@@ -23,9 +23,12 @@ CACHE = tempfile.mkdtemp(prefix="forge-lsp-robust-cache-")
 atexit.register(shutil.rmtree, CACHE, True)  # the servers' compile cache, shared by the module's tests
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(
-    server_command=[sys.executable, "-m", "forge_lsp.server"],
-    server_env={"FORGE_CACHE_DIR": CACHE, "PATH": "/usr/local/bin:/usr/bin:/bin", "OMP_NUM_THREADS": "1"}))
+@pytest_lsp.fixture(
+    config=ClientServerConfig(
+        server_command=[sys.executable, "-m", "forge_lsp.server"],
+        server_env={"FORGE_CACHE_DIR": CACHE, "PATH": "/usr/local/bin:/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+    )
+)
 async def client(lsp_client: LanguageClient, tmp_path: Path):
     (tmp_path / "broken.py").write_text("import torch.nn as nn\n\nclass Broken(nn.Module):\n    def forward(self, x:\n")
     (tmp_path / "latin1.py").write_bytes("# caf\xe9\nclass A: pass\n".encode("latin-1"))
@@ -36,24 +39,32 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
     def register_capability(params: t.RegistrationParams) -> None:
         return None
 
-    await lsp_client.initialize_session(t.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=tmp_path.as_uri(),
-        workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
-        initialization_options={"forge": {"rounds": "many", "colour": "blue"}}))
+    await lsp_client.initialize_session(
+        t.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=tmp_path.as_uri(),
+            workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
+            initialization_options={"forge": {"rounds": "many", "colour": "blue"}},
+        )
+    )
     yield
     await lsp_client.shutdown_session()
 
 
 def _open(client: LanguageClient, uri: str, text: str) -> None:
-    client.text_document_did_open(t.DidOpenTextDocumentParams(
-        text_document=t.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    client.text_document_did_open(
+        t.DidOpenTextDocumentParams(
+            text_document=t.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        )
+    )
 
 
 async def _requests_work(client: LanguageClient, uri: str) -> None:
     doc = t.TextDocumentIdentifier(uri=uri)
     zero = t.Range(start=t.Position(line=0, character=0), end=t.Position(line=0, character=0))
-    await client.text_document_code_action_async(t.CodeActionParams(text_document=doc, range=zero,
-                                                                    context=t.CodeActionContext(diagnostics=[])))
+    await client.text_document_code_action_async(
+        t.CodeActionParams(text_document=doc, range=zero, context=t.CodeActionContext(diagnostics=[]))
+    )
     await client.text_document_code_lens_async(t.CodeLensParams(text_document=doc))
     await client.text_document_hover_async(t.HoverParams(text_document=doc, position=t.Position(line=2, character=7)))
 
@@ -63,8 +74,9 @@ async def test_bad_documents_and_uris_get_answers_not_crashes(client: LanguageCl
     broken = (tmp_path / "broken.py").as_uri()
     _open(client, broken, (tmp_path / "broken.py").read_text())
     await _requests_work(client, broken)
-    lenses = await client.text_document_code_lens_async(t.CodeLensParams(
-        text_document=t.TextDocumentIdentifier(uri=broken)))
+    lenses = await client.text_document_code_lens_async(
+        t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=broken))
+    )
     assert any(lens.command.title.startswith("Optimize Broken") for lens in lenses)  # indexed despite the error
     for name in ("latin1.py", "blob.py", "huge.py"):
         await _requests_work(client, (tmp_path / name).as_uri())
@@ -80,10 +92,11 @@ async def test_bad_documents_and_uris_get_answers_not_crashes(client: LanguageCl
 async def test_malformed_commands_get_errors_and_the_server_goes_on(client: LanguageClient, tmp_path):
     for args in ([], [42], ["file:///nope.py", "Nope"], [{"a": 1}, None]):
         try:
-            reply = await client.workspace_execute_command_async(t.ExecuteCommandParams(
-                command="forge.optimize", arguments=args))
+            reply = await client.workspace_execute_command_async(
+                t.ExecuteCommandParams(command="forge.optimize", arguments=args)
+            )
             assert "error" in reply
-        except Exception as exc:  # a JSON-RPC error response is fine too
+        except Exception as exc:  # noqa: BLE001 - a JSON-RPC error response is fine too
             assert "Invalid" in str(exc) or "expected" in str(exc) or "error" in str(exc).lower()
     await _requests_work(client, (tmp_path / "broken.py").as_uri())
 
@@ -114,18 +127,62 @@ def test_client_that_disappears_mid_run_leaves_no_workers(tmp_path, fake_openai)
     (tmp_path / "softmax_mod.py").write_text((FIXTURES / "slow_softmax.py").read_text())
     fake_openai.script({"delay": 60.0, "content": "{}"})
     env = {"FORGE_CACHE_DIR": cache, "PATH": "/usr/local/bin:/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "forge_lsp.server"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "forge_lsp.server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     uri = (tmp_path / "softmax_mod.py").as_uri()
-    _lsp_send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
-        "initializationOptions": {"forge": {"model": "scripted", "baseUrl": fake_openai.base_url, "device": "cpu",
-                                            "offline": False, "profile": False, "search": "linear"}}}})
+    _lsp_send(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "processId": os.getpid(),
+                "rootUri": tmp_path.as_uri(),
+                "capabilities": {},
+                "initializationOptions": {
+                    "forge": {
+                        "model": "scripted",
+                        "baseUrl": fake_openai.base_url,
+                        "device": "cpu",
+                        "offline": False,
+                        "profile": False,
+                        "search": "linear",
+                    }
+                },
+            },
+        },
+    )
     _lsp_send(proc, {"jsonrpc": "2.0", "method": "initialized", "params": {}})
-    _lsp_send(proc, {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-        "uri": uri, "languageId": "python", "version": 1, "text": (tmp_path / "softmax_mod.py").read_text()}}})
-    _lsp_send(proc, {"jsonrpc": "2.0", "id": 2, "method": "workspace/executeCommand",
-                     "params": {"command": "forge.optimize", "arguments": [uri, "Model"]}})
+    _lsp_send(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "method": "textDocument/didOpen",
+            "params": {
+                "textDocument": {
+                    "uri": uri,
+                    "languageId": "python",
+                    "version": 1,
+                    "text": (tmp_path / "softmax_mod.py").read_text(),
+                }
+            },
+        },
+    )
+    _lsp_send(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "workspace/executeCommand",
+            "params": {"command": "forge.optimize", "arguments": [uri, "Model"]},
+        },
+    )
     deadline = time.monotonic() + 60
     while not (fake_openai.chat_requests and _worker_pids(cache)) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -6,11 +6,27 @@ from forge_lsp.server.settings import Settings, parse_settings
 
 
 def test_camel_case_section_and_defaults():
-    s, problems = parse_settings({"forge": {"model": "gpt-4o", "baseUrl": "http://localhost:8000/v1", "rounds": 3,
-                                            "budgetUsd": 1.5, "search": "linear", "workers": 3}})
+    s, problems = parse_settings(
+        {
+            "forge": {
+                "model": "gpt-4o",
+                "baseUrl": "http://localhost:8000/v1",
+                "rounds": 3,
+                "budgetUsd": 1.5,
+                "search": "linear",
+                "workers": 3,
+            }
+        }
+    )
     assert problems == []
     assert (s.model, s.base_url, s.rounds, s.budget_usd, s.search, s.workers) == (
-        "gpt-4o", "http://localhost:8000/v1", 3, 1.5, "linear", 3)
+        "gpt-4o",
+        "http://localhost:8000/v1",
+        3,
+        1.5,
+        "linear",
+        3,
+    )
     assert s.agent_overrides()["base_url"] == "http://localhost:8000/v1"
 
 

@@ -7,9 +7,14 @@ from forge_lsp.engine.harness.timing import Samples, run_interleaved, speedup_ci
 
 def test_interleaving_alternates_order_so_drift_cancels():
     order = []
-    ref, cand = run_interleaved(lambda s: (order.append("R"), s.device_ms.append(1.0), s.host_ms.append(1.0)),
-                                lambda s: (order.append("C"), s.device_ms.append(1.0), s.host_ms.append(1.0)),
-                                warmup=1, min_reps=4, max_reps=4, budget_s=0.0)
+    ref, cand = run_interleaved(
+        lambda s: (order.append("R"), s.device_ms.append(1.0), s.host_ms.append(1.0)),
+        lambda s: (order.append("C"), s.device_ms.append(1.0), s.host_ms.append(1.0)),
+        warmup=1,
+        min_reps=4,
+        max_reps=4,
+        budget_s=0.0,
+    )
     assert "".join(order) == "RC" + "RCCRRCCR"
     assert len(ref.device_ms) == len(cand.device_ms) == 4
 

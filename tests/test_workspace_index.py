@@ -13,8 +13,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
 from forge_lsp.workspace import (
     WorkspaceIndex,
     apply_insertions,
@@ -45,7 +45,7 @@ def project(tmp_path) -> Path:
 # Module detection
 
 
-ALIASES = src('''
+ALIASES = src("""
     import torch
     import torch as th
     from torch import nn as tnn
@@ -78,7 +78,7 @@ ALIASES = src('''
 
     class Param(torch.nn.Parameter):
         pass
-''')
+""")
 
 
 def test_modules_found_with_spans_and_bases_as_written_for_every_import_style():
@@ -90,16 +90,19 @@ def test_modules_found_with_spans_and_bases_as_written_for_every_import_style():
     lines = ALIASES.splitlines()
     for m in idx.modules:
         assert lines[m.line].startswith("class ") and m.column == 0
-        assert lines[m.line][m.name_column:].startswith(m.name)
+        assert lines[m.line][m.name_column :].startswith(m.name)
         assert lines[m.end_line].strip() in ("pass", "return x")  # end_line is inclusive
     assert (by["ViaTorch"].line, by["ViaTorch"].end_line) == (6, 8)
-    assert by["Decorated"].start_line == by["Decorated"].line - 1 and lines[by["Decorated"].start_line] == "@some_decorator"
+    assert (
+        by["Decorated"].start_line == by["Decorated"].line - 1
+        and lines[by["Decorated"].start_line] == "@some_decorator"
+    )
     assert by["ViaTorch"].has_forward and not by["ViaTh"].has_forward
     assert by["ViaLinear"].has_forward and by["Decorated"].has_forward  # inherited from torch.nn layers
 
 
 def test_same_file_subclasses_are_modules_transitively_and_plain_classes_are_not():
-    text = src('''
+    text = src("""
         from torch import nn
 
         class Leaf(Base2):       # defined before its bases: order does not matter
@@ -138,7 +141,7 @@ def test_same_file_subclasses_are_modules_transitively_and_plain_classes_are_not
         if True:
             class Conditional(nn.Module):
                 pass
-    ''')
+    """)
     by = {m.name: m for m in index_python("/ws/b.py", text).modules}
     assert set(by) == {"Leaf", "Base", "Base2", "Both", "Conditional"}
     assert by["Leaf"].bases == ["Base2"] and by["Both"].bases == ["Mixin", "Base2"]
@@ -152,14 +155,14 @@ def test_bare_nn_without_an_import_still_counts_and_unrelated_module_names_do_no
 
 
 def test_init_and_forward_parameters():
-    text = src('''
+    text = src("""
         import torch.nn as nn
         class Model(nn.Module):
             def __init__(self, a, b: int = 3, /, c=None, *rest, d, e=2, **extra):
                 super().__init__()
             def forward(self, x, mask=None):
                 return x
-    ''')
+    """)
     (m,) = index_python("/ws/d.py", text).modules
     assert m.init_params == ["a", "b", "c", "*rest", "d", "e", "**extra"]
     assert m.forward_params == ["x", "mask"]
@@ -173,7 +176,7 @@ def test_crlf_and_bom_positions_follow_the_given_text():
     bom_first = "\ufeffclass A(nn.Module):\n    pass\n"
     (a,) = index_python("/ws/f.py", bom_first).modules
     assert (a.column, a.name_column) == (1, 7)  # the BOM is character 0 of the text as given
-    assert bom_first.splitlines()[0][a.name_column:].startswith("A")
+    assert bom_first.splitlines()[0][a.name_column :].startswith("A")
 
 
 def test_indexing_never_executes_the_file(tmp_path):
@@ -192,7 +195,7 @@ def test_indexing_never_executes_the_file(tmp_path):
 # Example inputs
 
 
-KERNELBENCH = src('''
+KERNELBENCH = src("""
     import torch
     import torch.nn as nn
 
@@ -222,7 +225,7 @@ KERNELBENCH = src('''
 
     def get_init_inputs():
         return [8]
-''')
+""")
 
 
 def test_kernelbench_inputs_go_to_model_and_to_classes_whose_signatures_fit():
@@ -238,7 +241,7 @@ def test_kernelbench_inputs_go_to_model_and_to_classes_whose_signatures_fit():
 
 
 def test_kernelbench_single_module_with_any_name_and_missing_half():
-    single = src('''
+    single = src("""
         import torch.nn as nn
         class Softmax(nn.Module):
             def forward(self, x):
@@ -247,7 +250,7 @@ def test_kernelbench_single_module_with_any_name_and_missing_half():
             return make_inputs()
         def get_init_inputs():
             return []
-    ''')
+    """)
     (m,) = index_python("/ws/s.py", single).modules
     assert m.inputs is not None and m.inputs.kind == "kernelbench" and m.inputs.model_class == "Softmax"
     half = single.replace("def get_init_inputs():\n    return []\n", "")
@@ -267,7 +270,7 @@ def test_kernelbench_inputs_load_as_an_engine_task(tmp_path):
 
 
 def test_pyproject_entries_in_all_spellings_and_problems_reported():
-    text = src('''
+    text = src("""
         [tool.forge]
         model = "x"
 
@@ -281,32 +284,37 @@ def test_pyproject_entries_in_all_spellings_and_problems_reported():
 
         [[tool.forge.modules]]
         task = "t.py"
-    ''')
+    """)
     pp = parse_pyproject_forge(text, PROJECT)
     assert pp.error is None
     assert [(e.file, e.class_name, e.model_class) for e in pp.modules] == [("pkg/layers.py", "Attention", "Model")]
     assert pp.modules[0].task == str(PROJECT / "bench" / "attention_task.py")
     assert len(pp.warnings) == 2 and "path/to/file.py::ClassName" in pp.warnings[0]
 
-    keyed = src('''
+    keyed = src("""
         [tool.forge.modules."./pkg/layers.py::Gate"]
         task = "bench/gate_task.py"
         model_class = "GateTask"
 
         [tool.forge.modules]
         "pkg/layers.py::FeedForward" = "bench/missing_task.py"
-    ''')
+    """)
     pp = parse_pyproject_forge(keyed, PROJECT)
     assert [(e.file, e.class_name, e.model_class) for e in pp.modules] == [
-        ("pkg/layers.py", "Gate", "GateTask"), ("pkg/layers.py", "FeedForward", "Model")]
+        ("pkg/layers.py", "Gate", "GateTask"),
+        ("pkg/layers.py", "FeedForward", "Model"),
+    ]
     assert pp.warnings == ['"pkg/layers.py::FeedForward": task file bench/missing_task.py does not exist']
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("[tool.forge\nmodel = 1", "invalid TOML"),
-    ("[tool]\nforge = 3", "must be a table"),
-    ("[tool.forge]\nmodules = 5", "must be a table or an array"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("[tool.forge\nmodel = 1", "invalid TOML"),
+        ("[tool]\nforge = 3", "must be a table"),
+        ("[tool.forge]\nmodules = 5", "must be a table or an array"),
+    ],
+)
 def test_malformed_pyproject_is_reported_not_raised(text, expected):
     pp = parse_pyproject_forge(text, "/ws")
     assert pp.error is not None and expected in pp.error and pp.modules == []
@@ -329,7 +337,8 @@ def test_scan_attaches_pyproject_entries_over_kernelbench_ones(project):
 
     # an explicit entry wins over the file's own get_inputs()
     (project / "pyproject.toml").write_text(
-        '[tool.forge.modules]\n"bench/attention_task.py::Model" = "bench/gate_task.py"\n')
+        '[tool.forge.modules]\n"bench/attention_task.py::Model" = "bench/gate_task.py"\n'
+    )
     w.scan()
     by = {(Path(p).name, m.name): m for p, m in w.modules()}
     assert by[("attention_task.py", "Model")].inputs.kind == "pyproject"
@@ -372,7 +381,7 @@ def test_kernels_in_cu_and_cuh_files_with_spans(project):
     assert [(k.name, k.extern_c) for k in kernels] == [("softmax_rows", True), ("scale_rows", False)]
     lines = (project / "kernels" / "softmax.cu").read_text().splitlines()
     for k in kernels:
-        assert lines[k.line][k.column:].startswith(k.name)
+        assert lines[k.line][k.column :].startswith(k.name)
     rows, scale = kernels
     assert lines[rows.end_line] == "}" and lines[scale.end_line] == "}"
     assert w.kernel_at(cu, rows.line + 2).name == "softmax_rows"
@@ -394,7 +403,7 @@ def test_index_file_dispatches_on_suffix():
 
 
 def test_syntax_error_is_reported_and_the_rest_of_the_file_still_indexed():
-    text = src('''
+    text = src("""
         import torch.nn as nn
 
         class Good(nn.Module):
@@ -413,7 +422,7 @@ def test_syntax_error_is_reported_and_the_rest_of_the_file_still_indexed():
 
         def get_inputs():
             return []
-    ''')
+    """)
     idx = index_python("/ws/broken.py", text)
     assert idx.syntax_error_line == 11 and idx.syntax_error.startswith("line 12:")
     by = {m.name: m for m in idx.modules}
@@ -423,11 +432,24 @@ def test_syntax_error_is_reported_and_the_rest_of_the_file_still_indexed():
     assert by["AlsoGood"].has_forward and idx.has_get_inputs
 
 
-@pytest.mark.parametrize("text", [
-    "def f(:\n", "class A(nn.Module:\n    pass\n", "x = (" * 300 + "\n", "\"\"\"never closed\nclass A(nn.Module): pass\n",
-    "class A(nn.Module):\n\tif x:\n        pass\n", "\x00\x01\x02", "", "\n\n\n", "class A(nn.Module):",
-    "if True:\nclass A(nn.Module): pass\n", "@\n", "class (nn.Module): pass\n" * 50, "é" * 1000,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "def f(:\n",
+        "class A(nn.Module:\n    pass\n",
+        "x = (" * 300 + "\n",
+        '"""never closed\nclass A(nn.Module): pass\n',
+        "class A(nn.Module):\n\tif x:\n        pass\n",
+        "\x00\x01\x02",
+        "",
+        "\n\n\n",
+        "class A(nn.Module):",
+        "if True:\nclass A(nn.Module): pass\n",
+        "@\n",
+        "class (nn.Module): pass\n" * 50,
+        "é" * 1000,
+    ],
+)
 def test_garbage_never_raises(text):
     idx = index_python("/ws/g.py", text)
     assert idx.path == "/ws/g.py"
@@ -445,7 +467,8 @@ def test_a_class_broken_on_its_header_keeps_its_name():
 def test_non_utf8_binary_and_oversized_files(tmp_path):
     (tmp_path / "latin.py").write_bytes(b"import torch.nn as nn\n# caf\xe9\nclass Latin(nn.Module):\n    pass\n")
     (tmp_path / "declared.py").write_bytes(
-        b"# -*- coding: latin-1 -*-\nimport torch.nn as nn\nclass Caf\xe9(nn.Module):\n    pass\n")
+        b"# -*- coding: latin-1 -*-\nimport torch.nn as nn\nclass Caf\xe9(nn.Module):\n    pass\n"
+    )
     (tmp_path / "binary.py").write_bytes(b"class A(nn.Module):\n    pass\n\x00\x00\xff")
     (tmp_path / "big.py").write_text("import torch.nn as nn\nclass Big(nn.Module):\n    pass\n" + "# pad\n" * 500)
     (tmp_path / "big.cu").write_text("__global__ void k(int n) {}\n" + "// pad\n" * 500)
@@ -469,8 +492,18 @@ def test_non_utf8_binary_and_oversized_files(tmp_path):
 def test_skip_dirs_hidden_dirs_and_virtualenvs_are_not_scanned(tmp_path):
     module = "import torch.nn as nn\nclass M(nn.Module):\n    pass\n"
     kept = ["pkg/a.py", "builder/b.py", "src/build_utils/c.py", "venv_tools/d.py"]
-    skipped = [".git/x.py", ".venv/lib/x.py", "venv/x.py", "node_modules/x/x.py", "pkg/__pycache__/x.py",
-               "build/lib/x.py", "lib/site-packages/x.py", ".hidden/x.py", "env/lib/x.py", ".tox/py/x.py"]
+    skipped = [
+        ".git/x.py",
+        ".venv/lib/x.py",
+        "venv/x.py",
+        "node_modules/x/x.py",
+        "pkg/__pycache__/x.py",
+        "build/lib/x.py",
+        "lib/site-packages/x.py",
+        ".hidden/x.py",
+        "env/lib/x.py",
+        ".tox/py/x.py",
+    ]
     for rel in kept + skipped:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(module)
@@ -533,7 +566,8 @@ def test_editing_pyproject_reattaches_inputs(project):
     ff = layers.read_text().splitlines().index("class FeedForward(nn.Module):") + 2
     assert w.module_at(layers, ff).name == "FeedForward" and w.module_at(layers, ff).inputs is None
     text = (project / "pyproject.toml").read_text() + (
-        '\n[[tool.forge.modules]]\nmodule = "pkg/layers.py::FeedForward"\ntask = "bench/attention_task.py"\n')
+        '\n[[tool.forge.modules]]\nmodule = "pkg/layers.py::FeedForward"\ntask = "bench/attention_task.py"\n'
+    )
     w.update(project / "pyproject.toml", text, version=1)
     assert w.module_at(layers, ff).inputs.kind == "pyproject"
     broken = w.update(project / "pyproject.toml", "[tool.forge", version=2)
@@ -565,8 +599,10 @@ def test_concurrent_updates_keep_the_latest_version(tmp_path):
 
 
 def test_importing_the_workspace_package_pulls_no_torch_or_editor_library():
-    code = ("import sys, forge_lsp.workspace, forge_lsp.workspace.skeleton; "
-            "print(','.join(m for m in ('torch', 'triton', 'pygls', 'lsprotocol') if m in sys.modules))")
+    code = (
+        "import sys, forge_lsp.workspace, forge_lsp.workspace.skeleton; "
+        "print(','.join(m for m in ('torch', 'triton', 'pygls', 'lsprotocol') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
@@ -575,8 +611,13 @@ def test_importing_the_workspace_package_pulls_no_torch_or_editor_library():
 # The inputs skeleton
 
 CASES = {  # fixture -> classes
-    "linear.py": ["Model"], "conv2d.py": ["ConvBlock"], "layernorm.py": ["Model", "PreNorm"], "mlp.py": ["MLP"],
-    "embedding.py": ["TinyLM"], "matmul.py": ["Model", "BatchedScaled"], "reduction.py": ["Model"],
+    "linear.py": ["Model"],
+    "conv2d.py": ["ConvBlock"],
+    "layernorm.py": ["Model", "PreNorm"],
+    "mlp.py": ["MLP"],
+    "embedding.py": ["TinyLM"],
+    "matmul.py": ["Model", "BatchedScaled"],
+    "reduction.py": ["Model"],
 }
 
 
@@ -636,7 +677,7 @@ def test_skeleton_runs_with_torch(tmp_path):
                 path = tmp_path / f"{Path(name).stem}_{cls}_{int(exact)}.py"
                 path.write_text(_with_skeleton(name, cls, exact))
                 files.append((str(path), cls))
-    script = textwrap.dedent('''
+    script = textwrap.dedent("""
         import json, runpy, sys
         import torch
         results = {}
@@ -647,9 +688,10 @@ def test_skeleton_runs_with_torch(tmp_path):
                 out = model(*ns["get_inputs"]())
             results[path] = list(out.shape)
         print(json.dumps(results))
-    ''')
-    out = subprocess.run([sys.executable, "-c", script, json.dumps(files)], capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path)
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(files)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     shapes = json.loads(out.stdout.strip().splitlines()[-1])
     assert len(shapes) == len(files)
@@ -669,7 +711,7 @@ def test_skeleton_edits_put_the_import_with_the_other_imports():
 
 
 def test_skeleton_placeholders_say_todo_when_the_shape_is_unknown():
-    text = src('''
+    text = src("""
         import torch
         import torch.nn as nn
 
@@ -684,7 +726,7 @@ def test_skeleton_placeholders_say_todo_when_the_shape_is_unknown():
         class Elementwise(nn.Module):
             def forward(self, x, y):
                 return x * y + 1
-    ''')
+    """)
     flat = inputs_skeleton(text, "Flat")[1]
     assert "torch.randn(batch_size, 320),  # TODO: guessed from the first layer in __init__" in flat
     assert "n_out = 64" in flat
@@ -696,7 +738,7 @@ def test_skeleton_placeholders_say_todo_when_the_shape_is_unknown():
 
 
 def test_skeleton_avoids_name_clashes_and_reuses_constants():
-    text = src('''
+    text = src("""
         import torch
         import torch.nn as nn
         from data import batch_size
@@ -713,7 +755,7 @@ def test_skeleton_avoids_name_clashes_and_reuses_constants():
 
             def forward(self, x):
                 return self.conv(x)
-    ''')
+    """)
     skel = inputs_skeleton(text, "Net")[1]
     assert "BATCH_SIZE = 16" in skel and "HEIGHT = 32" in skel and "width = 32" in skel
     assert "in_channels =" not in skel  # the file's constant is reused
@@ -725,7 +767,10 @@ def test_skeleton_positions_at_end_of_file_and_between_statements():
     no_newline = "import torch.nn as nn\nclass A(nn.Module):\n    def forward(self, x):\n        return x"
     line, text = inputs_skeleton(no_newline, "A")
     assert line == 4 and text.startswith("\n\n")
-    for new in (apply_insertions(no_newline, (line, text)), apply_insertions(no_newline, skeleton_edits(no_newline, "A"))):
+    for new in (
+        apply_insertions(no_newline, (line, text)),
+        apply_insertions(no_newline, skeleton_edits(no_newline, "A")),
+    ):
         ast.parse(new)
         assert "        return x\n\n\n" in new
     followed = "import torch\nimport torch.nn as nn\nclass A(nn.Module):\n    pass\nx = 1\n"
@@ -733,14 +778,16 @@ def test_skeleton_positions_at_end_of_file_and_between_statements():
     assert line == 4
     new = apply_insertions(followed, (line, text))
     assert new.endswith("\n\n\nx = 1\n") and "    pass\n\n\n# Example inputs for A" in new
-    complete = "import torch.nn as nn\nclass A(nn.Module):\n    pass\ndef get_inputs(): ...\ndef get_init_inputs(): ...\n"
+    complete = (
+        "import torch.nn as nn\nclass A(nn.Module):\n    pass\ndef get_inputs(): ...\ndef get_init_inputs(): ...\n"
+    )
     assert inputs_skeleton(complete, "A") == (3, "") and skeleton_edits(complete, "A") == []
     with pytest.raises(ValueError):
         inputs_skeleton(followed, "Missing")
 
 
 def test_skeleton_in_a_file_with_a_syntax_error_elsewhere():
-    text = src('''
+    text = src("""
         import torch.nn as nn
 
         class Broken(nn.Module):
@@ -754,7 +801,7 @@ def test_skeleton_in_a_file_with_a_syntax_error_elsewhere():
 
             def forward(self, x):
                 return self.fc(x)
-    ''')
+    """)
     skel = inputs_skeleton(text, "Fine")[1]
     assert "torch.randn(batch_size, features)" in skel
     broken = inputs_skeleton(text, "Broken")[1]  # only its header is known: placeholders
@@ -772,7 +819,7 @@ TRICKY = [
     "@a\n\n# comment\n@b\nclass E(nn.Module):\n    pass\n",
     "x = [\n1,\nclass_ := 2,\n]\nclass F(nn.Module):\n    pass\n",
     "x = 1 + \\\ny\nclass G(nn.Module):\n    pass\n",
-    "s = '\"\"\"'\nclass H(nn.Module):\n    pass\nt = '\"\"\"'\n",
+    's = \'"""\'\nclass H(nn.Module):\n    pass\nt = \'"""\'\n',
     "# '''\nclass I(nn.Module):\n    pass\n",
     "try:\n    import torch.nn as nn\nexcept ImportError:\n    nn = None\nelse:\n    pass\nfinally:\n    pass\nclass J(nn.Module):\n    pass\n",
     "if x:\n    pass\nelif y:\n    pass\nelse:\n    class K(nn.Module):\n        pass\n",
@@ -782,9 +829,27 @@ TRICKY = [
 
 
 def _facts_key(classes, aliases, functions):
-    return ([(c.name, c.line, c.column, c.name_column, c.start_line, c.end_line, tuple(c.bases), c.init, c.forward,
-              c.has_own_forward, c.init_arity, c.forward_arity) for c in classes], sorted(aliases.items()),
-            sorted(functions.items()))
+    return (
+        [
+            (
+                c.name,
+                c.line,
+                c.column,
+                c.name_column,
+                c.start_line,
+                c.end_line,
+                tuple(c.bases),
+                c.init,
+                c.forward,
+                c.has_own_forward,
+                c.init_arity,
+                c.forward_arity,
+            )
+            for c in classes
+        ],
+        sorted(aliases.items()),
+        sorted(functions.items()),
+    )
 
 
 def _chunked_vs_whole(text: str):
@@ -794,8 +859,9 @@ def _chunked_vs_whole(text: str):
     classes, aliases, functions, error, broken = _python_facts(text, lines, 0)
     assert error is None and not broken
     whole = _facts_from_stmts(ast.parse(text).body, lines, 0)
-    assert _facts_key(classes, aliases, functions) == _facts_key(list(whole.classes), dict(whole.aliases),
-                                                                dict(whole.functions))
+    assert _facts_key(classes, aliases, functions) == _facts_key(
+        list(whole.classes), dict(whole.aliases), dict(whole.functions)
+    )
 
 
 @pytest.mark.parametrize("text", TRICKY)
@@ -819,7 +885,9 @@ def test_chunked_parse_equals_whole_file_parse_on_this_repository():
 def test_an_edit_reparses_only_the_chunk_it_touches():
     from forge_lsp.workspace.index import _chunk_facts
 
-    body = "".join(f"class Layer{i}(nn.Module):\n    def forward(self, x):\n        return x * {i}\n\n" for i in range(50))
+    body = "".join(
+        f"class Layer{i}(nn.Module):\n    def forward(self, x):\n        return x * {i}\n\n" for i in range(50)
+    )
     text = "import torch.nn as nn\n\n" + body
     index_python("/ws/big.py", text)
     before = _chunk_facts.cache_info()

@@ -122,8 +122,9 @@ class ModelSettings(BaseModel):
     def _names_a_variable(cls, value: str) -> str:
         if not _ENV_NAME.fullmatch(value):
             # Never echo the value: it may be the key itself, pasted into the wrong field.
-            raise ValueError(f"api_key_env must be the NAME of an environment variable (like {DEFAULT_KEY_ENV}), "
-                             "not the key itself")
+            raise ValueError(
+                f"api_key_env must be the NAME of an environment variable (like {DEFAULT_KEY_ENV}), not the key itself"
+            )
         return value
 
 
@@ -140,8 +141,9 @@ class AgentConfig(BaseModel):
     wall_s: float | None = Field(default=None, gt=0)
     concurrency: int = Field(default=4, ge=1)
     roofline_stop: float | None = Field(default=0.9, gt=0)
-    prices: dict[str, tuple[float, float]] = Field(default_factory=dict,
-                                                   description="model -> (input, output) USD per Mtok")
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="model -> (input, output) USD per Mtok"
+    )
     device: str = "auto"
 
     @model_validator(mode="after")
@@ -177,8 +179,9 @@ def model_configured(config: AgentConfig) -> bool:
     return config.coder is not None
 
 
-def resolve_prices(settings: ModelSettings, prices: Mapping[str, tuple[float, float]] | None = None,
-                   served_model: str | None = None) -> tuple[float, float] | None:
+def resolve_prices(
+    settings: ModelSettings, prices: Mapping[str, tuple[float, float]] | None = None, served_model: str | None = None
+) -> tuple[float, float] | None:
     """USD per million (input, output) tokens for ``settings``, or None when unknown.
 
     Explicit ``price_*_per_mtok`` settings win per field; the rest comes from ``prices`` (config
@@ -261,8 +264,10 @@ def load_config(workspace: Path, overrides: dict[str, Any] | None = None) -> Age
     try:
         return AgentConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
-                             for err in exc.errors(include_input=False, include_url=False))
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
+            for err in exc.errors(include_input=False, include_url=False)
+        )
         raise ConfigError(f"invalid agent configuration in {workspace}: {problems}") from None
 
 

@@ -22,8 +22,21 @@ from .store import RunStore
 log = logging.getLogger(__name__)
 
 #: Event kinds, in the order a candidate sees them.
-KINDS = ("run_started", "round", "model_call", "candidate_queued", "candidate_compiled", "candidate_verified",
-         "candidate_timed", "candidate_failed", "new_best", "profiled", "budget", "final_retime", "run_finished")
+KINDS = (
+    "run_started",
+    "round",
+    "model_call",
+    "candidate_queued",
+    "candidate_compiled",
+    "candidate_verified",
+    "candidate_timed",
+    "candidate_failed",
+    "new_best",
+    "profiled",
+    "budget",
+    "final_retime",
+    "run_finished",
+)
 
 
 class RunEvent(BaseModel):

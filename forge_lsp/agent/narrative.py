@@ -22,15 +22,25 @@ class Narrative(BaseModel):
 
 
 def narrative_messages(prompts: Prompts, explanation: Explanation, source: str | None = None) -> list[dict[str, str]]:
-    ctx: dict[str, Any] = {"mode": "explain", "model_class": "Model", "vary": [], "kernel": explanation.kernel,
-                           "peaks": explanation.peaks, "roofline": explanation.roofline,
-                           "findings": explanation.findings[:6], "source": source}
-    return [{"role": "system", "content": prompts.render("judge_system.j2", **ctx)},
-            {"role": "user", "content": prompts.render("judge_explain.j2", **ctx)}]
+    ctx: dict[str, Any] = {
+        "mode": "explain",
+        "model_class": "Model",
+        "vary": [],
+        "kernel": explanation.kernel,
+        "peaks": explanation.peaks,
+        "roofline": explanation.roofline,
+        "findings": explanation.findings[:6],
+        "source": source,
+    }
+    return [
+        {"role": "system", "content": prompts.render("judge_system.j2", **ctx)},
+        {"role": "user", "content": prompts.render("judge_explain.j2", **ctx)},
+    ]
 
 
-def narrate(model: Any, explanation: Explanation, *, prompts: Prompts | None = None,
-            source: str | None = None) -> tuple[str | None, str]:
+def narrate(
+    model: Any, explanation: Explanation, *, prompts: Prompts | None = None, source: str | None = None
+) -> tuple[str | None, str]:
     """(narrative text or None, note): ask the Judge model to explain; never raises for model errors."""
     from .provider import ProviderError
 

@@ -63,9 +63,19 @@ class OptimizeOptions(BaseModel):
     @classmethod
     def from_config(cls, config: Any, **overrides: Any) -> OptimizeOptions:
         """The run options an `AgentConfig` asks for (budgets, search), with `overrides` on top."""
-        return cls(**({"search": config.search, "rounds": config.rounds, "concurrency": config.concurrency,
-                       "budget_usd": config.budget_usd, "wall_s": config.wall_s,
-                       "roofline_stop": config.roofline_stop} | overrides))
+        return cls(
+            **(
+                {
+                    "search": config.search,
+                    "rounds": config.rounds,
+                    "concurrency": config.concurrency,
+                    "budget_usd": config.budget_usd,
+                    "wall_s": config.wall_s,
+                    "roofline_stop": config.roofline_stop,
+                }
+                | overrides
+            )
+        )
 
 
 def models_from_config(config: Any) -> tuple[Any, Any]:
@@ -118,10 +128,22 @@ ProfileFn = Callable[[Task, Candidate], dict[str, Any] | None]
 
 
 class Optimizer:
-    def __init__(self, task: Task, *, store: RunStore, evaluator: Evaluator, options: OptimizeOptions,
-                 coder: Any = None, judge: Any = None, bus: EventBus | None = None, prompts: Prompts | None = None,
-                 offline: Callable[[Task], list[Any]] | None = None, profile: ProfileFn | None = None,
-                 config_record: dict[str, Any] | None = None, peaks: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        task: Task,
+        *,
+        store: RunStore,
+        evaluator: Evaluator,
+        options: OptimizeOptions,
+        coder: Any = None,
+        judge: Any = None,
+        bus: EventBus | None = None,
+        prompts: Prompts | None = None,
+        offline: Callable[[Task], list[Any]] | None = None,
+        profile: ProfileFn | None = None,
+        config_record: dict[str, Any] | None = None,
+        peaks: dict[str, Any] | None = None,
+    ):
         self.task, self.store, self.evaluator, self.opt = task, store, evaluator, options
         self.coder, self.judge = coder, judge or coder
         self.bus = bus or EventBus(store)
@@ -162,9 +184,15 @@ class Optimizer:
             self.store.set_run_status(self.run_id, "running", "resumed")
             self._publish("run_started", resumed=True, candidates=len(self.records), rounds=self.rounds)
         else:
-            self.run_id = self.store.create_run(self.task.path, self.task.model_class, self.task.source,
-                                                self.config_record | {"options": self.opt.model_dump()})
-            self._publish("run_started", resumed=False, task=str(self.task.path), model_configured=self.coder is not None)
+            self.run_id = self.store.create_run(
+                self.task.path,
+                self.task.model_class,
+                self.task.source,
+                self.config_record | {"options": self.opt.model_dump()},
+            )
+            self._publish(
+                "run_started", resumed=False, task=str(self.task.path), model_configured=self.coder is not None
+            )
         stop = "rounds"
         try:
             pending = [r for r in self.records.values() if r.status == "queued"]
@@ -186,12 +214,29 @@ class Optimizer:
         best = self._best_record()
         spent = self.store.spent(self.run_id)[0]
         self.store.set_run_status(self.run_id, status, stop, best.id if best else None)
-        self._publish("run_finished", status=status, reason=stop, best=best.id if best else None,
-                      best_speedup=best.speedup if best else None, spent_usd=spent)
-        return RunOutcome(self.run_id, status, stop, best, best.speedup if best else None, self.rounds,
-                         len(self.records), spent, self.coder is not None, notes,
-                         final_speedup=self._final.get("speedup"), final_failure=self._final.get("failure"),
-                         final_timing=self._final.get("timing"))
+        self._publish(
+            "run_finished",
+            status=status,
+            reason=stop,
+            best=best.id if best else None,
+            best_speedup=best.speedup if best else None,
+            spent_usd=spent,
+        )
+        return RunOutcome(
+            self.run_id,
+            status,
+            stop,
+            best,
+            best.speedup if best else None,
+            self.rounds,
+            len(self.records),
+            spent,
+            self.coder is not None,
+            notes,
+            final_speedup=self._final.get("speedup"),
+            final_failure=self._final.get("failure"),
+            final_timing=self._final.get("timing"),
+        )
 
     def _load(self, run_id: str) -> None:
         run = self.store.get_run(run_id)
@@ -200,8 +245,12 @@ class Optimizer:
             self.records[rec.id] = rec
             node = self.tree.add(rec.id, rec.parent_id, rec.summary, repair=rec.origin == "repair")
             if rec.status == "evaluated":
-                self.tree.record(node.id, correct=bool(rec.correct), speedup=rec.speedup,
-                                 reason=(rec.verdict or {}).get("reason", ""))
+                self.tree.record(
+                    node.id,
+                    correct=bool(rec.correct),
+                    speedup=rec.speedup,
+                    reason=(rec.verdict or {}).get("reason", ""),
+                )
         self.rounds = sum(1 for e in self.store.events(run.id) if e.kind == "round")
 
     # ----------------------------------------------------------------------------- seeds
@@ -212,16 +261,21 @@ class Optimizer:
         except Exception as exc:  # noqa: BLE001 - no seeds is not a failed run
             self._publish("candidate_failed", candidate=None, reason=f"offline candidates unavailable: {exc}")
             return
-        recs = [self.store.add_candidate(self.run_id, s.source, parent_id=None, origin=f"offline:{s.name}",
-                                         summary=s.summary) for s in seeds]
+        recs = [
+            self.store.add_candidate(
+                self.run_id, s.source, parent_id=None, origin=f"offline:{s.name}", summary=s.summary
+            )
+            for s in seeds
+        ]
         for rec in recs:
             self._add(rec)
         self._evaluate(recs)
 
     def _add(self, rec: CandidateRecord) -> Node:
         self.records[rec.id] = rec
-        self._publish("candidate_queued", candidate=rec.id, parent=rec.parent_id, origin=rec.origin,
-                      summary=rec.summary)
+        self._publish(
+            "candidate_queued", candidate=rec.id, parent=rec.parent_id, origin=rec.origin, summary=rec.summary
+        )
         return self.tree.add(rec.id, rec.parent_id, rec.summary, repair=rec.origin == "repair")
 
     # ------------------------------------------------------------------------------ loop
@@ -253,8 +307,13 @@ class Optimizer:
             else:
                 targets = select_mcts(self.tree, max(1, self.opt.concurrency), self.params)
             self.rounds += 1
-            self._publish("round", round=self.rounds, of=self.opt.rounds, targets=[t.id for t in targets],
-                          best_speedup=(self.tree.best().speedup if self.tree.best() else None))
+            self._publish(
+                "round",
+                round=self.rounds,
+                of=self.opt.rounds,
+                targets=[t.id for t in targets],
+                best_speedup=(self.tree.best().speedup if self.tree.best() else None),
+            )
             with ThreadPoolExecutor(max_workers=len(targets)) as pool:
                 outcomes = list(pool.map(self._expand, targets))
             fatal = next((o for o in outcomes if isinstance(o, FatalModelError)), None)
@@ -273,34 +332,50 @@ class Optimizer:
             instruction, origin = None, "coder"
             if parent_rec is not None and target.failed:
                 origin = "repair"
-                messages = judge_repair_messages(self.prompts, ctx, candidate=_cand_ctx(parent_rec),
-                                                 verdict=parent_rec.verdict or {})
+                messages = judge_repair_messages(
+                    self.prompts, ctx, candidate=_cand_ctx(parent_rec), verdict=parent_rec.verdict or {}
+                )
                 advice = self._call("judge", self.judge, messages, RepairAdvice, target.id)
                 instruction = instruction_from(advice) if advice else None
             elif parent_rec is not None:
                 prof = self._profile(parent_rec)
                 verdict = parent_rec.verdict or {}
                 messages = judge_optimize_messages(
-                    self.prompts, ctx, candidate=_cand_ctx(parent_rec), timing=verdict.get("timing"),
-                    roofline=(prof or {}).get("roofline"), findings=(prof or {}).get("findings", [])[:6],
+                    self.prompts,
+                    ctx,
+                    candidate=_cand_ctx(parent_rec),
+                    timing=verdict.get("timing"),
+                    roofline=(prof or {}).get("roofline"),
+                    findings=(prof or {}).get("findings", [])[:6],
                     profiled_on=(prof or {}).get("inherited_from"),
-                    tried=[{"summary": c.summary, "outcome": _outcome(c)} for c in target.children])
+                    tried=[{"summary": c.summary, "outcome": _outcome(c)} for c in target.children],
+                )
                 advice = self._call("judge", self.judge, messages, OptimizeAdvice, target.id)
                 instruction = instruction_from(advice) if advice else None
             self._check_cancel()
-            failed_siblings = [{"summary": c.summary, "reason": c.reason or "not evaluated"}
-                               for c in target.children if c.failed]
-            messages = coder_messages(self.prompts, ctx, parent=_cand_ctx(parent_rec) if parent_rec else None,
-                                      instruction=instruction, failed_siblings=failed_siblings,
-                                      examples=self._examples())
+            failed_siblings = [
+                {"summary": c.summary, "reason": c.reason or "not evaluated"} for c in target.children if c.failed
+            ]
+            messages = coder_messages(
+                self.prompts,
+                ctx,
+                parent=_cand_ctx(parent_rec) if parent_rec else None,
+                instruction=instruction,
+                failed_siblings=failed_siblings,
+                examples=self._examples(),
+            )
             reply = self._call("coder", self.coder, messages, CoderReply, target.id)
             if reply is None:
                 return None
             with self._lock:
-                rec = self.store.add_candidate(self.run_id, reply.source,
-                                               parent_id=None if target.id == ROOT else target.id,
-                                               origin=origin, summary=reply.summary.strip()[:300],
-                                               instruction=instruction or "")
+                rec = self.store.add_candidate(
+                    self.run_id,
+                    reply.source,
+                    parent_id=None if target.id == ROOT else target.id,
+                    origin=origin,
+                    summary=reply.summary.strip()[:300],
+                    instruction=instruction or "",
+                )
                 self._add(rec)
             return rec
         except FatalModelError as exc:
@@ -308,28 +383,54 @@ class Optimizer:
         except RunCancelled:
             return None
 
-    def _call(self, role: str, model: Any, messages: list[dict[str, str]], schema: type[BaseModel],
-              candidate_id: str) -> Any:
+    def _call(
+        self, role: str, model: Any, messages: list[dict[str, str]], schema: type[BaseModel], candidate_id: str
+    ) -> Any:
         from .provider import ProviderError
 
         cand = None if candidate_id == ROOT else candidate_id
         try:
             result = model.complete(messages, schema)
         except ProviderError as exc:
-            self.store.add_call(self.run_id, role=role, model=getattr(model.settings, "model", "?"), messages=messages,
-                                reply_text="", parsed=None, error=f"{exc.kind}: {exc}", candidate_id=cand)
+            self.store.add_call(
+                self.run_id,
+                role=role,
+                model=getattr(model.settings, "model", "?"),
+                messages=messages,
+                reply_text="",
+                parsed=None,
+                error=f"{exc.kind}: {exc}",
+                candidate_id=cand,
+            )
             self._publish("model_call", role=role, ok=False, error=exc.kind, message=str(exc))
             if exc.kind in FATAL_ERRORS:
                 raise FatalModelError(f"{role} model failed: {exc}") from exc
             return None
         usage = result.usage
-        self.store.add_call(self.run_id, role=role, model=result.model, messages=messages, reply_text=result.text,
-                            parsed=result.parsed.model_dump(), prompt_tokens=usage.prompt_tokens,
-                            completion_tokens=usage.completion_tokens, cost_usd=usage.cost_usd,
-                            latency_s=result.latency_s, candidate_id=cand)
-        self._publish("model_call", role=role, ok=True, model=result.model, attempts=result.attempts,
-                      prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                      cost_usd=usage.cost_usd, latency_s=result.latency_s)
+        self.store.add_call(
+            self.run_id,
+            role=role,
+            model=result.model,
+            messages=messages,
+            reply_text=result.text,
+            parsed=result.parsed.model_dump(),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost_usd=usage.cost_usd,
+            latency_s=result.latency_s,
+            candidate_id=cand,
+        )
+        self._publish(
+            "model_call",
+            role=role,
+            ok=True,
+            model=result.model,
+            attempts=result.attempts,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost_usd=usage.cost_usd,
+            latency_s=result.latency_s,
+        )
         return result.parsed
 
     # ------------------------------------------------------------------------ evaluation
@@ -348,8 +449,11 @@ class Optimizer:
         by_name = {c.name: rec for rec, c in zip(todo, cands.values(), strict=True)}
 
         def on_stage(cand: Candidate, stage: str) -> None:
-            self._publish("candidate_compiled" if stage in ("first_call", "verify") else "candidate_stage",
-                          candidate=by_name[cand.name].id, stage=stage)
+            self._publish(
+                "candidate_compiled" if stage in ("first_call", "verify") else "candidate_stage",
+                candidate=by_name[cand.name].id,
+                stage=stage,
+            )
 
         def on_verdict(cand: Candidate, verdict: Verdict) -> None:
             self._finish(by_name[cand.name], verdict)
@@ -376,8 +480,14 @@ class Optimizer:
             if best is not None and best.id == rec.id and (previous is None or previous.id != rec.id):
                 self._publish("new_best", candidate=rec.id, speedup=speedup, summary=rec.summary)
         else:
-            self._publish("candidate_failed", candidate=rec.id, status=verdict.status.value,
-                          check=verdict.failed_check, reason=verdict.reason[:500], reused=reused)
+            self._publish(
+                "candidate_failed",
+                candidate=rec.id,
+                status=verdict.status.value,
+                check=verdict.failed_check,
+                reason=verdict.reason[:500],
+                reused=reused,
+            )
 
     def _profile(self, rec: CandidateRecord) -> dict[str, Any] | None:
         """Hardware feedback for the Judge: this candidate's profile, a fresh one when the interval allows,
@@ -398,8 +508,12 @@ class Optimizer:
         self.profiles[rec.id] = prof or {}
         if prof and prof.get("findings") is not None:
             self.store.set_findings(rec.id, prof["findings"])
-        self._publish("profiled", candidate=rec.id, phase="done",
-                      pct_of_roof=((prof or {}).get("roofline") or {}).get("pct_of_roof"))
+        self._publish(
+            "profiled",
+            candidate=rec.id,
+            phase="done",
+            pct_of_roof=((prof or {}).get("roofline") or {}).get("pct_of_roof"),
+        )
         return self.profiles[rec.id]
 
     def _retime_best(self) -> list[str]:
@@ -410,15 +524,20 @@ class Optimizer:
         self._publish("final_retime", candidate=best.id, search_speedup=best.speedup)
         verdict = self.evaluator.evaluate(self.task, Candidate.from_source(best.source, "final"))
         if verdict.status != Status.correct or verdict.speedup is None:
-            self._publish("candidate_failed", candidate=best.id, status=verdict.status.value,
-                          reason=f"final re-timing: {verdict.reason}")
+            self._publish(
+                "candidate_failed",
+                candidate=best.id,
+                status=verdict.status.value,
+                reason=f"final re-timing: {verdict.reason}",
+            )
             self._final = {"failure": verdict.reason}
             return [f"the best candidate failed its final re-check: {verdict.reason}"]
         timing = verdict.timing.model_dump(mode="json") if verdict.timing else None
         self._final = {"speedup": verdict.speedup, "timing": timing}
         self._publish("candidate_timed", candidate=best.id, speedup=verdict.speedup, final=True)
-        self.store.add_event(self.run_id, "final_timing", {"candidate": best.id, "speedup": verdict.speedup,
-                                                           "timing": timing})
+        self.store.add_event(
+            self.run_id, "final_timing", {"candidate": best.id, "speedup": verdict.speedup, "timing": timing}
+        )
         return [f"best candidate {best.id}: {speedup_label(verdict.speedup, best.speedup)}"]
 
     def _best_record(self) -> CandidateRecord | None:
@@ -428,9 +547,16 @@ class Optimizer:
     # ---------------------------------------------------------------------------- context
     def _task_context(self) -> dict[str, Any]:
         hello = self.evaluator.worker.ensure_started()
-        return {"model_class": self.task.model_class, "vary": sorted(self.task.vary), "device_name": hello.device_name,
-                "device_type": "cpu" if hello.device == "cpu" else "cuda", "peaks": self.peaks,
-                "task_path": str(self.task.path), "reference_source": self.task.source, "inputs": self._inputs()}
+        return {
+            "model_class": self.task.model_class,
+            "vary": sorted(self.task.vary),
+            "device_name": hello.device_name,
+            "device_type": "cpu" if hello.device == "cpu" else "cuda",
+            "peaks": self.peaks,
+            "task_path": str(self.task.path),
+            "reference_source": self.task.source,
+            "inputs": self._inputs(),
+        }
 
     def _inputs(self) -> list[dict[str, Any]]:
         """The real inputs (dtype, shape) of the first input set, from any verdict of this run."""
@@ -462,4 +588,3 @@ def _outcome(node: Node) -> str:
     if node.failed:
         return f"failed: {node.reason[:200]}"
     return "not evaluated yet"
-

@@ -25,8 +25,12 @@ def make_profile_fn(device: str, cache_dir: Path | None = None, timeout: float =
         kernel = max(result.kernels, key=lambda k: k.duration_ns)
         roof = place(kernel, peaks) if peaks else None
         findings = analyze(kernel, peaks) if peaks else []
-        return {"mode": "ncu", "kernel": kernel.name, "kernels": len(result.kernels),
-                "roofline": roof.model_dump() if roof else None,
-                "findings": [f.model_dump(mode="json") for f in findings]}
+        return {
+            "mode": "ncu",
+            "kernel": kernel.name,
+            "kernels": len(result.kernels),
+            "roofline": roof.model_dump() if roof else None,
+            "findings": [f.model_dump(mode="json") for f in findings],
+        }
 
     return profile_candidate

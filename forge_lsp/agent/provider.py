@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 
-ErrorKind = Literal["auth", "not_found", "bad_request", "rate_limit", "timeout", "server", "connection", "refusal",
-                    "parse"]
+ErrorKind = Literal[
+    "auth", "not_found", "bad_request", "rate_limit", "timeout", "server", "connection", "refusal", "parse"
+]
 Mode = Literal["json_schema", "json_object", "text"]
 
 #: Structured-output modes from strongest to weakest; a rejected mode falls back to the next one.
@@ -49,10 +50,13 @@ BACKOFF_CAP_S = 30.0
 RETRY_AFTER_CAP_S = 60.0
 MAX_REASKS = 2
 
-_INSTRUCTION = ("Reply with one JSON object only (no prose, no Markdown code fences) that conforms to this "
-                "JSON schema:\n{schema}")
-_REASK = ("Your previous reply was not valid JSON for the required schema: {reason}. Reply again with one JSON "
-          "object only that conforms to the schema given above.")
+_INSTRUCTION = (
+    "Reply with one JSON object only (no prose, no Markdown code fences) that conforms to this JSON schema:\n{schema}"
+)
+_REASK = (
+    "Your previous reply was not valid JSON for the required schema: {reason}. Reply again with one JSON "
+    "object only that conforms to the schema given above."
+)
 _FORMAT_WORDS = ("response_format", "response format", "json_schema", "json_object", "structured output")
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
 _KEY_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_*\-]{6,})")
@@ -80,10 +84,12 @@ class Usage(BaseModel):
         if not isinstance(other, Usage):
             return NotImplemented
         costs = [c for c in (self.cost_usd, other.cost_usd) if c is not None]
-        return Usage(prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-                     completion_tokens=self.completion_tokens + other.completion_tokens,
-                     cost_usd=sum(costs) if costs else None,
-                     cost_known=self.cost_known and other.cost_known)
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=sum(costs) if costs else None,
+            cost_known=self.cost_known and other.cost_known,
+        )
 
     def __radd__(self, other: object) -> Usage:
         if other == 0:  # sum(usages)
@@ -100,8 +106,15 @@ class ProviderError(Exception):
     still paid for its replies).
     """
 
-    def __init__(self, kind: ErrorKind, message: str, *, retryable: bool = False, status: int | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
         self.message = message
@@ -146,9 +159,14 @@ class _Call:
 class ChatModel:
     """A chat model at an OpenAI-compatible endpoint; safe to share between threads."""
 
-    def __init__(self, settings: ModelSettings, *, api_key: str | None = None,
-                 prices: Mapping[str, tuple[float, float]] | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        settings: ModelSettings,
+        *,
+        api_key: str | None = None,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         """Build the client. ``api_key`` defaults to the env var ``settings.api_key_env`` names; an
         endpoint given by ``base_url`` may need none (a placeholder is sent then). ``prices``
         (model -> USD per Mtok in/out) extends the built-in table; ``sleep`` waits between retries.
@@ -158,8 +176,11 @@ class ChatModel:
         if not key:
             # The SDK itself falls back to $OPENAI_BASE_URL, then to OpenAI's API (which needs a key).
             if not (settings.base_url or os.environ.get("OPENAI_BASE_URL")):
-                raise ProviderError("auth", f"no API key for {display_url(None)}: set ${settings.api_key_env} to "
-                                            "your key (or set base_url to a local endpoint that needs none)")
+                raise ProviderError(
+                    "auth",
+                    f"no API key for {display_url(None)}: set ${settings.api_key_env} to "
+                    "your key (or set base_url to a local endpoint that needs none)",
+                )
             key = PLACEHOLDER_KEY
         self._secret = key if key != PLACEHOLDER_KEY else None
         self._prices = dict(prices or {})
@@ -168,8 +189,7 @@ class ChatModel:
         self._mode: Mode = "json_schema" if settings.structured == "auto" else settings.structured
         self._token_param = "max_tokens"
         self._send_temperature = True
-        self._client = openai.OpenAI(base_url=settings.base_url, api_key=key, timeout=settings.timeout_s,
-                                     max_retries=0)
+        self._client = openai.OpenAI(base_url=settings.base_url, api_key=key, timeout=settings.timeout_s, max_retries=0)
         self._where = display_url(str(self._client.base_url))
 
     @property
@@ -223,22 +243,34 @@ class ChatModel:
                     if choice.finish_reason == "length":
                         reason += " (the reply was cut off by the token limit)"
                     if reasks >= MAX_REASKS:
-                        raise ProviderError("parse", f"model '{self.settings.model}' gave no valid {schema.__name__} "
-                                                     f"after {reasks} re-asks: {self._scrub(reason)}") from None
+                        raise ProviderError(
+                            "parse",
+                            f"model '{self.settings.model}' gave no valid {schema.__name__} "
+                            f"after {reasks} re-asks: {self._scrub(reason)}",
+                        ) from None
                     reasks += 1
-                    convo += [{"role": "assistant", "content": text},
-                              {"role": "user", "content": _REASK.format(reason=reason)}]
+                    convo += [
+                        {"role": "assistant", "content": text},
+                        {"role": "user", "content": _REASK.format(reason=reason)},
+                    ]
                     continue
-                return ChatResult[schema](parsed=parsed, text=text, usage=call.usage,  # type: ignore[valid-type]
-                                          model=response.model or self.settings.model, attempts=call.attempts,
-                                          latency_s=time.monotonic() - start, mode=mode)
+                return ChatResult[schema](
+                    parsed=parsed,
+                    text=text,
+                    usage=call.usage,  # type: ignore[valid-type]
+                    model=response.model or self.settings.model,
+                    attempts=call.attempts,
+                    latency_s=time.monotonic() - start,
+                    mode=mode,
+                )
         except ProviderError as err:
             err.attempts = call.attempts
             err.usage = call.usage
             raise
 
-    def _request(self, convo: list[dict[str, Any]], anchor: int | None, schema: type[BaseModel], mode: Mode,
-                 call: _Call) -> ChatCompletion:
+    def _request(
+        self, convo: list[dict[str, Any]], anchor: int | None, schema: type[BaseModel], mode: Mode, call: _Call
+    ) -> ChatCompletion:
         """One logical request, retried on transient failures."""
         params = self._params(convo, anchor, schema, mode)
         retries = 0
@@ -253,13 +285,17 @@ class ChatModel:
                     raise _FormatRejected() from None
                 err = self._status_error(exc)
             except openai.APITimeoutError:
-                err = ProviderError("timeout", f"no reply from {self._where} within {self.settings.timeout_s:g} s "
-                                               f"(attempt {retries + 1} of {self.settings.max_retries + 1})",
-                                    retryable=True)
+                err = ProviderError(
+                    "timeout",
+                    f"no reply from {self._where} within {self.settings.timeout_s:g} s "
+                    f"(attempt {retries + 1} of {self.settings.max_retries + 1})",
+                    retryable=True,
+                )
             except openai.APIConnectionError as exc:
                 cause = exc.__cause__ or exc
-                err = ProviderError("connection", f"cannot reach {self._where}: {self._scrub(str(cause))}",
-                                    retryable=True)
+                err = ProviderError(
+                    "connection", f"cannot reach {self._where}: {self._scrub(str(cause))}", retryable=True
+                )
             else:
                 call.usage += self._usage(response)
                 if response.choices:
@@ -270,8 +306,9 @@ class ChatModel:
             self._sleep(self._backoff(retries, err.retry_after))
             retries += 1
 
-    def _params(self, convo: list[dict[str, Any]], anchor: int | None, schema: type[BaseModel],
-                mode: Mode) -> dict[str, Any]:
+    def _params(
+        self, convo: list[dict[str, Any]], anchor: int | None, schema: type[BaseModel], mode: Mode
+    ) -> dict[str, Any]:
         messages = list(convo)
         if mode != "json_schema":
             instruction = _INSTRUCTION.format(schema=json.dumps(schema.model_json_schema(), separators=(",", ":")))
@@ -285,9 +322,10 @@ class ChatModel:
         if self.settings.max_tokens is not None:
             params[self._token_param] = self.settings.max_tokens
         if mode == "json_schema":
-            params["response_format"] = {"type": "json_schema",
-                                         "json_schema": {"name": _schema_name(schema),
-                                                         "schema": strict_json_schema(schema), "strict": True}}
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": _schema_name(schema), "schema": strict_json_schema(schema), "strict": True},
+            }
         elif mode == "json_object":
             params["response_format"] = {"type": "json_object"}
         return params
@@ -300,8 +338,11 @@ class ChatModel:
             self._token_param = "max_completion_tokens"
             params["max_completion_tokens"] = params.pop("max_tokens")
             return True
-        if "temperature" in params and _mentions(exc, ("temperature",)) and _mentions(exc, ("unsupported",
-                                                                                            "not support")):
+        if (
+            "temperature" in params
+            and _mentions(exc, ("temperature",))
+            and _mentions(exc, ("unsupported", "not support"))
+        ):
             self._send_temperature = False
             del params["temperature"]
             return True
@@ -315,26 +356,48 @@ class ChatModel:
         model = self.settings.model
         if status in (401, 403):
             extra = f", or the key lacks access to model '{model}'" if status == 403 else ""
-            return ProviderError("auth", f"the endpoint {self._where} rejected the API key ({status}): set "
-                                         f"${self.settings.api_key_env} to a valid key for it{extra}{suffix}",
-                                 status=status)
+            return ProviderError(
+                "auth",
+                f"the endpoint {self._where} rejected the API key ({status}): set "
+                f"${self.settings.api_key_env} to a valid key for it{extra}{suffix}",
+                status=status,
+            )
         if status == 404:
-            return ProviderError("not_found", f"model '{model}' not found at {self._where} (404): check the model "
-                                              f"name and that base_url is the API root (often ending in /v1){suffix}",
-                                 status=status)
+            return ProviderError(
+                "not_found",
+                f"model '{model}' not found at {self._where} (404): check the model "
+                f"name and that base_url is the API root (often ending in /v1){suffix}",
+                status=status,
+            )
         if status == 429:
             if getattr(exc, "code", None) == "insufficient_quota":
                 return ProviderError("rate_limit", f"quota exhausted at {self._where} (429){suffix}", status=status)
-            return ProviderError("rate_limit", f"rate limited by {self._where} (429){suffix}", retryable=True,
-                                 status=status, retry_after=retry_after)
+            return ProviderError(
+                "rate_limit",
+                f"rate limited by {self._where} (429){suffix}",
+                retryable=True,
+                status=status,
+                retry_after=retry_after,
+            )
         if status == 408:
-            return ProviderError("timeout", f"{self._where} timed out the request (408){suffix}", retryable=True,
-                                 status=status, retry_after=retry_after)
+            return ProviderError(
+                "timeout",
+                f"{self._where} timed out the request (408){suffix}",
+                retryable=True,
+                status=status,
+                retry_after=retry_after,
+            )
         if status == 409 or status >= 500:
-            return ProviderError("server", f"server error at {self._where} ({status}){suffix}", retryable=True,
-                                 status=status, retry_after=retry_after)
-        return ProviderError("bad_request", f"{self._where} rejected the request for model '{model}' "
-                                            f"({status}){suffix}", status=status)
+            return ProviderError(
+                "server",
+                f"server error at {self._where} ({status}){suffix}",
+                retryable=True,
+                status=status,
+                retry_after=retry_after,
+            )
+        return ProviderError(
+            "bad_request", f"{self._where} rejected the request for model '{model}' ({status}){suffix}", status=status
+        )
 
     def _usage(self, response: ChatCompletion) -> Usage:
         if response.usage is None:
@@ -349,7 +412,7 @@ class ChatModel:
     def _backoff(self, retries: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(max(retry_after, 0.0), RETRY_AFTER_CAP_S)
-        ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** retries)
+        ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**retries)
         return ceiling * (0.5 + 0.5 * self._rng.random())
 
     def _scrub(self, text: str) -> str:
@@ -405,7 +468,7 @@ def _json_candidates(text: str, limit: int = 8) -> list[str]:
         if end is None:
             pos = start + 1
             continue
-        found.append(text[start:end + 1])
+        found.append(text[start : end + 1])
         pos = end + 1
     unique: list[str] = []
     for span in found:

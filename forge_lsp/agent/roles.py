@@ -48,9 +48,12 @@ class Prompts:
         self.dirs = [d for d in dirs if d.is_dir()]
         if DEFAULT_PROMPTS not in self.dirs:
             raise FileNotFoundError(f"forge's prompt templates are missing: {DEFAULT_PROMPTS}")
-        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader([str(d) for d in self.dirs]),
-                                      undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                                      autoescape=False)  # noqa: S701 - prompts are plain text, not HTML
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader([str(d) for d in self.dirs]),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            autoescape=False,
+        )  # noqa: S701 - prompts are plain text, not HTML
 
     def render(self, name: str, **context: Any) -> str:
         return self.env.get_template(name).render(**context).strip() + "\n"
@@ -64,35 +67,74 @@ class Prompts:
 
 
 def _common(task_ctx: dict[str, Any]) -> dict[str, Any]:
-    base = {"model_class": "Model", "vary": [], "device_name": "the GPU", "device_type": "cuda", "peaks": None,
-            "task_path": "", "reference_source": "", "inputs": []}
+    base = {
+        "model_class": "Model",
+        "vary": [],
+        "device_name": "the GPU",
+        "device_type": "cuda",
+        "peaks": None,
+        "task_path": "",
+        "reference_source": "",
+        "inputs": [],
+    }
     return base | task_ctx
 
 
-def coder_messages(prompts: Prompts, task_ctx: dict[str, Any], *, parent: dict[str, Any] | None,
-                   instruction: str | None, failed_siblings: list[dict[str, str]], examples: list[str]
-                   ) -> list[dict[str, str]]:
-    ctx = _common(task_ctx) | {"parent": parent, "instruction": instruction, "failed_siblings": failed_siblings,
-                               "examples": examples}
-    return [{"role": "system", "content": prompts.render("coder_system.j2", **ctx)},
-            {"role": "user", "content": prompts.render("coder.j2", **ctx)}]
+def coder_messages(
+    prompts: Prompts,
+    task_ctx: dict[str, Any],
+    *,
+    parent: dict[str, Any] | None,
+    instruction: str | None,
+    failed_siblings: list[dict[str, str]],
+    examples: list[str],
+) -> list[dict[str, str]]:
+    ctx = _common(task_ctx) | {
+        "parent": parent,
+        "instruction": instruction,
+        "failed_siblings": failed_siblings,
+        "examples": examples,
+    }
+    return [
+        {"role": "system", "content": prompts.render("coder_system.j2", **ctx)},
+        {"role": "user", "content": prompts.render("coder.j2", **ctx)},
+    ]
 
 
-def judge_repair_messages(prompts: Prompts, task_ctx: dict[str, Any], *, candidate: dict[str, Any],
-                          verdict: dict[str, Any]) -> list[dict[str, str]]:
+def judge_repair_messages(
+    prompts: Prompts, task_ctx: dict[str, Any], *, candidate: dict[str, Any], verdict: dict[str, Any]
+) -> list[dict[str, str]]:
     ctx = _common(task_ctx) | {"mode": "repair", "candidate": candidate, "verdict": verdict}
-    return [{"role": "system", "content": prompts.render("judge_system.j2", **ctx)},
-            {"role": "user", "content": prompts.render("judge_repair.j2", **ctx)}]
+    return [
+        {"role": "system", "content": prompts.render("judge_system.j2", **ctx)},
+        {"role": "user", "content": prompts.render("judge_repair.j2", **ctx)},
+    ]
 
 
-def judge_optimize_messages(prompts: Prompts, task_ctx: dict[str, Any], *, candidate: dict[str, Any],
-                            timing: dict[str, Any] | None, roofline: dict[str, Any] | None,
-                            findings: list[dict[str, Any]], tried: list[dict[str, str]],
-                            profiled_on: str | None = None) -> list[dict[str, str]]:
-    ctx = _common(task_ctx) | {"mode": "optimize", "candidate": candidate, "timing": timing, "roofline": roofline,
-                               "findings": findings, "tried": tried, "profiled_on": profiled_on}
-    return [{"role": "system", "content": prompts.render("judge_system.j2", **ctx)},
-            {"role": "user", "content": prompts.render("judge_optimize.j2", **ctx)}]
+def judge_optimize_messages(
+    prompts: Prompts,
+    task_ctx: dict[str, Any],
+    *,
+    candidate: dict[str, Any],
+    timing: dict[str, Any] | None,
+    roofline: dict[str, Any] | None,
+    findings: list[dict[str, Any]],
+    tried: list[dict[str, str]],
+    profiled_on: str | None = None,
+) -> list[dict[str, str]]:
+    ctx = _common(task_ctx) | {
+        "mode": "optimize",
+        "candidate": candidate,
+        "timing": timing,
+        "roofline": roofline,
+        "findings": findings,
+        "tried": tried,
+        "profiled_on": profiled_on,
+    }
+    return [
+        {"role": "system", "content": prompts.render("judge_system.j2", **ctx)},
+        {"role": "user", "content": prompts.render("judge_optimize.j2", **ctx)},
+    ]
 
 
 def instruction_from(advice: RepairAdvice | OptimizeAdvice) -> str:

@@ -211,15 +211,26 @@ class RunStore:
             self._db.execute(
                 "INSERT INTO runs (id, created, updated, task_path, model_class, task_source, task_sha, config_json,"
                 " status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running')",
-                (run_id, now, now, str(task_path), model_class, self._scrub(task_source), sha(task_source),
-                 self._json(config)))
+                (
+                    run_id,
+                    now,
+                    now,
+                    str(task_path),
+                    model_class,
+                    self._scrub(task_source),
+                    sha(task_source),
+                    self._json(config),
+                ),
+            )
         return run_id
 
     def set_run_status(self, run_id: str, status: str, message: str = "", best_candidate: str | None = None) -> None:
         with self._lock, self._db:
-            self._db.execute("UPDATE runs SET status = ?, message = ?, best_candidate = COALESCE(?, best_candidate),"
-                             " updated = ? WHERE id = ?",
-                             (status, self._scrub(message), best_candidate, time.time(), run_id))
+            self._db.execute(
+                "UPDATE runs SET status = ?, message = ?, best_candidate = COALESCE(?, best_candidate),"
+                " updated = ? WHERE id = ?",
+                (status, self._scrub(message), best_candidate, time.time(), run_id),
+            )
 
     def get_run(self, run_id: str) -> RunRecord:
         with self._lock:
@@ -237,8 +248,9 @@ class RunStore:
         return [_run(r) for r in rows]
 
     # ------------------------------------------------------------------------------ candidates
-    def add_candidate(self, run_id: str, source: str, *, parent_id: str | None, origin: str, summary: str,
-                      instruction: str = "") -> CandidateRecord:
+    def add_candidate(
+        self, run_id: str, source: str, *, parent_id: str | None, origin: str, summary: str, instruction: str = ""
+    ) -> CandidateRecord:
         now = time.time()
         with self._lock, self._db:
             seq = self._db.execute("SELECT COUNT(*) FROM candidates WHERE run_id = ?", (run_id,)).fetchone()[0] + 1
@@ -246,20 +258,34 @@ class RunStore:
             self._db.execute(
                 "INSERT INTO candidates (id, run_id, parent_id, seq, origin, summary, instruction, source, source_sha,"
                 " status, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
-                (f"{run_id}/{cid}", run_id, parent_id, seq, origin, self._scrub(summary), self._scrub(instruction),
-                 self._scrub(source), sha(source), now))
+                (
+                    f"{run_id}/{cid}",
+                    run_id,
+                    parent_id,
+                    seq,
+                    origin,
+                    self._scrub(summary),
+                    self._scrub(instruction),
+                    self._scrub(source),
+                    sha(source),
+                    now,
+                ),
+            )
         return self.get_candidate(f"{run_id}/{cid}")
 
     def set_verdict(self, candidate_id: str, verdict: dict[str, Any], *, correct: bool, speedup: float | None) -> None:
         with self._lock, self._db:
-            self._db.execute("UPDATE candidates SET status = 'evaluated', verdict_json = ?, correct = ?, speedup = ?,"
-                             " evaluated = ? WHERE id = ?",
-                             (self._json(verdict), int(correct), speedup, time.time(), candidate_id))
+            self._db.execute(
+                "UPDATE candidates SET status = 'evaluated', verdict_json = ?, correct = ?, speedup = ?,"
+                " evaluated = ? WHERE id = ?",
+                (self._json(verdict), int(correct), speedup, time.time(), candidate_id),
+            )
 
     def set_findings(self, candidate_id: str, findings: list[dict[str, Any]]) -> None:
         with self._lock, self._db:
-            self._db.execute("UPDATE candidates SET findings_json = ? WHERE id = ?",
-                             (self._json(findings), candidate_id))
+            self._db.execute(
+                "UPDATE candidates SET findings_json = ? WHERE id = ?", (self._json(findings), candidate_id)
+            )
 
     def get_candidate(self, candidate_id: str) -> CandidateRecord:
         with self._lock:
@@ -276,73 +302,141 @@ class RunStore:
     def evaluated_by_source(self, run_id: str, source: str) -> CandidateRecord | None:
         """An already evaluated candidate of this run with exactly this source (resume, duplicates)."""
         with self._lock:
-            row = self._db.execute("SELECT * FROM candidates WHERE run_id = ? AND source_sha = ? AND status ="
-                                   " 'evaluated' ORDER BY seq LIMIT 1", (run_id, sha(source))).fetchone()
+            row = self._db.execute(
+                "SELECT * FROM candidates WHERE run_id = ? AND source_sha = ? AND status ="
+                " 'evaluated' ORDER BY seq LIMIT 1",
+                (run_id, sha(source)),
+            ).fetchone()
         return _candidate(row) if row else None
 
     # ----------------------------------------------------------------------------------- calls
-    def add_call(self, run_id: str, *, role: str, model: str, messages: list[dict[str, Any]], reply_text: str,
-                 parsed: dict[str, Any] | None, prompt_tokens: int = 0, completion_tokens: int = 0,
-                 cost_usd: float | None = None, latency_s: float = 0.0, error: str | None = None,
-                 candidate_id: str | None = None) -> int:
+    def add_call(
+        self,
+        run_id: str,
+        *,
+        role: str,
+        model: str,
+        messages: list[dict[str, Any]],
+        reply_text: str,
+        parsed: dict[str, Any] | None,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cost_usd: float | None = None,
+        latency_s: float = 0.0,
+        error: str | None = None,
+        candidate_id: str | None = None,
+    ) -> int:
         with self._lock, self._db:
             cur = self._db.execute(
                 "INSERT INTO calls (run_id, candidate_id, role, model, messages_json, reply_text, parsed_json,"
                 " prompt_tokens, completion_tokens, cost_usd, latency_s, error, created)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, candidate_id, role, model, self._json(messages), self._scrub(reply_text),
-                 self._json(parsed) if parsed is not None else None, prompt_tokens, completion_tokens, cost_usd,
-                 latency_s, self._scrub(error) if error else None, time.time()))
+                (
+                    run_id,
+                    candidate_id,
+                    role,
+                    model,
+                    self._json(messages),
+                    self._scrub(reply_text),
+                    self._json(parsed) if parsed is not None else None,
+                    prompt_tokens,
+                    completion_tokens,
+                    cost_usd,
+                    latency_s,
+                    self._scrub(error) if error else None,
+                    time.time(),
+                ),
+            )
             return int(cur.lastrowid)
 
     def calls(self, run_id: str) -> list[CallRecord]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM calls WHERE run_id = ? ORDER BY id", (run_id,)).fetchall()
-        return [CallRecord(id=r["id"], run_id=r["run_id"], candidate_id=r["candidate_id"], role=r["role"],
-                           model=r["model"], messages=json.loads(r["messages_json"]), reply_text=r["reply_text"],
-                           parsed=json.loads(r["parsed_json"]) if r["parsed_json"] else None,
-                           prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
-                           cost_usd=r["cost_usd"], latency_s=r["latency_s"], error=r["error"], created=r["created"])
-                for r in rows]
+        return [
+            CallRecord(
+                id=r["id"],
+                run_id=r["run_id"],
+                candidate_id=r["candidate_id"],
+                role=r["role"],
+                model=r["model"],
+                messages=json.loads(r["messages_json"]),
+                reply_text=r["reply_text"],
+                parsed=json.loads(r["parsed_json"]) if r["parsed_json"] else None,
+                prompt_tokens=r["prompt_tokens"],
+                completion_tokens=r["completion_tokens"],
+                cost_usd=r["cost_usd"],
+                latency_s=r["latency_s"],
+                error=r["error"],
+                created=r["created"],
+            )
+            for r in rows
+        ]
 
     def spent(self, run_id: str) -> tuple[float, int, int]:
         """(known dollars, prompt tokens, completion tokens) over all calls of the run."""
         with self._lock:
-            row = self._db.execute("SELECT COALESCE(SUM(cost_usd), 0), COALESCE(SUM(prompt_tokens), 0),"
-                                   " COALESCE(SUM(completion_tokens), 0) FROM calls WHERE run_id = ?",
-                                   (run_id,)).fetchone()
+            row = self._db.execute(
+                "SELECT COALESCE(SUM(cost_usd), 0), COALESCE(SUM(prompt_tokens), 0),"
+                " COALESCE(SUM(completion_tokens), 0) FROM calls WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
         return float(row[0]), int(row[1]), int(row[2])
 
     # ---------------------------------------------------------------------------------- events
     def add_event(self, run_id: str, kind: str, data: dict[str, Any], ts: float | None = None) -> int:
         with self._lock, self._db:
-            cur = self._db.execute("INSERT INTO events (run_id, ts, kind, data_json) VALUES (?, ?, ?, ?)",
-                                   (run_id, ts or time.time(), kind, self._json(data)))
+            cur = self._db.execute(
+                "INSERT INTO events (run_id, ts, kind, data_json) VALUES (?, ?, ?, ?)",
+                (run_id, ts or time.time(), kind, self._json(data)),
+            )
             return int(cur.lastrowid)
 
     def events(self, run_id: str, after: int = 0) -> list[EventRecord]:
         with self._lock:
-            rows = self._db.execute("SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id",
-                                    (run_id, after)).fetchall()
-        return [EventRecord(id=r["id"], run_id=r["run_id"], ts=r["ts"], kind=r["kind"],
-                            data=json.loads(r["data_json"])) for r in rows]
+            rows = self._db.execute(
+                "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id", (run_id, after)
+            ).fetchall()
+        return [
+            EventRecord(id=r["id"], run_id=r["run_id"], ts=r["ts"], kind=r["kind"], data=json.loads(r["data_json"]))
+            for r in rows
+        ]
 
 
 def _run(row: sqlite3.Row) -> RunRecord:
-    return RunRecord(id=row["id"], created=row["created"], updated=row["updated"], task_path=row["task_path"],
-                     model_class=row["model_class"], task_source=row["task_source"], task_sha=row["task_sha"],
-                     config=json.loads(row["config_json"]), status=row["status"], message=row["message"],
-                     best_candidate=row["best_candidate"])
+    return RunRecord(
+        id=row["id"],
+        created=row["created"],
+        updated=row["updated"],
+        task_path=row["task_path"],
+        model_class=row["model_class"],
+        task_source=row["task_source"],
+        task_sha=row["task_sha"],
+        config=json.loads(row["config_json"]),
+        status=row["status"],
+        message=row["message"],
+        best_candidate=row["best_candidate"],
+    )
 
 
 def _candidate(row: sqlite3.Row) -> CandidateRecord:
     return CandidateRecord(
-        id=row["id"], run_id=row["run_id"], parent_id=row["parent_id"], seq=row["seq"], origin=row["origin"],
-        summary=row["summary"], instruction=row["instruction"], source=row["source"], source_sha=row["source_sha"],
-        status=row["status"], verdict=json.loads(row["verdict_json"]) if row["verdict_json"] else None,
-        speedup=row["speedup"], correct=None if row["correct"] is None else bool(row["correct"]),
-        findings=json.loads(row["findings_json"]) if row["findings_json"] else None, created=row["created"],
-        evaluated=row["evaluated"])
+        id=row["id"],
+        run_id=row["run_id"],
+        parent_id=row["parent_id"],
+        seq=row["seq"],
+        origin=row["origin"],
+        summary=row["summary"],
+        instruction=row["instruction"],
+        source=row["source"],
+        source_sha=row["source_sha"],
+        status=row["status"],
+        verdict=json.loads(row["verdict_json"]) if row["verdict_json"] else None,
+        speedup=row["speedup"],
+        correct=None if row["correct"] is None else bool(row["correct"]),
+        findings=json.loads(row["findings_json"]) if row["findings_json"] else None,
+        created=row["created"],
+        evaluated=row["evaluated"],
+    )
 
 
 def run_details(store: RunStore, run_id: str, *, source_limit: int = 200_000) -> dict[str, Any]:
@@ -356,35 +450,73 @@ def run_details(store: RunStore, run_id: str, *, source_limit: int = 200_000) ->
         if not v:
             return None
         t = v.get("timing") or {}
-        return {"status": v.get("status"), "reason": (v.get("reason") or "")[:2000],
-                "failed_check": v.get("failed_check"), "backend": v.get("backend"),
-                "device": v.get("device_name") or v.get("device"),
-                "reference_ms": (t.get("reference") or {}).get("median_ms"),
-                "candidate_ms": (t.get("candidate") or {}).get("median_ms"), "speedup": t.get("speedup"),
-                "ci95": t.get("speedup_ci95"), "timing_mode": t.get("mode"),
-                "checks": [{"name": c.get("name"), "passed": c.get("passed"), "detail": (c.get("detail") or "")[:300]}
-                           for c in (v.get("checks") or [])],
-                "stages": v.get("stages") or {}}
+        return {
+            "status": v.get("status"),
+            "reason": (v.get("reason") or "")[:2000],
+            "failed_check": v.get("failed_check"),
+            "backend": v.get("backend"),
+            "device": v.get("device_name") or v.get("device"),
+            "reference_ms": (t.get("reference") or {}).get("median_ms"),
+            "candidate_ms": (t.get("candidate") or {}).get("median_ms"),
+            "speedup": t.get("speedup"),
+            "ci95": t.get("speedup_ci95"),
+            "timing_mode": t.get("mode"),
+            "checks": [
+                {"name": c.get("name"), "passed": c.get("passed"), "detail": (c.get("detail") or "")[:300]}
+                for c in (v.get("checks") or [])
+            ],
+            "stages": v.get("stages") or {},
+        }
 
-    candidates = [{"id": c.id, "parent": c.parent_id, "origin": c.origin, "summary": c.summary, "status": c.status,
-                   "speedup": c.speedup, "correct": c.correct, "verdict": verdict(c.verdict),
-                   "findings": [{"title": f.get("title"), "rule": f.get("rule"), "suggestion": f.get("suggestion")}
-                                for f in (c.findings or [])][:8],
-                   "source": c.source[:source_limit], "created": c.created, "evaluated": c.evaluated}
-                  for c in store.candidates(run.id)]
+    candidates = [
+        {
+            "id": c.id,
+            "parent": c.parent_id,
+            "origin": c.origin,
+            "summary": c.summary,
+            "status": c.status,
+            "speedup": c.speedup,
+            "correct": c.correct,
+            "verdict": verdict(c.verdict),
+            "findings": [
+                {"title": f.get("title"), "rule": f.get("rule"), "suggestion": f.get("suggestion")}
+                for f in (c.findings or [])
+            ][:8],
+            "source": c.source[:source_limit],
+            "created": c.created,
+            "evaluated": c.evaluated,
+        }
+        for c in store.candidates(run.id)
+    ]
     spent, tokens_in, tokens_out = store.spent(run.id)
     final = None
     for event in store.events(run.id):
         if event.kind == "final_timing" and event.data.get("speedup") is not None:
             t = event.data.get("timing") or {}
-            final = {"candidate": event.data.get("candidate"), "speedup": event.data["speedup"],
-                     "ci95": t.get("speedup_ci95"), "referenceMs": (t.get("reference") or {}).get("median_ms"),
-                     "candidateMs": (t.get("candidate") or {}).get("median_ms")}
-    return {"run": {"id": run.id, "status": run.status, "message": run.message, "task": run.task_path,
-                    "modelClass": run.model_class, "best": run.best_candidate, "created": run.created,
-                    "updated": run.updated, "spentUsd": spent, "tokensIn": tokens_in, "tokensOut": tokens_out,
-                    "final": final},
-            "candidates": candidates}
+            final = {
+                "candidate": event.data.get("candidate"),
+                "speedup": event.data["speedup"],
+                "ci95": t.get("speedup_ci95"),
+                "referenceMs": (t.get("reference") or {}).get("median_ms"),
+                "candidateMs": (t.get("candidate") or {}).get("median_ms"),
+            }
+    return {
+        "run": {
+            "id": run.id,
+            "status": run.status,
+            "message": run.message,
+            "task": run.task_path,
+            "modelClass": run.model_class,
+            "best": run.best_candidate,
+            "created": run.created,
+            "updated": run.updated,
+            "spentUsd": spent,
+            "tokensIn": tokens_in,
+            "tokensOut": tokens_out,
+            "final": final,
+        },
+        "candidates": candidates,
+    }
 
 
 def costs_by_round(store: RunStore, run_id: str) -> list[dict[str, Any]]:
@@ -395,8 +527,17 @@ def costs_by_round(store: RunStore, run_id: str) -> list[dict[str, Any]]:
         if event.kind == "round":
             current = int(event.data.get("round") or 0)
         elif event.kind == "model_call":
-            row = rounds.setdefault(current, {"round": current, "calls": 0, "failed": 0, "prompt_tokens": 0,
-                                              "completion_tokens": 0, "cost_usd": 0.0})
+            row = rounds.setdefault(
+                current,
+                {
+                    "round": current,
+                    "calls": 0,
+                    "failed": 0,
+                    "prompt_tokens": 0,
+                    "completion_tokens": 0,
+                    "cost_usd": 0.0,
+                },
+            )
             row["calls"] += 1
             row["failed"] += 0 if event.data.get("ok") else 1
             row["prompt_tokens"] += int(event.data.get("prompt_tokens") or 0)

@@ -15,16 +15,24 @@ from ..engine import Candidate, EvalOptions, Evaluator, Status, TaskError, Verdi
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("eval", help="verify and time candidate(s) against a task",
-                       description="Verify and time a candidate ModelNew against a task's Model. "
-                       "With directories, every candidate <task>_*.py is evaluated against <task>.py.")
+    p = sub.add_parser(
+        "eval",
+        help="verify and time candidate(s) against a task",
+        description="Verify and time a candidate ModelNew against a task's Model. "
+        "With directories, every candidate <task>_*.py is evaluated against <task>.py.",
+    )
     p.add_argument("task", type=Path, help="task file (Model, get_inputs, get_init_inputs) or a directory")
     p.add_argument("candidate", type=Path, nargs="?", help="candidate file (ModelNew) or a directory")
     p.add_argument("--device", default="auto", help="cuda:N, cpu, or auto (default)")
     p.add_argument("--json", action="store_true", help="print verdicts as JSON")
     p.add_argument("--trials", type=int, help="random input sets (default: the task's, else 3)")
-    p.add_argument("--vary", action="append", default=[], metavar="NAME=V1,V2",
-                   help="also verify with module constant NAME set to each value")
+    p.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="also verify with module constant NAME set to each value",
+    )
     p.add_argument("--no-timing", action="store_true", help="verify only")
     p.add_argument("--timing-mode", choices=["auto", "events", "graph"], default="auto")
     p.add_argument("--cache-dir", type=Path, help="compile cache (default ~/.cache/forge-lsp)")
@@ -71,8 +79,10 @@ def _fmt_ms(ms: float) -> str:
 def render(console: Console, task_name: str, cand_name: str, v: Verdict) -> None:
     ok = v.status is Status.correct
     color = "green" if ok else "red"
-    console.print(f"[bold]{cand_name}[/] vs [bold]{task_name}[/] on {v.device_name or v.device} "
-                  f"({v.backend}): [{color} bold]{v.status.value}[/] — {v.reason}")
+    console.print(
+        f"[bold]{cand_name}[/] vs [bold]{task_name}[/] on {v.device_name or v.device} "
+        f"({v.backend}): [{color} bold]{v.status.value}[/] — {v.reason}"
+    )
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("check")
     table.add_column("result")
@@ -83,14 +93,20 @@ def render(console: Console, task_name: str, cand_name: str, v: Verdict) -> None
         console.print(table)
     if v.mismatch:
         m = v.mismatch
-        where = f" at index {m.index}: expected {m.expected:.6g}, got {m.actual:.6g}" if m.index is not None and m.expected is not None and m.actual is not None else ""
+        where = (
+            f" at index {m.index}: expected {m.expected:.6g}, got {m.actual:.6g}"
+            if m.index is not None and m.expected is not None and m.actual is not None
+            else ""
+        )
         console.print(f"  mismatch [{m.input_set}] {m.output} ({m.problem}){where}")
     if v.timing:
         t = v.timing
         lo, hi = t.speedup_ci95
-        console.print(f"  reference {_fmt_ms(t.reference.median_ms)}  candidate {_fmt_ms(t.candidate.median_ms)}  "
-                      f"speedup [bold]{t.speedup:.3f}×[/] (95% CI {lo:.3f}–{hi:.3f}, n={t.candidate.n}, {t.mode}"
-                      f"{', L2 flushed' if t.l2_flush else ''})")
+        console.print(
+            f"  reference {_fmt_ms(t.reference.median_ms)}  candidate {_fmt_ms(t.candidate.median_ms)}  "
+            f"speedup [bold]{t.speedup:.3f}×[/] (95% CI {lo:.3f}–{hi:.3f}, n={t.candidate.n}, {t.mode}"
+            f"{', L2 flushed' if t.l2_flush else ''})"
+        )
         for note in t.notes:
             console.print(f"  note: {note}")
     stages = "  ".join(f"{k} {s:.2f}s" for k, s in v.stages.items() if s >= 0)

@@ -16,10 +16,13 @@ from ..engine import TaskError, load_task
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("optimize", help="search for a faster verified implementation of a module",
-                       description="Coder/Judge rounds with tree search over candidates, each compiled, verified "
-                       "and timed by the engine. Without a configured model: torch.compile variants and forge's "
-                       "built-in Triton kernels only.")
+    p = sub.add_parser(
+        "optimize",
+        help="search for a faster verified implementation of a module",
+        description="Coder/Judge rounds with tree search over candidates, each compiled, verified "
+        "and timed by the engine. Without a configured model: torch.compile variants and forge's "
+        "built-in Triton kernels only.",
+    )
     p.add_argument("target", nargs="?", help="FILE.py or FILE.py::ClassName (KernelBench-style task file)")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run")
     p.add_argument("--search", choices=["mcts", "linear"])
@@ -30,9 +33,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", help="model name (coder and judge)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")
     p.add_argument("--no-offline", action="store_true", help="skip the offline seeds")
-    p.add_argument("--apply", action="store_true",
-                   help="rewrite the class in FILE.py with the best verified candidate (guarded; the original "
-                   "computation stays as the fallback) instead of writing FILE_forge_best.py")
+    p.add_argument(
+        "--apply",
+        action="store_true",
+        help="rewrite the class in FILE.py with the best verified candidate (guarded; the original "
+        "computation stays as the fallback) instead of writing FILE_forge_best.py",
+    )
     p.add_argument("--device", default="auto")
     p.add_argument("--workspace", type=Path, help="where .forge/ lives (default: the project around the file)")
     p.add_argument("--cache-dir", type=Path)
@@ -70,7 +76,7 @@ def _split_target(target: str) -> tuple[Path, str | None]:
 def run_optimize(args: argparse.Namespace) -> int:
     from ..agent.config import HOW_TO_CONFIGURE, ConfigError, load_config
     from ..agent.events import EventBus
-    from ..agent.optimize import Optimizer, OptimizeOptions, models_from_config
+    from ..agent.optimize import OptimizeOptions, Optimizer, models_from_config
     from ..agent.store import RunStore
     from ..engine import Evaluator
 
@@ -96,9 +102,19 @@ def run_optimize(args: argparse.Namespace) -> int:
     except (TaskError, OSError) as exc:
         print(f"forge optimize: {exc}", file=sys.stderr)
         return 2
-    overrides = {k: v for k, v in {"model": args.model, "base_url": args.base_url, "search": args.search,
-                                   "rounds": args.rounds, "budget_usd": args.budget_usd, "wall_s": args.wall_s,
-                                   "concurrency": args.concurrency}.items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in {
+            "model": args.model,
+            "base_url": args.base_url,
+            "search": args.search,
+            "rounds": args.rounds,
+            "budget_usd": args.budget_usd,
+            "wall_s": args.wall_s,
+            "concurrency": args.concurrency,
+        }.items()
+        if v is not None
+    }
     try:
         config = load_config(workspace, overrides)
     except ConfigError as exc:
@@ -106,8 +122,10 @@ def run_optimize(args: argparse.Namespace) -> int:
         return 2
     coder, judge = models_from_config(config)
     if coder is None:
-        console.print("[yellow bold]No model configured[/]: running the offline candidates only "
-                      "(torch.compile variants and forge's built-in Triton kernels).")
+        console.print(
+            "[yellow bold]No model configured[/]: running the offline candidates only "
+            "(torch.compile variants and forge's built-in Triton kernels)."
+        )
         console.print(HOW_TO_CONFIGURE, markup=False, highlight=False)
     options = OptimizeOptions.from_config(config, offline=not args.no_offline)
     from ..agent.profiling import make_profile_fn
@@ -121,10 +139,18 @@ def run_optimize(args: argparse.Namespace) -> int:
     bus = EventBus(store)
     if not args.quiet:
         bus.subscribe(_printer(console))
-    optimizer = Optimizer(task, store=store, evaluator=evaluator, options=options, coder=coder, judge=judge, bus=bus,
-                          offline=offline_candidates,
-                          profile=make_profile_fn(evaluator.device, args.cache_dir),
-                          config_record=config.redacted())
+    optimizer = Optimizer(
+        task,
+        store=store,
+        evaluator=evaluator,
+        options=options,
+        coder=coder,
+        judge=judge,
+        bus=bus,
+        offline=offline_candidates,
+        profile=make_profile_fn(evaluator.device, args.cache_dir),
+        config_record=config.redacted(),
+    )
     from ..agent.roles import Prompts
 
     optimizer.prompts = Prompts(workspace)
@@ -139,15 +165,22 @@ def run_optimize(args: argparse.Namespace) -> int:
         evaluator.close()
     out = Console()
     _summary(out, store, result.run_id)
-    out.print(f"run {result.run_id}: {result.status} ({result.stop_reason}); {_count(result.rounds, 'round')}, "
-              f"{_count(result.candidates, 'candidate')}, ${result.spent_usd:.4f}")
+    out.print(
+        f"run {result.run_id}: {result.status} ({result.stop_reason}); {_count(result.rounds, 'round')}, "
+        f"{_count(result.candidates, 'candidate')}, ${result.spent_usd:.4f}"
+    )
     for note in result.notes:
         out.print(f"  {note}")
     if result.best is not None and not result.improves:
-        why = (f"it failed its final re-check ({result.final_failure})" if result.final_failure is not None
-               else f"it runs at {result.answer_speedup:.2f}x the reference")
-        out.print(f"no verified candidate is faster than the reference: the best, {result.best.id}, was not "
-                  f"{'applied' if args.apply else 'written'} because {why}. Inspect it with `forge show {result.run_id}`.")
+        why = (
+            f"it failed its final re-check ({result.final_failure})"
+            if result.final_failure is not None
+            else f"it runs at {result.answer_speedup:.2f}x the reference"
+        )
+        out.print(
+            f"no verified candidate is faster than the reference: the best, {result.best.id}, was not "
+            f"{'applied' if args.apply else 'written'} because {why}. Inspect it with `forge show {result.run_id}`."
+        )
         return 1 if result.status != "cancelled" else 130
     if result.best is not None:
         out.print(f"best: {result.best.id} {result.answer_speedup:.2f}x — {result.best.summary}")
@@ -167,22 +200,33 @@ def _apply(out: Console, task, result) -> int:
 
     verdict = result.best.verdict or {}
     if not verdict.get("checkpoint_compatible"):
-        out.print("[red]not applied[/]: the candidate does not load the module's state_dict (strict), so user "
-                  "checkpoints would not load into it")
+        out.print(
+            "[red]not applied[/]: the candidate does not load the module's state_dict (strict), so user "
+            "checkpoints would not load into it"
+        )
         return 1
     text = task.path.read_text()
     if task.sha and text != task.source:
         out.print(f"[red]not applied[/]: {task.path} changed during the run; nothing was changed")
         return 1
     try:
-        rewrite = rewrite_module(text, task.model_class, result.best.source, domain_from_verdict(verdict),
-                                 run_id=result.run_id, candidate_id=result.best.id, speedup=result.answer_speedup)
+        rewrite = rewrite_module(
+            text,
+            task.model_class,
+            result.best.source,
+            domain_from_verdict(verdict),
+            run_id=result.run_id,
+            candidate_id=result.best.id,
+            speedup=result.answer_speedup,
+        )
     except RewriteError as exc:
         out.print(f"[red]not applied[/]: {exc}")
         return 1
     task.path.write_text(rewrite.new_text)
-    out.print(f"applied to {task.path} ({rewrite.summary}); the original class is kept as "
-              f"{rewrite.reference_class} and runs for inputs outside what was verified")
+    out.print(
+        f"applied to {task.path} ({rewrite.summary}); the original class is kept as "
+        f"{rewrite.reference_class} and runs for inputs outside what was verified"
+    )
     return 0
 
 
@@ -195,26 +239,37 @@ def _printer(console: Console):
         d = event.data
         k = event.kind
         if k == "round":
-            console.print(f"[bold]round {d.get('round')}[/]" + (f"/{d['of']}" if d.get("of") else "")
-                          + (f" · best {d['best_speedup']:.2f}x" if d.get("best_speedup") else "")
-                          + (f" · {d['phase']}" if d.get("phase") else ""), highlight=False)
+            console.print(
+                f"[bold]round {d.get('round')}[/]"
+                + (f"/{d['of']}" if d.get("of") else "")
+                + (f" · best {d['best_speedup']:.2f}x" if d.get("best_speedup") else "")
+                + (f" · {d['phase']}" if d.get("phase") else ""),
+                highlight=False,
+            )
         elif k == "candidate_queued":
-            console.print(f"  queued {d['candidate'].split('/')[-1]} ({d['origin']}): {d['summary'][:90]}",
-                          highlight=False)
+            console.print(
+                f"  queued {d['candidate'].split('/')[-1]} ({d['origin']}): {d['summary'][:90]}", highlight=False
+            )
         elif k == "candidate_timed" and d.get("speedup"):
-            console.print(f"  [green]correct[/] {d['candidate'].split('/')[-1]}: {d['speedup']:.2f}x"
-                          + (" (final re-timing)" if d.get("final") else ""), highlight=False)
+            console.print(
+                f"  [green]correct[/] {d['candidate'].split('/')[-1]}: {d['speedup']:.2f}x"
+                + (" (final re-timing)" if d.get("final") else ""),
+                highlight=False,
+            )
         elif k == "candidate_failed":
             cid = (d.get("candidate") or "").split("/")[-1]
             console.print(f"  [red]{d.get('status', 'failed')}[/] {cid}: {d.get('reason', '')[:140]}", highlight=False)
         elif k == "new_best":
-            console.print(f"  [bold green]new best[/] {d['candidate'].split('/')[-1]}: {d['speedup']:.2f}x",
-                          highlight=False)
+            console.print(
+                f"  [bold green]new best[/] {d['candidate'].split('/')[-1]}: {d['speedup']:.2f}x", highlight=False
+            )
         elif k == "model_call" and not d.get("ok"):
-            console.print(f"  [yellow]model call failed[/] ({d.get('error')}): {d.get('message', '')[:160]}",
-                          highlight=False)
+            console.print(
+                f"  [yellow]model call failed[/] ({d.get('error')}): {d.get('message', '')[:160]}", highlight=False
+            )
         elif k == "budget":
             console.print(f"stopping: {d['reason']}", highlight=False)
+
     return show
 
 
@@ -241,14 +296,29 @@ def run_runs(args: argparse.Namespace) -> int:
     for run in store.list_runs():
         cands = store.candidates(run.id)
         best = next((c for c in cands if c.id == run.best_candidate), None)
-        rows.append({"run": run.id, "created": run.created, "status": run.status, "message": run.message,
-                     "task": run.task_path, "model_class": run.model_class, "best": run.best_candidate,
-                     "best_speedup": best.speedup if best else None, "candidates": len(cands),
-                     "spent_usd": store.spent(run.id)[0]})
-        table.add_row(run.id, datetime.fromtimestamp(run.created).strftime("%Y-%m-%d %H:%M"), run.status,
-                      f"{Path(run.task_path).name}::{run.model_class}",
-                      f"{best.speedup:.2f}x" if best and best.speedup else "-", str(len(cands)),
-                      f"${store.spent(run.id)[0]:.4f}")
+        rows.append(
+            {
+                "run": run.id,
+                "created": run.created,
+                "status": run.status,
+                "message": run.message,
+                "task": run.task_path,
+                "model_class": run.model_class,
+                "best": run.best_candidate,
+                "best_speedup": best.speedup if best else None,
+                "candidates": len(cands),
+                "spent_usd": store.spent(run.id)[0],
+            }
+        )
+        table.add_row(
+            run.id,
+            datetime.fromtimestamp(run.created).strftime("%Y-%m-%d %H:%M"),
+            run.status,
+            f"{Path(run.task_path).name}::{run.model_class}",
+            f"{best.speedup:.2f}x" if best and best.speedup else "-",
+            str(len(cands)),
+            f"${store.spent(run.id)[0]:.4f}",
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -276,16 +346,25 @@ def run_show(args: argparse.Namespace) -> int:
         return 0
     spent, tin, tout = store.spent(run.id)
     age = time.time() - run.updated
-    console.print(f"[bold]{run.id}[/] {run.status} — {run.message}\ntask {run.task_path}::{run.model_class}\n"
-                  f"model calls: {len(store.calls(run.id))}, tokens {tin} in / {tout} out, ${spent:.4f}; "
-                  f"updated {age:.0f} s ago", highlight=False)
+    console.print(
+        f"[bold]{run.id}[/] {run.status} — {run.message}\ntask {run.task_path}::{run.model_class}\n"
+        f"model calls: {len(store.calls(run.id))}, tokens {tin} in / {tout} out, ${spent:.4f}; "
+        f"updated {age:.0f} s ago",
+        highlight=False,
+    )
     table = Table(box=None, header_style="bold")
     for col in ("id", "parent", "origin", "verdict", "speedup", "summary"):
         table.add_column(col)
     for c in store.candidates(run.id):
         verdict = (c.verdict or {}).get("status", c.status)
-        table.add_row(c.id.split("/")[-1], (c.parent_id or "root").split("/")[-1], c.origin, verdict,
-                      f"{c.speedup:.2f}x" if c.speedup else "-", c.summary[:70])
+        table.add_row(
+            c.id.split("/")[-1],
+            (c.parent_id or "root").split("/")[-1],
+            c.origin,
+            verdict,
+            f"{c.speedup:.2f}x" if c.speedup else "-",
+            c.summary[:70],
+        )
     console.print(table)
     from ..agent.store import costs_by_round
 
@@ -295,7 +374,13 @@ def run_show(args: argparse.Namespace) -> int:
         for col in ("round", "calls", "failed", "tokens in", "tokens out", "cost"):
             costs.add_column(col)
         for r in per_round:
-            costs.add_row(str(r["round"]), str(r["calls"]), str(r["failed"]), str(r["prompt_tokens"]),
-                          str(r["completion_tokens"]), f"${r['cost_usd']:.4f}")
+            costs.add_row(
+                str(r["round"]),
+                str(r["calls"]),
+                str(r["failed"]),
+                str(r["prompt_tokens"]),
+                str(r["completion_tokens"]),
+                f"${r['cost_usd']:.4f}",
+            )
         console.print(costs)
     return 0

@@ -7,12 +7,28 @@ Public API (plain data in, plain data out; no editor types):
 from .candidate import Backend, Candidate, detect_backend, load_candidate
 from .evaluate import Evaluator, resolve_device
 from .options import EvalOptions, StageTimeouts
-from .worker_client import EvaluationCancelled, Worker
 from .task import Task, TaskError, load_task
 from .verdict import Check, Mismatch, Status, Timing, TimingStats, Verdict
+from .worker_client import EvaluationCancelled, Worker
 
 __all__ = [
-    "Backend", "Candidate", "EvaluationCancelled", "Check", "EvalOptions", "Evaluator", "Mismatch", "StageTimeouts",
-    "Status", "Task", "TaskError", "Timing", "TimingStats", "Verdict", "Worker", "detect_backend",
-    "load_candidate", "load_task", "resolve_device",
+    "Backend",
+    "Candidate",
+    "EvaluationCancelled",
+    "Check",
+    "EvalOptions",
+    "Evaluator",
+    "Mismatch",
+    "StageTimeouts",
+    "Status",
+    "Task",
+    "TaskError",
+    "Timing",
+    "TimingStats",
+    "Verdict",
+    "Worker",
+    "detect_backend",
+    "load_candidate",
+    "load_task",
+    "resolve_device",
 ]

@@ -49,7 +49,7 @@ class Candidate(BaseModel):
         return hashlib.sha256(self.source.encode()).hexdigest()[:16]
 
     @classmethod
-    def from_source(cls, source: str, name: str = "candidate", path: Path | None = None) -> "Candidate":
+    def from_source(cls, source: str, name: str = "candidate", path: Path | None = None) -> Candidate:
         return cls(name=name, source=source, path=path, backend=detect_backend(source))
 
 

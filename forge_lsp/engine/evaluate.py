@@ -14,16 +14,16 @@ import os
 import queue
 import shutil
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterable
 
 from .candidate import Backend, Candidate
 from .options import EvalOptions
-from .worker_client import Worker, default_cache_dir
 from .pipe import BuildResult
 from .task import Task
 from .verdict import Status, Verdict
+from .worker_client import Worker, default_cache_dir
 
 StageCallback = Callable[[Candidate, str], None]
 
@@ -43,20 +43,30 @@ def resolve_device(device: str) -> str:
 
 
 class Evaluator:
-    def __init__(self, device: str = "auto", *, options: EvalOptions | None = None,
-                 cache_dir: Path | None = None, build_workers: int | None = None,
-                 python: str | None = None) -> None:
+    def __init__(
+        self,
+        device: str = "auto",
+        *,
+        options: EvalOptions | None = None,
+        cache_dir: Path | None = None,
+        build_workers: int | None = None,
+        python: str | None = None,
+    ) -> None:
         self.device = resolve_device(device)
         self.options = (options or EvalOptions()).model_copy(update={"device": self.device})
         self.cache_dir = Path(cache_dir or default_cache_dir())
         self.python = python
-        self.worker = Worker(self.device, cache_dir=self.cache_dir, python=python,
-                             startup_timeout=self.options.timeouts.startup,
-                             log_limit_bytes=self.options.log_limit_bytes)
+        self.worker = Worker(
+            self.device,
+            cache_dir=self.cache_dir,
+            python=python,
+            startup_timeout=self.options.timeouts.startup,
+            log_limit_bytes=self.options.log_limit_bytes,
+        )
         self.n_builders = build_workers if build_workers is not None else max(1, min(4, (os.cpu_count() or 2) // 2))
         self._builders: list[Worker] = []
 
-    def __enter__(self) -> "Evaluator":
+    def __enter__(self) -> Evaluator:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -73,12 +83,18 @@ class Evaluator:
         for b in self._builders:
             b.cancel()
 
-    def evaluate(self, task: Task, candidate: Candidate, options: EvalOptions | None = None,
-                 on_stage: StageCallback | None = None) -> Verdict:
+    def evaluate(
+        self,
+        task: Task,
+        candidate: Candidate,
+        options: EvalOptions | None = None,
+        on_stage: StageCallback | None = None,
+    ) -> Verdict:
         opts = (options or self.options).model_copy(update={"device": self.device})
         t0 = time.perf_counter()
-        verdict = self.worker.evaluate(task, candidate, opts,
-                                       on_stage=(lambda s: on_stage(candidate, s)) if on_stage else None)
+        verdict = self.worker.evaluate(
+            task, candidate, opts, on_stage=(lambda s: on_stage(candidate, s)) if on_stage else None
+        )
         verdict.stages["total"] = round(time.perf_counter() - t0, 4)
         return verdict
 
@@ -98,9 +114,14 @@ class Evaluator:
         finally:
             self._idle.put(builder)
 
-    def evaluate_many(self, task: Task, candidates: Iterable[Candidate], options: EvalOptions | None = None,
-                      on_stage: StageCallback | None = None,
-                      on_verdict: Callable[[Candidate, Verdict], None] | None = None) -> list[Verdict]:
+    def evaluate_many(
+        self,
+        task: Task,
+        candidates: Iterable[Candidate],
+        options: EvalOptions | None = None,
+        on_stage: StageCallback | None = None,
+        on_verdict: Callable[[Candidate, Verdict], None] | None = None,
+    ) -> list[Verdict]:
         cands = list(candidates)
         needs_build = [c for c in cands if c.backend in (Backend.cuda_inline, Backend.cpp_inline, Backend.nvrtc)]
         if len(cands) < 2 or not needs_build or self.n_builders == 0:
@@ -113,8 +134,9 @@ class Evaluator:
             return out
         if not self._builders:
             env = self._builder_env()
-            self._builders = [Worker("cpu", cache_dir=self.cache_dir, python=self.python, env=env)
-                              for _ in range(self.n_builders)]
+            self._builders = [
+                Worker("cpu", cache_dir=self.cache_dir, python=self.python, env=env) for _ in range(self.n_builders)
+            ]
             self._idle: queue.Queue[Worker] = queue.Queue()
             for b in self._builders:
                 self._idle.put(b)
@@ -127,9 +149,16 @@ class Evaluator:
             for i, c in enumerate(cands):
                 build = futures[i].result() if i in futures else None
                 if build is not None and not build.ok and build.compile_error:
-                    v = Verdict(status=Status.compile_error, reason=build.reason, traceback=build.traceback,
-                                device=self.device, backend=c.backend.value, task_sha=task.sha,
-                                candidate_sha=c.sha, stages={"build": round(build.seconds, 4)})
+                    v = Verdict(
+                        status=Status.compile_error,
+                        reason=build.reason,
+                        traceback=build.traceback,
+                        device=self.device,
+                        backend=c.backend.value,
+                        task_sha=task.sha,
+                        candidate_sha=c.sha,
+                        stages={"build": round(build.seconds, 4)},
+                    )
                 else:
                     v = self.evaluate(task, c, options, on_stage)
                     if build is not None:

@@ -12,10 +12,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-_NVCC = re.compile(r"^(?P<file>[^\s()][^()\n]*?)\((?P<line>\d+)\): (?P<sev>error|warning|catastrophic error)"
-                   r"(?: #\d+(?:-D)?)?: (?P<msg>.+)$", re.MULTILINE)
-_GCC = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning): "
-                  r"(?P<msg>.+)$", re.MULTILINE)
+_NVCC = re.compile(
+    r"^(?P<file>[^\s()][^()\n]*?)\((?P<line>\d+)\): (?P<sev>error|warning|catastrophic error)"
+    r"(?: #\d+(?:-D)?)?: (?P<msg>.+)$",
+    re.MULTILINE,
+)
+_GCC = re.compile(
+    r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning): "
+    r"(?P<msg>.+)$",
+    re.MULTILINE,
+)
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
 _EXC = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Failure)): (?P<msg>.+)$", re.MULTILINE)
 
@@ -34,12 +40,16 @@ def compile_errors(log: str) -> list[SourceError]:
     found: dict[tuple[str, int, str], SourceError] = {}
     for m in _NVCC.finditer(log):
         sev = "warning" if m["sev"] == "warning" else "error"
-        found.setdefault((m["file"], int(m["line"]), m["msg"]),
-                         SourceError(m["file"].strip(), int(m["line"]), 0, sev, m["msg"].strip()))
+        found.setdefault(
+            (m["file"], int(m["line"]), m["msg"]),
+            SourceError(m["file"].strip(), int(m["line"]), 0, sev, m["msg"].strip()),
+        )
     for m in _GCC.finditer(log):
         sev = "warning" if m["sev"] == "warning" else "error"
-        found.setdefault((m["file"], int(m["line"]), m["msg"]),
-                         SourceError(m["file"].strip(), int(m["line"]), int(m["col"]) - 1, sev, m["msg"].strip()))
+        found.setdefault(
+            (m["file"], int(m["line"]), m["msg"]),
+            SourceError(m["file"].strip(), int(m["line"]), int(m["col"]) - 1, sev, m["msg"].strip()),
+        )
     return list(found.values())
 
 

@@ -11,7 +11,7 @@ import os
 import select
 import struct
 import time
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -39,7 +39,7 @@ class ShutdownRequest(BaseModel):
     kind: Literal["shutdown"] = "shutdown"
 
 
-Request = Annotated[Union[EvaluateRequest, BuildRequest, ShutdownRequest], Field(discriminator="kind")]
+Request = Annotated[EvaluateRequest | BuildRequest | ShutdownRequest, Field(discriminator="kind")]
 
 
 class Hello(BaseModel):
@@ -73,7 +73,7 @@ class BuildResult(BaseModel):
     seconds: float = 0.0
 
 
-Reply = Annotated[Union[Hello, StageStarted, EvaluateResult, BuildResult], Field(discriminator="kind")]
+Reply = Annotated[Hello | StageStarted | EvaluateResult | BuildResult, Field(discriminator="kind")]
 
 REQUEST = TypeAdapter(Request)
 REPLY = TypeAdapter(Reply)

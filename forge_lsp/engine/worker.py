@@ -35,16 +35,35 @@ def _exc_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"[:500]
 
 
-_STICKY = ("illegal memory access", "device-side assert", "unspecified launch failure",
-           "an illegal instruction", "misaligned address", "CUDA error", "cudaErrorLaunchFailure",
-           "CUDA_ERROR")
+_STICKY = (
+    "illegal memory access",
+    "device-side assert",
+    "unspecified launch failure",
+    "an illegal instruction",
+    "misaligned address",
+    "CUDA error",
+    "cudaErrorLaunchFailure",
+    "CUDA_ERROR",
+)
 
 
 class StageFailed(Exception):
-    def __init__(self, status: Status, reason: str, failed_check: str | None = None,
-                 exc: BaseException | None = None, mismatch: Mismatch | None = None) -> None:
+    def __init__(
+        self,
+        status: Status,
+        reason: str,
+        failed_check: str | None = None,
+        exc: BaseException | None = None,
+        mismatch: Mismatch | None = None,
+    ) -> None:
         super().__init__(reason)
-        self.status, self.reason, self.failed_check, self.exc, self.mismatch = status, reason, failed_check, exc, mismatch
+        self.status, self.reason, self.failed_check, self.exc, self.mismatch = (
+            status,
+            reason,
+            failed_check,
+            exc,
+            mismatch,
+        )
 
 
 @dataclass
@@ -121,14 +140,16 @@ class Evaluation:
             return call_model(model, inputs)
         except Exception as exc:  # noqa: BLE001 - any failure of user code becomes a verdict
             if who == "reference":
-                raise StageFailed(Status.runtime_error, f"the reference model failed: {_exc_line(exc)}", exc=exc) from exc
+                raise StageFailed(
+                    Status.runtime_error, f"the reference model failed: {_exc_line(exc)}", exc=exc
+                ) from exc
             status = Status.compile_error if is_compile_error(exc) else Status.runtime_error
             raise StageFailed(status, _exc_line(exc), exc=exc) from exc
 
     def poison(self) -> None:
         if not self.opt.poison:
             return
-        from .harness.checks import poison_free_cuda_memory, poison_free_cpu_memory
+        from .harness.checks import poison_free_cpu_memory, poison_free_cuda_memory
 
         if self.is_cuda:
             self._poisoned = max(getattr(self, "_poisoned", 0), poison_free_cuda_memory(self.device))
@@ -145,7 +166,9 @@ class Evaluation:
             try:
                 mod = exec_module(self.task.source, self.task.name, "task")
             except Exception as exc:  # noqa: BLE001
-                raise StageFailed(Status.runtime_error, f"the task file failed to load: {_exc_line(exc)}", exc=exc) from exc
+                raise StageFailed(
+                    Status.runtime_error, f"the task file failed to load: {_exc_line(exc)}", exc=exc
+                ) from exc
             self.state.task_modules[self.task.sha] = mod
         self.stage_done()
         return mod
@@ -195,7 +218,9 @@ class Evaluation:
             torch.manual_seed(seed)
             ref = ref_cls(*init)
         except Exception as exc:  # noqa: BLE001
-            raise StageFailed(Status.runtime_error, f"the reference constructor failed: {_exc_line(exc)}", exc=exc) from exc
+            raise StageFailed(
+                Status.runtime_error, f"the reference constructor failed: {_exc_line(exc)}", exc=exc
+            ) from exc
         try:
             torch.manual_seed(seed)  # KernelBench's same-seed construction, the fallback
             cand = cand_cls(*init)
@@ -227,17 +252,20 @@ class Evaluation:
             pristine = clone_inputs(case.inputs)
             ref_in, cand_in = clone_inputs(case.inputs), clone_inputs(case.inputs)
 
-            def run_candidate() -> Any:
+            def run_candidate(m: Any = m, cand_in: Any = cand_in, case: Any = case) -> Any:  # this iteration's
                 self.poison()
                 out = self.call(m.cand, cand_in, "candidate")
                 if self.is_cuda:  # stream-ordered copy before the device-wide sync
                     early = [t.clone() for t in tensors_of(out)]
                     self.sync()
                     late = tensors_of(out)
-                    if not all(same_bits(a, b) for a, b in zip(early, late)):
-                        self.check("stream_ordered", False,
-                                   f"[{case.name}] outputs were still being written after the call returned on "
-                                   "the current stream: work on another stream is not joined to it")
+                    if not all(same_bits(a, b) for a, b in zip(early, late, strict=False)):
+                        self.check(
+                            "stream_ordered",
+                            False,
+                            f"[{case.name}] outputs were still being written after the call returned on "
+                            "the current stream: work on another stream is not joined to it",
+                        )
                 return out
 
             if i % 2 == 0:
@@ -250,20 +278,34 @@ class Evaluation:
                 self.sync()
 
             changed = changed_inputs(pristine, cand_in)
-            self.check("inputs_unchanged", not changed,
-                       f"[{case.name}] the candidate modified input(s) {changed}" if changed else "")
+            self.check(
+                "inputs_unchanged",
+                not changed,
+                f"[{case.name}] the candidate modified input(s) {changed}" if changed else "",
+            )
             aliased = aliased_outputs(cand_out, cand_in)
-            self.check("no_output_aliasing", not aliased,
-                       f"[{case.name}] {', '.join(aliased)} share memory with an input" if aliased else "")
+            self.check(
+                "no_output_aliasing",
+                not aliased,
+                f"[{case.name}] {', '.join(aliased)} share memory with an input" if aliased else "",
+            )
             mismatch, _ = compare_outputs(ref_out, cand_out, tol, case.name)
             if mismatch is not None:
-                for prev_in, prev_ref, prev_cand in history:
+                for _prev_in, _prev_ref, prev_cand in history:
                     prev_t, now_t = tensors_of(prev_cand), tensors_of(cand_out)
-                    if prev_t and len(prev_t) == len(now_t) and all(
-                        a.shape == b.shape and a.dtype == b.dtype and same_bits(a, b) for a, b in zip(prev_t, now_t)
+                    if (
+                        prev_t
+                        and len(prev_t) == len(now_t)
+                        and all(
+                            a.shape == b.shape and a.dtype == b.dtype and same_bits(a, b)
+                            for a, b in zip(prev_t, now_t, strict=False)
+                        )
                     ):
-                        self.check("no_result_reuse", False,
-                                   f"[{case.name}] returned the same result as for an earlier, different input")
+                        self.check(
+                            "no_result_reuse",
+                            False,
+                            f"[{case.name}] returned the same result as for an earlier, different input",
+                        )
                 self.check("outputs_match", False, f"[{case.name}] {mismatch.output}: {mismatch.detail}", mismatch)
             history.append((cand_in, ref_out, cand_out))
 
@@ -274,9 +316,14 @@ class Evaluation:
         # outputs of earlier calls must survive later calls (no shared output buffers / caches)
         for idx, (_, prev_ref, prev_cand) in enumerate(history[:-1]):
             mismatch, _ = compare_outputs(prev_ref, prev_cand, tol, cases[idx].name)
-            self.check("no_result_reuse", mismatch is None,
-                       f"[{cases[idx].name}] its output changed after later calls: the candidate reuses "
-                       "output memory or cached results across calls" if mismatch else "")
+            self.check(
+                "no_result_reuse",
+                mismatch is None,
+                f"[{cases[idx].name}] its output changed after later calls: the candidate reuses "
+                "output memory or cached results across calls"
+                if mismatch
+                else "",
+            )
         if len(history) < 2:
             self.check("no_result_reuse", True, "only one input set")
 
@@ -288,17 +335,28 @@ class Evaluation:
             outs.append(self.call(m.cand, clone_inputs(cases[0].inputs), "candidate"))
             self.sync()
         mismatch, _ = compare_outputs(outs[0], outs[1], tol, f"{cases[0].name} (repeat)")
-        bitwise = mismatch is None and all(same_bits(a, b) for a, b in zip(tensors_of(outs[0]), tensors_of(outs[1])))
-        self.check("repeatable", mismatch is None,
-                   f"two runs on the same input disagree at {mismatch.output}: {mismatch.detail} (race or "
-                   "read of uninitialized memory?)" if mismatch else ("bitwise identical" if bitwise else
-                                                                       "equal within tolerance, not bitwise"))
+        bitwise = mismatch is None and all(
+            same_bits(a, b) for a, b in zip(tensors_of(outs[0]), tensors_of(outs[1]), strict=False)
+        )
+        self.check(
+            "repeatable",
+            mismatch is None,
+            f"two runs on the same input disagree at {mismatch.output}: {mismatch.detail} (race or "
+            "read of uninitialized memory?)"
+            if mismatch
+            else ("bitwise identical" if bitwise else "equal within tolerance, not bitwise"),
+        )
         if self.opt.poison:
             self.check(
-                "poisoned_memory", True,
-                (f"freed device memory filled with NaN before each candidate run "
-                        f"(up to {getattr(self, '_poisoned', 0) / 2**20:.1f} MiB)") if self.is_cuda
-                else "best effort on CPU: NaN-filled chunks left in the allocator before each run")
+                "poisoned_memory",
+                True,
+                (
+                    f"freed device memory filled with NaN before each candidate run "
+                    f"(up to {getattr(self, '_poisoned', 0) / 2**20:.1f} MiB)"
+                )
+                if self.is_cuda
+                else "best effort on CPU: NaN-filled chunks left in the allocator before each run",
+            )
 
     def time_both(self, models: Models, case: InputCase) -> None:
         from .harness import timing as T
@@ -323,9 +381,12 @@ class Evaluation:
         timer = T.CudaTimer(self.device, opt.l2_flush)
         gap = timer.idle_start_gap(cand_fn) - timer.idle_start_gap(ref_fn)
         cand_host = timer.hide_host_overhead(ref_fn, cand_fn)
-        self.check("all_streams_timed", gap <= max(0.05, 0.5 * cand_host),
-                   f"the device stays busy {gap:.3f} ms after the candidate's stream finished: work on "
-                   "another stream escapes the timed region; join it to the current stream")
+        self.check(
+            "all_streams_timed",
+            gap <= max(0.05, 0.5 * cand_host),
+            f"the device stays busy {gap:.3f} ms after the candidate's stream finished: work on "
+            "another stream escapes the timed region; join it to the current stream",
+        )
         mode = opt.timing_mode
         if mode == "auto":
             probe = T.Samples()
@@ -334,9 +395,14 @@ class Evaluation:
             mode = "graph" if min(probe.device_ms) < opt.graph_below_ms else "events"
         if mode == "graph":
             try:
-                ref_t, cand_t = T.GraphTimer(self.device, opt.l2_flush, ref_fn), T.GraphTimer(self.device, opt.l2_flush, cand_fn)
+                ref_t, cand_t = (
+                    T.GraphTimer(self.device, opt.l2_flush, ref_fn),
+                    T.GraphTimer(self.device, opt.l2_flush, cand_fn),
+                )
                 ref_t.delay_cycles = cand_t.delay_cycles = timer.delay_cycles  # replays enqueue faster still
-                ref, cand = T.run_interleaved(lambda s: ref_t.sample(ref_fn, s), lambda s: cand_t.sample(cand_fn, s), **kw)
+                ref, cand = T.run_interleaved(
+                    lambda s: ref_t.sample(ref_fn, s), lambda s: cand_t.sample(cand_fn, s), **kw
+                )
                 self.timing = T.summarize("graph", ref, cand, opt.l2_flush, notes)
                 return
             except Exception as exc:  # noqa: BLE001 - capture is optional; fall back to events
@@ -369,31 +435,43 @@ class Evaluation:
                     raise StageFailed(status, _exc_line(exc), exc=exc) from exc
                 models = self.build_models(mod, cand_mod, cases[0].init_inputs)
                 self.compatible = models.compatible
-                self.checks.append(Check(
-                    name="checkpoint_compatible", passed=models.compatible,
-                    detail="reference state_dict loaded with strict=True" if models.compatible else
-                    f"load_state_dict(strict=True) failed, fell back to same-seed construction: {models.note}"))
+                self.checks.append(
+                    Check(
+                        name="checkpoint_compatible",
+                        passed=models.compatible,
+                        detail="reference state_dict loaded with strict=True"
+                        if models.compatible
+                        else f"load_state_dict(strict=True) failed, fell back to same-seed construction: {models.note}",
+                    )
+                )
                 # not a failure: reported, and such a candidate cannot be reintegrated
                 self.stage_done()
                 self.stage("first_call")  # Triton JIT-compiles here; a hang here is a timeout, not a compile
-                self.call(models.cand, [x.clone() if isinstance(x, torch.Tensor) else x for x in cases[0].inputs], "candidate")
+                self.call(
+                    models.cand, [x.clone() if isinstance(x, torch.Tensor) else x for x in cases[0].inputs], "candidate"
+                )
                 self.sync()
                 self.stage_done()
                 changes = guard.changes()
-                self.check("no_monkeypatch", not changes,
-                           f"the candidate replaced {', '.join(changes[:8])}" if changes else "")
+                self.check(
+                    "no_monkeypatch", not changes, f"the candidate replaced {', '.join(changes[:8])}" if changes else ""
+                )
                 self.stage("verify")
                 self.verify(mod, cand_mod, cases, models)
                 changes = guard.changes()
-                self.check("no_monkeypatch", not changes,
-                           f"the candidate replaced {', '.join(changes[:8])}" if changes else "")
+                self.check(
+                    "no_monkeypatch", not changes, f"the candidate replaced {', '.join(changes[:8])}" if changes else ""
+                )
                 self.stage_done()
                 if self.opt.timing:
                     self.stage("time")
                     self.time_both(models, cases[0])
                     changes = guard.changes()
-                    self.check("no_monkeypatch", not changes,
-                               f"the candidate replaced {', '.join(changes[:8])}" if changes else "")
+                    self.check(
+                        "no_monkeypatch",
+                        not changes,
+                        f"the candidate replaced {', '.join(changes[:8])}" if changes else "",
+                    )
                     self.stage_done()
         except StageFailed as sf:
             status, reason, failed, mismatch = sf.status, sf.reason, sf.failed_check, sf.mismatch
@@ -418,10 +496,20 @@ class Evaluation:
         if status is Status.correct:
             reason = "all checks passed"
         return Verdict(
-            status=status, reason=reason, failed_check=failed, checks=self.checks, mismatch=mismatch,
-            checkpoint_compatible=self.compatible, timing=self.timing, stages=self.stages,
-            traceback=exc_tb, device=str(self.device), backend=self.cand_src.backend.value,
-            task_sha=self.task.sha, candidate_sha=self.cand_src.sha, inputs=getattr(self, "input_specs", []),
+            status=status,
+            reason=reason,
+            failed_check=failed,
+            checks=self.checks,
+            mismatch=mismatch,
+            checkpoint_compatible=self.compatible,
+            timing=self.timing,
+            stages=self.stages,
+            traceback=exc_tb,
+            device=str(self.device),
+            backend=self.cand_src.backend.value,
+            task_sha=self.task.sha,
+            candidate_sha=self.cand_src.sha,
+            inputs=getattr(self, "input_specs", []),
         )
 
 
@@ -430,8 +518,15 @@ def _input_specs(cases: list[Any], torch: Any) -> list[InputSpec]:
     for case in cases:
         for i, x in enumerate(case.inputs):
             if isinstance(x, torch.Tensor):
-                specs.append(InputSpec(case=case.name, index=i, dtype=str(x.dtype).removeprefix("torch."),
-                                       shape=list(x.shape), contiguous=x.is_contiguous()))
+                specs.append(
+                    InputSpec(
+                        case=case.name,
+                        index=i,
+                        dtype=str(x.dtype).removeprefix("torch."),
+                        shape=list(x.shape),
+                        contiguous=x.is_contiguous(),
+                    )
+                )
             else:
                 specs.append(InputSpec(case=case.name, index=i, python_type=type(x).__name__))
     return specs
@@ -447,8 +542,13 @@ def _build(req: BuildRequest) -> BuildResult:
         forget_module(mod)
         return BuildResult(ok=True, seconds=time.perf_counter() - t0)
     except Exception as exc:  # noqa: BLE001
-        return BuildResult(ok=False, compile_error=is_compile_error(exc), reason=_exc_line(exc),
-                           traceback=_tb(exc), seconds=time.perf_counter() - t0)
+        return BuildResult(
+            ok=False,
+            compile_error=is_compile_error(exc),
+            reason=_exc_line(exc),
+            traceback=_tb(exc),
+            seconds=time.perf_counter() - t0,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -477,8 +577,18 @@ def main(argv: list[str] | None = None) -> int:
         torch.empty(1, device=device)  # create the context now, not in the first candidate
     elif os.environ.get("FORGE_CUDA_ARCH"):
         arch = os.environ["FORGE_CUDA_ARCH"]
-    pipe.send(args.out_fd, Hello(pid=os.getpid(), device=str(device), device_name=name, arch=arch, capability=capability,
-                                     torch_version=torch.__version__, cuda_version=torch.version.cuda))
+    pipe.send(
+        args.out_fd,
+        Hello(
+            pid=os.getpid(),
+            device=str(device),
+            device_name=name,
+            arch=arch,
+            capability=capability,
+            torch_version=torch.__version__,
+            cuda_version=torch.version.cuda,
+        ),
+    )
     state = WorkerState(device=device)
     receiver = pipe.Receiver(args.in_fd, pipe.REQUEST)
     while True:

@@ -44,12 +44,14 @@ def default_cache_dir() -> Path:
 
 def worker_env(device: str, cache_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)}
-    env.update({
-        "PYTHONUNBUFFERED": "1",
-        "FORGE_CACHE_DIR": str(cache_dir),
-        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
-        "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
-    })
+    env.update(
+        {
+            "PYTHONUNBUFFERED": "1",
+            "FORGE_CACHE_DIR": str(cache_dir),
+            "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+            "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
+        }
+    )
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     else:
@@ -75,9 +77,16 @@ def _signal_name(returncode: int | None) -> str:
 class Worker:
     """One persistent worker subprocess for one device. Thread-safe; one request at a time."""
 
-    def __init__(self, device: str = "cpu", *, cache_dir: Path | None = None, python: str | None = None,
-                 env: dict[str, str] | None = None, startup_timeout: float = 180.0,
-                 log_limit_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        device: str = "cpu",
+        *,
+        cache_dir: Path | None = None,
+        python: str | None = None,
+        env: dict[str, str] | None = None,
+        startup_timeout: float = 180.0,
+        log_limit_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
         self.device = device
         self.cache_dir = Path(cache_dir or default_cache_dir())
         self.python = python or sys.executable
@@ -101,10 +110,23 @@ class Worker:
         self._log = open(self._log_path, "wb")
         try:
             self.proc = subprocess.Popen(
-                [self.python, "-m", "forge_lsp.engine.worker", "--device", self.device,
-                 "--in-fd", str(p2c_r), "--out-fd", str(c2p_w)],
-                pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-                env=worker_env(self.device, self.cache_dir, self.extra_env), start_new_session=True,
+                [
+                    self.python,
+                    "-m",
+                    "forge_lsp.engine.worker",
+                    "--device",
+                    self.device,
+                    "--in-fd",
+                    str(p2c_r),
+                    "--out-fd",
+                    str(c2p_w),
+                ],
+                pass_fds=(p2c_r, c2p_w),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                env=worker_env(self.device, self.cache_dir, self.extra_env),
+                start_new_session=True,
                 cwd=str(self.cache_dir),
             )
         finally:
@@ -119,8 +141,7 @@ class Worker:
         if not isinstance(msg, Hello):
             code = self.proc.poll()
             self.kill()
-            raise WorkerStartError(
-                f"worker for {self.device} did not start ({_signal_name(code)}):\n{self._tail(0)}")
+            raise WorkerStartError(f"worker for {self.device} did not start ({_signal_name(code)}):\n{self._tail(0)}")
         self.hello = msg
         self.starts += 1
         return msg
@@ -241,15 +262,23 @@ class Worker:
                 if self._log_size() - offset > self.log_limit:
                     excerpt = self._tail(offset)
                     self.kill()
-                    return None, Status.runtime_error, (
-                        f"output limit exceeded: the candidate printed more than {self.log_limit >> 20} MiB"
-                    ), stage, excerpt
+                    return (
+                        None,
+                        Status.runtime_error,
+                        (f"output limit exceeded: the candidate printed more than {self.log_limit >> 20} MiB"),
+                        stage,
+                        excerpt,
+                    )
                 if time.monotonic() >= deadline:
                     excerpt = self._tail(offset)
                     self.kill()
-                    return None, Status.timeout, (
-                        f"stage {stage!r} exceeded its {timeouts.get(stage, 600.0):g} s limit; worker killed"
-                    ), stage, excerpt
+                    return (
+                        None,
+                        Status.timeout,
+                        (f"stage {stage!r} exceeded its {timeouts.get(stage, 600.0):g} s limit; worker killed"),
+                        stage,
+                        excerpt,
+                    )
                 continue
             if isinstance(msg, StageStarted):
                 stage = msg.stage
@@ -265,16 +294,31 @@ class Worker:
             timeouts = options.timeouts.model_dump()
             try:
                 msg, status, reason, stage, excerpt = self._exchange(
-                    EvaluateRequest(task=task, candidate=candidate, options=options), timeouts, "load_task", on_stage)
+                    EvaluateRequest(task=task, candidate=candidate, options=options), timeouts, "load_task", on_stage
+                )
             except WorkerStartError as exc:
-                return Verdict(status=Status.crashed, reason=f"worker could not start: {exc}".splitlines()[0],
-                               log_excerpt=str(exc)[-_EXCERPT:], device=self.device,
-                               backend=candidate.backend.value, task_sha=task.sha, candidate_sha=candidate.sha)
+                return Verdict(
+                    status=Status.crashed,
+                    reason=f"worker could not start: {exc}".splitlines()[0],
+                    log_excerpt=str(exc)[-_EXCERPT:],
+                    device=self.device,
+                    backend=candidate.backend.value,
+                    task_sha=task.sha,
+                    candidate_sha=candidate.sha,
+                )
             if msg is None:
-                return Verdict(status=status, reason=reason, failed_check=None, log_excerpt=excerpt,
-                               device=self.device, backend=candidate.backend.value, stages={stage: -1.0},
-                               task_sha=task.sha, candidate_sha=candidate.sha,
-                               device_name=self.hello.device_name if self.hello else "")
+                return Verdict(
+                    status=status,
+                    reason=reason,
+                    failed_check=None,
+                    log_excerpt=excerpt,
+                    device=self.device,
+                    backend=candidate.backend.value,
+                    stages={stage: -1.0},
+                    task_sha=task.sha,
+                    candidate_sha=candidate.sha,
+                    device_name=self.hello.device_name if self.hello else "",
+                )
             assert isinstance(msg, EvaluateResult)
             verdict = msg.verdict
             if verdict.status is not Status.correct:
@@ -288,12 +332,13 @@ class Worker:
         with self._lock:
             try:
                 msg, status, reason, _stage, excerpt = self._exchange(
-                    BuildRequest(candidate=candidate), {"build": timeout}, "build")
+                    BuildRequest(candidate=candidate), {"build": timeout}, "build"
+                )
             except WorkerStartError as exc:
                 return BuildResult(ok=False, reason=str(exc).splitlines()[0])
             if msg is None:
                 return BuildResult(ok=False, reason=reason, traceback=excerpt)
             assert isinstance(msg, BuildResult)
             if not msg.ok and msg.compile_error:
-                msg.traceback = (msg.traceback + "\n--- build log ---\n" + excerpt)[-2 * _EXCERPT:]
+                msg.traceback = (msg.traceback + "\n--- build log ---\n" + excerpt)[-2 * _EXCERPT :]
             return msg

@@ -32,8 +32,7 @@ torch::Tensor softmax_rows(torch::Tensor x) {
 }
 """
 
-ext = load_inline(name="forge_softmax_cpp", cpp_sources=cpp_source, functions=["softmax_rows"],
-                  extra_cflags=["-O3"])
+ext = load_inline(name="forge_softmax_cpp", cpp_sources=cpp_source, functions=["softmax_rows"], extra_cflags=["-O3"])
 
 
 class ModelNew(nn.Module):

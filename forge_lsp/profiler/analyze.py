@@ -101,10 +101,14 @@ OCCUPANCY_LIMITS = {
     "blocks": "launch__occupancy_limit_blocks",
     "warps": "launch__occupancy_limit_warps",
 }
-GLOBAL_SECTORS = {"load": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-                  "store": "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"}
-GLOBAL_REQUESTS = {"load": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
-                   "store": "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"}
+GLOBAL_SECTORS = {
+    "load": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "store": "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+}
+GLOBAL_REQUESTS = {
+    "load": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "store": "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+}
 SHARED_LD_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
 SHARED_ST_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
 SHARED_LD_WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
@@ -139,66 +143,94 @@ class Stall:
 
 STALLS: dict[str, Stall] = {
     "long_scoreboard": Stall(
-        "long scoreboard", "waiting for data from L1TEX: global, local or texture memory latency",
+        "long scoreboard",
+        "waiting for data from L1TEX: global, local or texture memory latency",
         "Keep more loads in flight: load several elements per thread before using them (unroll, ILP), "
         "raise occupancy, prefetch the next tile into shared memory (cp.async / TMA, double buffering) "
-        "and improve locality; check for register spills to local memory."),
+        "and improve locality; check for register spills to local memory.",
+    ),
     "barrier": Stall(
-        "barrier", "waiting at __syncthreads() for the slowest warp of the block",
+        "barrier",
+        "waiting at __syncthreads() for the slowest warp of the block",
         "Synchronize less often and do more work per barrier, balance work across the block's warps, "
         "use smaller blocks or warp-level primitives (__shfl_sync, cooperative groups) where a whole-block "
-        "barrier is not needed."),
+        "barrier is not needed.",
+    ),
     "mio_throttle": Stall(
-        "MIO throttle", "the memory-input/output queue is full: shared memory, special-function or "
+        "MIO throttle",
+        "the memory-input/output queue is full: shared memory, special-function or "
         "dynamic-branch instructions are issued faster than served",
         "Issue fewer shared-memory instructions (wider 64/128-bit accesses, keep reused values in "
-        "registers) and remove bank conflicts."),
+        "registers) and remove bank conflicts.",
+    ),
     "short_scoreboard": Stall(
-        "short scoreboard", "waiting for a shared-memory load or a special-function (MUFU: exp, rsqrt, "
-        "sin) result",
+        "short scoreboard",
+        "waiting for a shared-memory load or a special-function (MUFU: exp, rsqrt, sin) result",
         "Remove shared-memory bank conflicts, hoist shared loads out of inner loops into registers, and "
-        "use cheaper math (fast intrinsics like __expf when accuracy allows)."),
+        "use cheaper math (fast intrinsics like __expf when accuracy allows).",
+    ),
     "math_pipe_throttle": Stall(
-        "math pipe throttle", "an execution pipe is saturated: the kernel is compute bound on that pipe",
+        "math pipe throttle",
+        "an execution pipe is saturated: the kernel is compute bound on that pipe",
         "Move work to a faster pipe (tensor cores for matrix products, FMA instead of separate mul+add, "
-        "fp32 instead of fp64) or remove instructions; mixing pipes helps when one is saturated."),
+        "fp32 instead of fp64) or remove instructions; mixing pipes helps when one is saturated.",
+    ),
     "lg_throttle": Stall(
-        "LG throttle", "the local/global memory instruction queue is full",
+        "LG throttle",
+        "the local/global memory instruction queue is full",
         "Issue fewer, wider memory instructions (vectorize to 128-bit float4 loads/stores), combine "
-        "adjacent accesses and avoid local-memory spills."),
+        "adjacent accesses and avoid local-memory spills.",
+    ),
     "wait": Stall(
-        "wait", "waiting on a fixed-latency dependency (an arithmetic result not ready yet)",
+        "wait",
+        "waiting on a fixed-latency dependency (an arithmetic result not ready yet)",
         "Expose instruction-level parallelism: interleave independent computations, unroll loops, "
-        "and keep enough warps per scheduler to cover the latency."),
+        "and keep enough warps per scheduler to cover the latency.",
+    ),
     "membar": Stall(
-        "memory barrier", "waiting for a memory fence to complete",
+        "memory barrier",
+        "waiting for a memory fence to complete",
         "Remove unneeded __threadfence() / fences, use the narrowest scope (block instead of device) "
-        "and relaxed atomics where ordering is not required."),
+        "and relaxed atomics where ordering is not required.",
+    ),
     "branch_resolving": Stall(
-        "branch resolving", "waiting for a branch target or the branch's divergence bookkeeping",
+        "branch resolving",
+        "waiting for a branch target or the branch's divergence bookkeeping",
         "Reduce branching: make conditions warp-uniform, replace short branches with selects, and "
-        "hoist loop-invariant conditions out of loops."),
+        "hoist loop-invariant conditions out of loops.",
+    ),
     "no_instruction": Stall(
-        "no instruction", "the warp has no fetched instruction: instruction-cache misses",
+        "no instruction",
+        "the warp has no fetched instruction: instruction-cache misses",
         "Shrink the hot code (less unrolling or inlining of rarely taken paths); many small kernels "
-        "also show this at start-up."),
+        "also show this at start-up.",
+    ),
     "dispatch_stall": Stall(
-        "dispatch stall", "the dispatcher could not issue the selected instruction (pipeline conflict)",
-        "Usually a compiler or hardware pipeline conflict; vary the instruction mix or the compiler "
-        "flags and compare."),
+        "dispatch stall",
+        "the dispatcher could not issue the selected instruction (pipeline conflict)",
+        "Usually a compiler or hardware pipeline conflict; vary the instruction mix or the compiler flags and compare.",
+    ),
     "drain": Stall(
-        "drain", "waiting at exit for the warp's memory stores to drain",
-        "Give each thread more work so the exit drain is amortized, and coalesce the final stores."),
+        "drain",
+        "waiting at exit for the warp's memory stores to drain",
+        "Give each thread more work so the exit drain is amortized, and coalesce the final stores.",
+    ),
     "imc_miss": Stall(
-        "IMC miss", "waiting for an immediate-constant cache miss",
+        "IMC miss",
+        "waiting for an immediate-constant cache miss",
         "Access __constant__ memory with the same address across a warp; pass small tables as "
-        "kernel arguments or load them into shared memory."),
+        "kernel arguments or load them into shared memory.",
+    ),
     "tex_throttle": Stall(
-        "TEX throttle", "the texture/L1TEX queue is full",
-        "Issue fewer texture or surface fetches, or do more arithmetic per fetch."),
+        "TEX throttle",
+        "the texture/L1TEX queue is full",
+        "Issue fewer texture or surface fetches, or do more arithmetic per fetch.",
+    ),
     "sleeping": Stall(
-        "sleeping", "warps are sleeping (nanosleep, yield or a spin-wait)",
-        "Check spin-waits and producer/consumer hand-offs for warps that wait on each other."),
+        "sleeping",
+        "warps are sleeping (nanosleep, yield or a spin-wait)",
+        "Check spin-waits and producer/consumer hand-offs for warps that wait on each other.",
+    ),
 }
 
 
@@ -294,51 +326,85 @@ def _roofline_rule(ctx: _Context) -> Iterator[Finding]:
     compute = compute_roof(metrics, peaks)
     ridge = compute.flops_per_s / peaks.dram_bytes_per_s
     evidence = _with_optional(
-        {"arithmetic_intensity": roof.arithmetic_intensity, "ridge_point": ridge,
-         "achieved_bytes_per_s": roof.achieved_bytes_per_s, "peak_bytes_per_s": peaks.dram_bytes_per_s,
-         "achieved_flops_per_s": roof.achieved_flops_per_s, "peak_flops_per_s": compute.flops_per_s,
-         "compute_roof": compute.pipe, "pct_of_roof": roof.pct_of_roof},
-        dram_throughput_pct=ctx.metric(DRAM_THROUGHPUT_PCT), l2_hit_rate_pct=ctx.metric(L2_HIT_RATE))
+        {
+            "arithmetic_intensity": roof.arithmetic_intensity,
+            "ridge_point": ridge,
+            "achieved_bytes_per_s": roof.achieved_bytes_per_s,
+            "peak_bytes_per_s": peaks.dram_bytes_per_s,
+            "achieved_flops_per_s": roof.achieved_flops_per_s,
+            "peak_flops_per_s": compute.flops_per_s,
+            "compute_roof": compute.pipe,
+            "pct_of_roof": roof.pct_of_roof,
+        },
+        dram_throughput_pct=ctx.metric(DRAM_THROUGHPUT_PCT),
+        l2_hit_rate_pct=ctx.metric(L2_HIT_RATE),
+    )
     at_roof = roof.pct_of_roof >= AT_ROOF_PCT
     if roof.bound == "memory":
         yield Finding(
             rule="memory_bound",
-            title=(f"Memory bound: {roof.pct_of_roof:.0f}% of the DRAM roof "
-                   f"({_rate(roof.achieved_bytes_per_s, 'B/s')} of {_rate(peaks.dram_bytes_per_s, 'B/s')})"),
-            severity=ROOFLINE_SEVERITY, evidence=evidence, lines=_lines(ctx.profile, MEMORY_STALLS),
-            suggestion=("At the bandwidth roof: only moving fewer bytes helps. Fuse with neighbouring "
-                        "operations, store intermediates in bf16/fp16, and keep reused data on chip."
-                        if at_roof else
-                        "Below the bandwidth roof: coalesce and vectorize accesses (128-bit), keep more "
-                        "bytes in flight (more blocks, several loads per thread), then move fewer bytes "
-                        "(fusion, lower precision)."))
+            title=(
+                f"Memory bound: {roof.pct_of_roof:.0f}% of the DRAM roof "
+                f"({_rate(roof.achieved_bytes_per_s, 'B/s')} of {_rate(peaks.dram_bytes_per_s, 'B/s')})"
+            ),
+            severity=ROOFLINE_SEVERITY,
+            evidence=evidence,
+            lines=_lines(ctx.profile, MEMORY_STALLS),
+            suggestion=(
+                "At the bandwidth roof: only moving fewer bytes helps. Fuse with neighbouring "
+                "operations, store intermediates in bf16/fp16, and keep reused data on chip."
+                if at_roof
+                else "Below the bandwidth roof: coalesce and vectorize accesses (128-bit), keep more "
+                "bytes in flight (more blocks, several loads per thread), then move fewer bytes "
+                "(fusion, lower precision)."
+            ),
+        )
     elif roof.bound == "compute":
         tensor_unused = compute.pipe == "fp32" and bool(peaks.bf16_tensor_flops_per_s or peaks.tf32_tensor_flops_per_s)
         yield Finding(
             rule="compute_bound",
-            title=(f"Compute bound: {roof.pct_of_roof:.0f}% of the {compute.pipe} roof "
-                   f"({_rate(roof.achieved_flops_per_s, 'FLOP/s')} of {_rate(compute.flops_per_s, 'FLOP/s')})"),
-            severity=ROOFLINE_SEVERITY, evidence=evidence, lines=_lines(ctx.profile, COMPUTE_STALLS),
-            suggestion=(("Use tensor cores for the matrix products (TF32/BF16 MMA: cuBLAS, tl.dot, WMMA); "
-                         "their roof is far above the fp32 one. " if tensor_unused else "")
-                        + ("At the compute roof: only fewer or cheaper operations help (algebraic "
-                           "simplification, precomputation, lower precision)." if at_roof else
-                           "Below the compute roof: raise instruction-level parallelism and issue "
-                           "efficiency (unroll, FMA, fewer address computations), then remove work.")))
+            title=(
+                f"Compute bound: {roof.pct_of_roof:.0f}% of the {compute.pipe} roof "
+                f"({_rate(roof.achieved_flops_per_s, 'FLOP/s')} of {_rate(compute.flops_per_s, 'FLOP/s')})"
+            ),
+            severity=ROOFLINE_SEVERITY,
+            evidence=evidence,
+            lines=_lines(ctx.profile, COMPUTE_STALLS),
+            suggestion=(
+                (
+                    "Use tensor cores for the matrix products (TF32/BF16 MMA: cuBLAS, tl.dot, WMMA); "
+                    "their roof is far above the fp32 one. "
+                    if tensor_unused
+                    else ""
+                )
+                + (
+                    "At the compute roof: only fewer or cheaper operations help (algebraic "
+                    "simplification, precomputation, lower precision)."
+                    if at_roof
+                    else "Below the compute roof: raise instruction-level parallelism and issue "
+                    "efficiency (unroll, FMA, fewer address computations), then remove work."
+                )
+            ),
+        )
     else:
         compute_pct = 100 * roof.achieved_flops_per_s / compute.flops_per_s
         memory_pct = 100 * roof.achieved_bytes_per_s / peaks.dram_bytes_per_s
         yield Finding(
             rule="latency_bound",
-            title=(f"Latency bound: {compute_pct:.0f}% of the {compute.pipe} compute peak and "
-                   f"{memory_pct:.0f}% of DRAM bandwidth"),
+            title=(
+                f"Latency bound: {compute_pct:.0f}% of the {compute.pipe} compute peak and "
+                f"{memory_pct:.0f}% of DRAM bandwidth"
+            ),
             severity=_severity(max(compute_pct, memory_pct), LATENCY_MAX_PCT, 0.0, floor=0.6, ceiling=0.9),
             evidence=evidence | {"compute_pct_of_peak": compute_pct, "dram_pct_of_peak": memory_pct},
             lines=_lines(ctx.profile, LATENCY_STALLS),
-            suggestion=("Neither compute nor bandwidth is saturated: warps wait. Expose more parallelism "
-                        "(more blocks and warps, higher occupancy), more independent work per thread "
-                        "(ILP, unrolling) and fewer serializing barriers or atomics; the stall findings "
-                        "say what the warps wait on."))
+            suggestion=(
+                "Neither compute nor bandwidth is saturated: warps wait. Expose more parallelism "
+                "(more blocks and warps, higher occupancy), more independent work per thread "
+                "(ILP, unrolling) and fewer serializing barriers or atomics; the stall findings "
+                "say what the warps wait on."
+            ),
+        )
 
 
 def _occupancy_suggestion(limiter: str, limit: float, ctx: _Context) -> str:
@@ -347,19 +413,27 @@ def _occupancy_suggestion(limiter: str, limit: float, ctx: _Context) -> str:
     if limiter == "registers":
         bounds = f"__launch_bounds__({block}, {int(limit) + 1})" if block else "__launch_bounds__"
         used = f"{regs} registers per thread" if regs is not None else "register use"
-        return (f"{used} allow only {blocks}: cap registers with {bounds} or -maxrregcount, and keep fewer "
-                "values live (less unrolling, recompute cheap values).")
+        return (
+            f"{used} allow only {blocks}: cap registers with {bounds} or -maxrregcount, and keep fewer "
+            "values live (less unrolling, recompute cheap values)."
+        )
     if limiter == "shared_mem":
         used = f"{smem} bytes of shared memory per block" if smem is not None else "Shared memory per block"
-        return (f"{used} allow only {blocks}: use smaller tiles or fewer pipeline stages, reuse buffers, "
-                "or raise the shared-memory carve-out (cudaFuncAttributePreferredSharedMemoryCarveout).")
+        return (
+            f"{used} allow only {blocks}: use smaller tiles or fewer pipeline stages, reuse buffers, "
+            "or raise the shared-memory carve-out (cudaFuncAttributePreferredSharedMemoryCarveout)."
+        )
     if limiter == "blocks":
         size = f"Blocks of {block} threads" if block else "Small blocks"
-        return (f"{size} hit the per-SM block limit ({blocks}) before filling the warp slots: use larger "
-                "blocks (256 threads or more) or more work per block.")
+        return (
+            f"{size} hit the per-SM block limit ({blocks}) before filling the warp slots: use larger "
+            "blocks (256 threads or more) or more work per block."
+        )
     size = f"blocks of {block} threads" if block else "the block size"
-    return (f"The warp slots limit {size} to {blocks}: choose a block size that packs evenly into the SM "
-            "(128 or 256 threads).")
+    return (
+        f"The warp slots limit {size} to {blocks}: choose a block size that packs evenly into the SM "
+        "(128 or 256 threads)."
+    )
 
 
 def _occupancy_rule(ctx: _Context) -> Iterator[Finding]:
@@ -368,32 +442,43 @@ def _occupancy_rule(ctx: _Context) -> Iterator[Finding]:
     if achieved is None or achieved >= LOW_OCCUPANCY_PCT:
         return
     theoretical = ctx.metric(THEORETICAL_OCCUPANCY)
-    limits = {name: value for name, metric in OCCUPANCY_LIMITS.items()
-              if (value := ctx.metric(metric)) is not None}
-    evidence = _with_optional({"achieved_occupancy_pct": achieved}, theoretical_occupancy_pct=theoretical,
-                              registers_per_thread=_registers(ctx), block_size=_block_size(ctx),
-                              shared_mem_per_block=_shared_mem_per_block(ctx))
+    limits = {name: value for name, metric in OCCUPANCY_LIMITS.items() if (value := ctx.metric(metric)) is not None}
+    evidence = _with_optional(
+        {"achieved_occupancy_pct": achieved},
+        theoretical_occupancy_pct=theoretical,
+        registers_per_thread=_registers(ctx),
+        block_size=_block_size(ctx),
+        shared_mem_per_block=_shared_mem_per_block(ctx),
+    )
     evidence |= {f"block_limit_{name}": value for name, value in limits.items()}
     if theoretical is not None and theoretical - achieved > OCCUPANCY_GAP_PCT:
         cause = "run time"
-        suggestion = (f"The launch allows {theoretical:.0f}% but only {achieved:.0f}% is achieved: warps "
-                      "finish unevenly or the grid does not keep the SMs filled. Balance work across blocks "
-                      "and warps, launch more (or persistent) blocks, and avoid a few long-running warps.")
+        suggestion = (
+            f"The launch allows {theoretical:.0f}% but only {achieved:.0f}% is achieved: warps "
+            "finish unevenly or the grid does not keep the SMs filled. Balance work across blocks "
+            "and warps, launch more (or persistent) blocks, and avoid a few long-running warps."
+        )
     elif limits:
         cause = min(limits, key=lambda name: limits[name])
         suggestion = _occupancy_suggestion(cause, limits[cause], ctx)
     else:
         cause = "unknown"
-        suggestion = ("Raise the number of resident warps: fewer registers per thread, less shared memory "
-                      "per block, or larger blocks.")
+        suggestion = (
+            "Raise the number of resident warps: fewer registers per thread, less shared memory "
+            "per block, or larger blocks."
+        )
     evidence["limiter"] = cause
     yield Finding(
         rule="low_occupancy",
         title=f"Low occupancy: {achieved:.0f}% of the SM's warp slots in use (limited by {cause.replace('_', ' ')})",
         severity=_severity(achieved, LOW_OCCUPANCY_PCT, 0.0, floor=0.3, ceiling=0.8),
-        evidence=evidence, suggestion=suggestion,
-        lines=((_lines_by(ctx.profile, lambda h: h.register_span, share=0.2) if cause == "registers" else [])
-               or _lines(ctx.profile, LATENCY_STALLS)))
+        evidence=evidence,
+        suggestion=suggestion,
+        lines=(
+            (_lines_by(ctx.profile, lambda h: h.register_span, share=0.2) if cause == "registers" else [])
+            or _lines(ctx.profile, LATENCY_STALLS)
+        ),
+    )
 
 
 def _lines_by(profile: KernelProfile, amount: Callable[[HotLine], float], share: float = 0.1) -> list[HotLine]:
@@ -423,14 +508,22 @@ def _coalescing_rule(ctx: _Context) -> Iterator[Finding]:
         lines = _lines_by(ctx.profile, _excess_sectors) or _lines(ctx.profile, MEMORY_STALLS)
         yield Finding(
             rule="uncoalesced_global_access",
-            title=(f"Uncoalesced global accesses: {ratio:.1f}x the L2 sectors their access size needs"
-                   + (f" (worst at line {lines[0].line})" if lines else "")),
+            title=(
+                f"Uncoalesced global accesses: {ratio:.1f}x the L2 sectors their access size needs"
+                + (f" (worst at line {lines[0].line})" if lines else "")
+            ),
             severity=_severity(ratio, EXCESS_SECTORS_RATIO, EXCESS_SECTORS_SATURATION, floor=0.5),
-            evidence=_with_optional({"l2_sectors": theoretical, "ideal_l2_sectors": ideal, "ratio": ratio},
-                                    **{f"{kind}_sectors_per_request": ctx.metric(m) / r
-                                       for kind, m in GLOBAL_SECTORS.items()
-                                       if ctx.metric(m) is not None and (r := ctx.metric(GLOBAL_REQUESTS[kind]))}),
-            lines=lines, suggestion=_COALESCING_ADVICE)
+            evidence=_with_optional(
+                {"l2_sectors": theoretical, "ideal_l2_sectors": ideal, "ratio": ratio},
+                **{
+                    f"{kind}_sectors_per_request": ctx.metric(m) / r
+                    for kind, m in GLOBAL_SECTORS.items()
+                    if ctx.metric(m) is not None and (r := ctx.metric(GLOBAL_REQUESTS[kind]))
+                },
+            ),
+            lines=lines,
+            suggestion=_COALESCING_ADVICE,
+        )
         return
     ratios: dict[str, float] = {}
     for kind, sectors_metric in GLOBAL_SECTORS.items():
@@ -445,19 +538,27 @@ def _coalescing_rule(ctx: _Context) -> Iterator[Finding]:
     kinds = " and ".join(f"{kind}s" for kind in flagged)
     yield Finding(
         rule="uncoalesced_global_access",
-        title=(f"Uncoalesced global {kinds}: {worst:.1f} sectors per {worst_kind} request "
-               f"(ideal {IDEAL_SECTORS_PER_REQUEST:.0f} for 32-bit accesses)"),
+        title=(
+            f"Uncoalesced global {kinds}: {worst:.1f} sectors per {worst_kind} request "
+            f"(ideal {IDEAL_SECTORS_PER_REQUEST:.0f} for 32-bit accesses)"
+        ),
         severity=_severity(worst, UNCOALESCED_SECTORS_PER_REQUEST, SCATTERED_SECTORS_PER_REQUEST, floor=0.4),
         evidence={f"{kind}_sectors_per_request": ratio for kind, ratio in ratios.items()}
         | {"ideal_sectors_per_request": IDEAL_SECTORS_PER_REQUEST},
         lines=_lines(ctx.profile, MEMORY_STALLS),
-        suggestion=_COALESCING_ADVICE + (" (16 sectors per request is ideal for 128-bit float4 accesses: if these "
-                                         "are vector accesses, they are already coalesced.)"))
+        suggestion=_COALESCING_ADVICE
+        + (
+            " (16 sectors per request is ideal for 128-bit float4 accesses: if these "
+            "are vector accesses, they are already coalesced.)"
+        ),
+    )
 
 
-_COALESCING_ADVICE = ("Make consecutive threads (threadIdx.x) touch consecutive addresses: map threadIdx.x to "
-                      "the fastest-varying index, transpose through shared memory for strided or column "
-                      "access, and prefer structure-of-arrays layouts.")
+_COALESCING_ADVICE = (
+    "Make consecutive threads (threadIdx.x) touch consecutive addresses: map threadIdx.x to "
+    "the fastest-varying index, transpose through shared memory for strided or column "
+    "access, and prefer structure-of-arrays layouts."
+)
 
 
 def _traffic_rule(ctx: _Context) -> Iterator[Finding]:
@@ -472,14 +573,20 @@ def _traffic_rule(ctx: _Context) -> Iterator[Finding]:
         rule="excess_global_traffic",
         title=f"Excess DRAM traffic: {ratio:.1f}x the bytes the operation needs",
         severity=_severity(ratio, EXCESS_TRAFFIC_RATIO, EXCESS_TRAFFIC_SATURATION, floor=0.4),
-        evidence=_with_optional({"dram_bytes": moved, "min_bytes": ctx.min_bytes, "ratio": ratio},
-                                dram_read_bytes=ctx.metric("dram__bytes_read.sum"),
-                                dram_write_bytes=ctx.metric("dram__bytes_write.sum"),
-                                l2_hit_rate_pct=ctx.metric(L2_HIT_RATE), l1_hit_rate_pct=ctx.metric(L1_HIT_RATE)),
+        evidence=_with_optional(
+            {"dram_bytes": moved, "min_bytes": ctx.min_bytes, "ratio": ratio},
+            dram_read_bytes=ctx.metric("dram__bytes_read.sum"),
+            dram_write_bytes=ctx.metric("dram__bytes_write.sum"),
+            l2_hit_rate_pct=ctx.metric(L2_HIT_RATE),
+            l1_hit_rate_pct=ctx.metric(L1_HIT_RATE),
+        ),
         lines=_lines(ctx.profile, MEMORY_STALLS),
-        suggestion=("Read each input and write each output once: fuse passes over the same data, keep "
-                    "reused tiles in shared memory or registers, order blocks so reused data stays in L2 "
-                    "(tile swizzling), and avoid register spills to local memory."))
+        suggestion=(
+            "Read each input and write each output once: fuse passes over the same data, keep "
+            "reused tiles in shared memory or registers, order blocks so reused data stays in L2 "
+            "(tile swizzling), and avoid register spills to local memory."
+        ),
+    )
 
 
 def _bank_conflict_rule(ctx: _Context) -> Iterator[Finding]:
@@ -500,14 +607,19 @@ def _bank_conflict_rule(ctx: _Context) -> Iterator[Finding]:
         rule="shared_bank_conflicts",
         title=f"Shared-memory bank conflicts: {per_inst:.1f} extra wavefronts per shared load",
         severity=_severity(per_inst, BANK_CONFLICTS_PER_INST, BANK_CONFLICTS_SATURATION, floor=0.4),
-        evidence=_with_optional({"load_bank_conflicts": conflicts, "conflicts_per_load": per_inst},
-                                store_bank_conflicts=ctx.metric(SHARED_ST_CONFLICTS),
-                                shared_load_instructions=instructions, shared_load_wavefronts=wavefronts),
-        lines=(_lines_by(ctx.profile, lambda h: h.shared_excess_wavefronts)
-               or _lines(ctx.profile, SHARED_STALLS)),
-        suggestion=("Make the 32 lanes of a warp hit 32 different banks: pad shared arrays (e.g. [32][33] "
-                    "instead of [32][32]) or XOR-swizzle the column index, read tiles along rows, and use "
-                    "64/128-bit shared accesses whose lanes map to distinct banks."))
+        evidence=_with_optional(
+            {"load_bank_conflicts": conflicts, "conflicts_per_load": per_inst},
+            store_bank_conflicts=ctx.metric(SHARED_ST_CONFLICTS),
+            shared_load_instructions=instructions,
+            shared_load_wavefronts=wavefronts,
+        ),
+        lines=(_lines_by(ctx.profile, lambda h: h.shared_excess_wavefronts) or _lines(ctx.profile, SHARED_STALLS)),
+        suggestion=(
+            "Make the 32 lanes of a warp hit 32 different banks: pad shared arrays (e.g. [32][33] "
+            "instead of [32][32]) or XOR-swizzle the column index, read tiles along rows, and use "
+            "64/128-bit shared accesses whose lanes map to distinct banks."
+        ),
+    )
 
 
 def _divergence_rule(ctx: _Context) -> Iterator[Finding]:
@@ -524,18 +636,31 @@ def _divergence_rule(ctx: _Context) -> Iterator[Finding]:
         return
     block = _block_size(ctx)
     partial_warp = block is not None and block % WARP_SIZE != 0
-    title = (f"Warp divergence: {threads:.1f} of {WARP_SIZE} threads active per instruction"
-             if threads is not None else f"Warp divergence: {uniformity:.0f}% of branches warp-uniform")
+    title = (
+        f"Warp divergence: {threads:.1f} of {WARP_SIZE} threads active per instruction"
+        if threads is not None
+        else f"Warp divergence: {uniformity:.0f}% of branches warp-uniform"
+    )
     yield Finding(
-        rule="warp_divergence", title=title, severity=max(severities),
-        evidence=_with_optional({}, threads_per_instruction=threads, branch_uniformity_pct=uniformity,
-                                block_size=block),
+        rule="warp_divergence",
+        title=title,
+        severity=max(severities),
+        evidence=_with_optional(
+            {}, threads_per_instruction=threads, branch_uniformity_pct=uniformity, block_size=block
+        ),
         lines=_lines(ctx.profile, BRANCH_STALLS),
-        suggestion=((f"The block size {block} is not a multiple of {WARP_SIZE}: the last warp of every "
-                     "block runs partly empty; round it up. " if partial_warp else "")
-                    + "Make branches warp-uniform: branch on values equal across a warp (block or warp "
-                    "indices), group work so neighbouring threads take the same path, replace short "
-                    "if/else with selects, and handle boundaries in a separate tail step."))
+        suggestion=(
+            (
+                f"The block size {block} is not a multiple of {WARP_SIZE}: the last warp of every "
+                "block runs partly empty; round it up. "
+                if partial_warp
+                else ""
+            )
+            + "Make branches warp-uniform: branch on values equal across a warp (block or warp "
+            "indices), group work so neighbouring threads take the same path, replace short "
+            "if/else with selects, and handle boundaries in a separate tail step."
+        ),
+    )
 
 
 def _grid_rule(ctx: _Context) -> Iterator[Finding]:
@@ -545,18 +670,27 @@ def _grid_rule(ctx: _Context) -> Iterator[Finding]:
     evidence = _with_optional({"sm_count": sms}, grid_blocks=grid, waves_per_sm=waves)
     if grid is not None and grid < sms:
         yield Finding(
-            rule="too_few_blocks", title=f"Too few blocks: {grid} blocks for {sms} SMs ({sms - grid} SMs idle)",
-            severity=_severity(grid, sms, 0, floor=0.4), evidence=evidence,
-            suggestion=(f"Launch at least {sms} blocks (better a few per SM): split the work finer (smaller "
-                        "tiles, split-K / split the reduction, one block per row segment) or use a "
-                        "persistent grid of SM-count x blocks-per-SM blocks."))
+            rule="too_few_blocks",
+            title=f"Too few blocks: {grid} blocks for {sms} SMs ({sms - grid} SMs idle)",
+            severity=_severity(grid, sms, 0, floor=0.4),
+            evidence=evidence,
+            suggestion=(
+                f"Launch at least {sms} blocks (better a few per SM): split the work finer (smaller "
+                "tiles, split-K / split the reduction, one block per row segment) or use a "
+                "persistent grid of SM-count x blocks-per-SM blocks."
+            ),
+        )
     elif waves is not None and 0 < waves < UNDERFILLED_WAVES:
         yield Finding(
             rule="too_few_blocks",
             title=f"Too few blocks: the grid fills {waves:.0%} of the GPU's resident-block slots",
-            severity=_severity(waves, UNDERFILLED_WAVES, 0.0, floor=0.3, ceiling=0.6), evidence=evidence,
-            suggestion=("More, smaller blocks (or more warps per block) would keep more warps resident to "
-                        "hide latency: split the work finer or use split-K / split reductions."))
+            severity=_severity(waves, UNDERFILLED_WAVES, 0.0, floor=0.3, ceiling=0.6),
+            evidence=evidence,
+            suggestion=(
+                "More, smaller blocks (or more warps per block) would keep more warps resident to "
+                "hide latency: split the work finer or use split-K / split reductions."
+            ),
+        )
     elif waves is not None and waves > 1:
         full = math.ceil(waves)
         idle = (full - waves) / full
@@ -566,9 +700,12 @@ def _grid_rule(ctx: _Context) -> Iterator[Finding]:
                 title=f"Tail effect: {waves:.2f} waves per SM, the partial last wave leaves {idle:.0%} of SM time idle",
                 severity=_severity(idle, TAIL_IDLE_FRACTION, 0.5, floor=0.3, ceiling=0.8),
                 evidence=evidence | {"idle_fraction": idle},
-                suggestion=("Make the grid a whole number of waves (a multiple of SM count x resident "
-                            "blocks per SM), loop over tiles with a persistent grid, or split the work "
-                            "finer so the last wave is a small part of the whole."))
+                suggestion=(
+                    "Make the grid a whole number of waves (a multiple of SM count x resident "
+                    "blocks per SM), loop over tiles with a persistent grid, or split the work "
+                    "finer so the last wave is a small part of the whole."
+                ),
+            )
 
 
 def _stall_rule(ctx: _Context) -> Iterator[Finding]:
@@ -582,29 +719,55 @@ def _stall_rule(ctx: _Context) -> Iterator[Finding]:
         share = cycles / total
         if reason in STALL_IGNORED or share < STALL_MIN_SHARE:
             continue
-        stall = STALLS.get(reason, Stall(reason.replace("_", " "), f"stall reason '{reason}'",
-                                         "See the Nsight Compute warp-state documentation for this reason."))
+        stall = STALLS.get(
+            reason,
+            Stall(
+                reason.replace("_", " "),
+                f"stall reason '{reason}'",
+                "See the Nsight Compute warp-state documentation for this reason.",
+            ),
+        )
         yield Finding(
             rule=f"stall_{reason}",
             title=f"Warps stall on {stall.label} ({share:.0%} of the cycles between issues): {stall.meaning}",
             severity=_severity(share, STALL_MIN_SHARE, 0.8, floor=0.3, ceiling=0.9),
-            evidence=_with_optional({"reason": reason, "stall_cycles_per_issue": cycles,
-                                     "warp_cycles_per_issue": total, "share_pct": 100 * share},
-                                    issue_active=issue_active),
-            lines=_lines(ctx.profile, {reason}), suggestion=stall.suggestion)
+            evidence=_with_optional(
+                {
+                    "reason": reason,
+                    "stall_cycles_per_issue": cycles,
+                    "warp_cycles_per_issue": total,
+                    "share_pct": 100 * share,
+                },
+                issue_active=issue_active,
+            ),
+            lines=_lines(ctx.profile, {reason}),
+            suggestion=stall.suggestion,
+        )
 
 
 _Rule = Callable[[_Context], Iterator[Finding]]
-_ALWAYS_RULES: tuple[_Rule, ...] = (_roofline_rule, _coalescing_rule, _traffic_rule, _bank_conflict_rule,
-                                    _divergence_rule)
+_ALWAYS_RULES: tuple[_Rule, ...] = (
+    _roofline_rule,
+    _coalescing_rule,
+    _traffic_rule,
+    _bank_conflict_rule,
+    _divergence_rule,
+)
 # Rules that say the kernel does not hide latency or use enough parallelism: pointless at the roof.
 _LATENCY_RULES: tuple[_Rule, ...] = (_occupancy_rule, _grid_rule, _stall_rule)
 
 
 # "Latency bound" (far below both roofs) says what, not why: when one of these causes fires, the most
 # severe of them ranks above it, so the top finding is the one to act on.
-LATENCY_CAUSES = ("low_occupancy", "too_few_blocks", "tail_effect", "uncoalesced_global_access",
-                  "shared_bank_conflicts", "excess_global_traffic", "warp_divergence")
+LATENCY_CAUSES = (
+    "low_occupancy",
+    "too_few_blocks",
+    "tail_effect",
+    "uncoalesced_global_access",
+    "shared_bank_conflicts",
+    "excess_global_traffic",
+    "warp_divergence",
+)
 
 
 def _ranked(findings: Iterable[Finding]) -> list[Finding]:
@@ -647,8 +810,12 @@ def analyze_many(profiles: Sequence[KernelProfile], wall_ns: float | None = None
         return []
     n, busy = len(durations), sum(durations)
     tiny = sum(d < TINY_KERNEL_NS for d in durations)
-    evidence: dict[str, float | str] = {"kernels": n, "tiny_kernels": tiny, "busy_ns": busy,
-                                        "median_kernel_ns": statistics.median(durations)}
+    evidence: dict[str, float | str] = {
+        "kernels": n,
+        "tiny_kernels": tiny,
+        "busy_ns": busy,
+        "median_kernel_ns": statistics.median(durations),
+    }
     if wall_ns is not None and math.isfinite(wall_ns) and wall_ns > 0:
         if busy / wall_ns >= LAUNCH_BUSY_FRACTION:
             return []
@@ -662,8 +829,16 @@ def analyze_many(profiles: Sequence[KernelProfile], wall_ns: float | None = None
         title = f"Launch overhead: {n} tiny kernels, each shorter than {TINY_KERNEL_NS / 1e3:.0f} us"
     else:
         return []
-    return [Finding(
-        rule="launch_overhead", title=title, severity=_severity(idle, 0.3, 0.95, floor=0.4), evidence=evidence,
-        suggestion=(f"Fewer, bigger launches: fuse the {n} kernels, capture the sequence in a CUDA "
-                    "graph (torch.cuda.CUDAGraph, torch.compile(mode='reduce-overhead')), and remove host "
-                    "synchronizations (.item(), .cpu(), printing) between launches."))]
+    return [
+        Finding(
+            rule="launch_overhead",
+            title=title,
+            severity=_severity(idle, 0.3, 0.95, floor=0.4),
+            evidence=evidence,
+            suggestion=(
+                f"Fewer, bigger launches: fuse the {n} kernels, capture the sequence in a CUDA "
+                "graph (torch.cuda.CUDAGraph, torch.compile(mode='reduce-overhead')), and remove host "
+                "synchronizations (.item(), .cpu(), printing) between launches."
+            ),
+        )
+    ]

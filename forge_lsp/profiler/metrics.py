@@ -62,16 +62,24 @@ METRICS: dict[str, Metric] = {
     # warp state: cycles a warp spends in each stall reason per issued instruction
     "smsp__average_warps_active_per_issue_active.ratio": Metric("warp cycles per issued instruction", "cycle"),
     "smsp__issue_active.avg.per_cycle_active": Metric("issue slot utilization", "ratio"),
-    "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": Metric("stall: long scoreboard", "cycle"),
+    "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": Metric(
+        "stall: long scoreboard", "cycle"
+    ),
     "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio": Metric("stall: barrier", "cycle"),
     "smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio": Metric("stall: mio throttle", "cycle"),
-    "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio": Metric("stall: short scoreboard", "cycle"),
-    "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio": Metric("stall: math pipe throttle", "cycle"),
+    "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio": Metric(
+        "stall: short scoreboard", "cycle"
+    ),
+    "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio": Metric(
+        "stall: math pipe throttle", "cycle"
+    ),
     "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio": Metric("stall: lg throttle", "cycle"),
     "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio": Metric("stall: wait", "cycle"),
     "smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio": Metric("stall: not selected", "cycle"),
     "smsp__average_warps_issue_stalled_membar_per_issue_active.ratio": Metric("stall: membar", "cycle"),
-    "smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio": Metric("stall: branch resolving", "cycle"),
+    "smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio": Metric(
+        "stall: branch resolving", "cycle"
+    ),
     "smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio": Metric("stall: no instruction", "cycle"),
     "smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio": Metric("stall: dispatch stall", "cycle"),
     "smsp__average_warps_issue_stalled_drain_per_issue_active.ratio": Metric("stall: drain", "cycle"),
@@ -84,9 +92,11 @@ METRICS: dict[str, Metric] = {
 
 def fp32_flops(metrics: dict[str, float]) -> float:
     """FP32 floating-point operations from SASS counters (an FMA counts as two)."""
-    return (2 * metrics.get("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", 0.0)
-            + metrics.get("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", 0.0)
-            + metrics.get("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", 0.0))
+    return (
+        2 * metrics.get("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", 0.0)
+        + metrics.get("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", 0.0)
+        + metrics.get("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", 0.0)
+    )
 
 
 STALL_PREFIX = "smsp__average_warps_issue_stalled_"
@@ -95,8 +105,11 @@ STALL_SUFFIX = "_per_issue_active.ratio"
 
 def stall_breakdown(metrics: dict[str, float]) -> dict[str, float]:
     """Stall reason -> cycles per issued instruction, largest first."""
-    out = {k[len(STALL_PREFIX):-len(STALL_SUFFIX)]: v for k, v in metrics.items()
-           if k.startswith(STALL_PREFIX) and k.endswith(STALL_SUFFIX) and v > 0}
+    out = {
+        k[len(STALL_PREFIX) : -len(STALL_SUFFIX)]: v
+        for k, v in metrics.items()
+        if k.startswith(STALL_PREFIX) and k.endswith(STALL_SUFFIX) and v > 0
+    }
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 

@@ -36,7 +36,9 @@ class HotLine(BaseModel):
     global_sectors: float = 0.0
     global_sectors_ideal: float = 0.0
     shared_excess_wavefronts: float = 0.0
-    register_span: int = Field(0, description="sum over register values defined here of their live range, in instructions")
+    register_span: int = Field(
+        0, description="sum over register values defined here of their live range, in instructions"
+    )
 
 
 class LaunchConfig(BaseModel):

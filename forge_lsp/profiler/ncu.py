@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from ..engine.candidate import Candidate
-from ..engine.worker_client import default_cache_dir, worker_env
 from ..engine.task import Task
+from ..engine.worker_client import default_cache_dir, worker_env
 from .metrics import METRICS
 from .model import DevicePeaks, OpTime, ProfileResult
 from .target import NVTX_RANGE
@@ -38,33 +38,65 @@ PERMISSION_HELP = (
 
 def find_ncu() -> str | None:
     """ncu from $NCU, PATH, the CUDA toolkit, or the newest /opt/nvidia/nsight-compute install."""
-    for cand in (os.environ.get("NCU"), shutil.which("ncu"),
-                 os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "ncu"),
-                 *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)):
+    for cand in (
+        os.environ.get("NCU"),
+        shutil.which("ncu"),
+        os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "ncu"),
+        *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True),
+    ):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     return None
 
 
-def ncu_command(ncu: str, report: Path, target_args: list[str], *, kernel: str | None = None,
-                full: bool = False) -> list[str]:
-    cmd = [ncu, "--clock-control", "none", "--target-processes", "all",
-           "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/", "--import-source", "yes", "-f", "-o", str(report)]
+def ncu_command(
+    ncu: str, report: Path, target_args: list[str], *, kernel: str | None = None, full: bool = False
+) -> list[str]:
+    cmd = [
+        ncu,
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "all",
+        "--nvtx",
+        "--nvtx-include",
+        f"{NVTX_RANGE}/",
+        "--import-source",
+        "yes",
+        "-f",
+        "-o",
+        str(report),
+    ]
     if kernel:
         cmd += ["-k", f"regex:{kernel}"]
     if full:
         cmd += ["--set", "full"]
     else:
-        cmd += ["--section", "SourceCounters", "--section", "LaunchStats", "--section", "Occupancy",
-                "--metrics", ",".join(METRICS)]
+        cmd += [
+            "--section",
+            "SourceCounters",
+            "--section",
+            "LaunchStats",
+            "--section",
+            "Occupancy",
+            "--metrics",
+            ",".join(METRICS),
+        ]
     return cmd + target_args
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float, cwd: Path) -> tuple[int | None, str, bool]:
     """Run in its own process group; (returncode or None on timeout, output tail, timed_out)."""
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, cwd=str(cwd), start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=str(cwd),
+            start_new_session=True,
+        )
         try:
             code: int | None = proc.wait(timeout=timeout)
             timed_out = False
@@ -78,22 +110,38 @@ def _run(cmd: list[str], env: dict[str, str], timeout: float, cwd: Path) -> tupl
         return code, out.read().decode("utf-8", errors="replace"), timed_out
 
 
-def profile(task: Task, candidate: Candidate | None = None, *, device: str = "cuda:0",
-            kernel: str | None = None, full: bool = False, timeout: float = 300.0,
-            cache_dir: Path | None = None, python: str | None = None) -> ProfileResult:
+def profile(
+    task: Task,
+    candidate: Candidate | None = None,
+    *,
+    device: str = "cuda:0",
+    kernel: str | None = None,
+    full: bool = False,
+    timeout: float = 300.0,
+    cache_dir: Path | None = None,
+    python: str | None = None,
+) -> ProfileResult:
     """Profile the candidate (or the task's reference) on `device`. Never raises for user code."""
     cache = Path(cache_dir or default_cache_dir())
     work = Path(tempfile.mkdtemp(prefix="profile-", dir=_mkdir(cache / "profiles")))
-    request = {"device": device, "task_source": task.source, "model_class": task.model_class,
-               "seed": task.seed, "candidate_source": candidate.source if candidate else None,
-               "class_name": candidate.class_name if candidate else "ModelNew"}
+    request = {
+        "device": device,
+        "task_source": task.source,
+        "model_class": task.model_class,
+        "seed": task.seed,
+        "candidate_source": candidate.source if candidate else None,
+        "class_name": candidate.class_name if candidate else "ModelNew",
+    }
     env = worker_env(device, cache)
     python = python or sys.executable
     t0 = time.perf_counter()
     ncu = find_ncu() if device != "cpu" else None
     if ncu is None:
-        why = ("profiling on the CPU: no GPU counters" if device == "cpu" else
-               "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu")
+        why = (
+            "profiling on the CPU: no GPU counters"
+            if device == "cpu"
+            else "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu"
+        )
         return _degraded(request, work, env, python, timeout, why, t0)
     req = work / "request.json"
     req.write_text(json.dumps(request))
@@ -101,13 +149,21 @@ def profile(task: Task, candidate: Candidate | None = None, *, device: str = "cu
     cmd = ncu_command(ncu, report, [python, "-m", "forge_lsp.profiler.target", str(req)], kernel=kernel, full=full)
     code, log, timed_out = _run(cmd, env, timeout, work)
     if timed_out:
-        return ProfileResult(mode="degraded", reason=f"ncu did not finish within {timeout:g} s; nothing was profiled",
-                             seconds=time.perf_counter() - t0, log_excerpt=log)
+        return ProfileResult(
+            mode="degraded",
+            reason=f"ncu did not finish within {timeout:g} s; nothing was profiled",
+            seconds=time.perf_counter() - t0,
+            log_excerpt=log,
+        )
     if "ERR_NVGPUCTRPERM" in log:
         return _degraded(request, work, env, python, timeout, PERMISSION_HELP, t0, log)
     if code != 0 or not report.exists():
-        return ProfileResult(mode="degraded", reason=f"ncu exited with code {code}; see the log excerpt",
-                             seconds=time.perf_counter() - t0, log_excerpt=log)
+        return ProfileResult(
+            mode="degraded",
+            reason=f"ncu exited with code {code}; see the log excerpt",
+            seconds=time.perf_counter() - t0,
+            log_excerpt=log,
+        )
     from .report import read_report
 
     kernels = read_report(report, ncu=ncu)
@@ -115,12 +171,24 @@ def profile(task: Task, candidate: Candidate | None = None, *, device: str = "cu
     data = json.loads(result_file.read_text()) if result_file.exists() else {}
     device_name, stages = data.get("device_name", ""), data.get("stages_s", {})
     if not kernels:
-        return ProfileResult(mode="degraded", device_name=device_name, report_path=str(report),
-                             reason=f"no kernel ran inside the '{NVTX_RANGE}' range"
-                             + (f" matching {kernel!r}" if kernel else ""),
-                             seconds=time.perf_counter() - t0, log_excerpt=log, stages_s=stages)
-    return ProfileResult(mode="ncu", device_name=device_name, kernels=kernels, report_path=str(report),
-                         seconds=time.perf_counter() - t0, log_excerpt=log if code else "", stages_s=stages)
+        return ProfileResult(
+            mode="degraded",
+            device_name=device_name,
+            report_path=str(report),
+            reason=f"no kernel ran inside the '{NVTX_RANGE}' range" + (f" matching {kernel!r}" if kernel else ""),
+            seconds=time.perf_counter() - t0,
+            log_excerpt=log,
+            stages_s=stages,
+        )
+    return ProfileResult(
+        mode="ncu",
+        device_name=device_name,
+        kernels=kernels,
+        report_path=str(report),
+        seconds=time.perf_counter() - t0,
+        log_excerpt=log if code else "",
+        stages_s=stages,
+    )
 
 
 def _mkdir(p: Path) -> Path:
@@ -128,30 +196,45 @@ def _mkdir(p: Path) -> Path:
     return p
 
 
-def _degraded(request: dict, work: Path, env: dict[str, str], python: str, timeout: float, why: str,
-              t0: float, log: str = "", cwd: Path | None = None) -> ProfileResult:
+def _degraded(
+    request: dict,
+    work: Path,
+    env: dict[str, str],
+    python: str,
+    timeout: float,
+    why: str,
+    t0: float,
+    log: str = "",
+    cwd: Path | None = None,
+) -> ProfileResult:
     req = work / "request.json"
     req.write_text(json.dumps(dict(request, mode="degraded")))
     code, out, timed_out = _run([python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, cwd or work)
     result_file = req.with_suffix(".result.json")
     if timed_out or code != 0 or not result_file.exists():
         failure = "timed out" if timed_out else f"exited with code {code}"
-        return ProfileResult(mode="degraded", reason=f"{why}; the timing fallback also failed ({failure})",
-                             seconds=time.perf_counter() - t0, log_excerpt=(log + out)[-_EXCERPT:])
+        return ProfileResult(
+            mode="degraded",
+            reason=f"{why}; the timing fallback also failed ({failure})",
+            seconds=time.perf_counter() - t0,
+            log_excerpt=(log + out)[-_EXCERPT:],
+        )
     data = json.loads(result_file.read_text())
     times = data.get("times_ms") or []
     return ProfileResult(
-        mode="degraded", reason=why, device_name=data.get("device_name", ""),
+        mode="degraded",
+        reason=why,
+        device_name=data.get("device_name", ""),
         wall_ms=times[len(times) // 2] if times else None,
         ops=[OpTime(**row) for row in data.get("ops", [])],
-        seconds=time.perf_counter() - t0, log_excerpt=log[-_EXCERPT:],
+        seconds=time.perf_counter() - t0,
+        log_excerpt=log[-_EXCERPT:],
     )
 
 
-
-
-def device_peaks(device: str, device_name: str, *, cache_dir: Path | None = None, timeout: float = 300.0,
-                 python: str | None = None) -> tuple[DevicePeaks | None, str]:
+def device_peaks(
+    device: str, device_name: str, *, cache_dir: Path | None = None, timeout: float = 300.0, python: str | None = None
+) -> tuple[DevicePeaks | None, str]:
     """Roofline ceilings for `device`: (peaks, note).
 
     Cached measurement first; else measured now in a child process with the worker environment
@@ -167,8 +250,12 @@ def device_peaks(device: str, device_name: str, *, cache_dir: Path | None = None
     why = ""
     if device != "cpu":
         with tempfile.TemporaryDirectory() as tmp:
-            code, out, timed_out = _run([python or sys.executable, "-m", "forge_lsp.profiler.peaks", device, str(cache)],
-                                        worker_env(device, cache), timeout, Path(tmp))
+            code, out, timed_out = _run(
+                [python or sys.executable, "-m", "forge_lsp.profiler.peaks", device, str(cache)],
+                worker_env(device, cache),
+                timeout,
+                Path(tmp),
+            )
         if code == 0:
             try:
                 return DevicePeaks.model_validate_json(out.strip().splitlines()[-1]), "measured now"
@@ -180,9 +267,19 @@ def device_peaks(device: str, device_name: str, *, cache_dir: Path | None = None
     return sheet, (f"datasheet ({why})" if why else "datasheet") if sheet else (why or "unknown device")
 
 
-def profile_script(entry: Path, kernel: str, *, device: str = "cuda:0", args: list[str] | None = None,
-                   launch_skip: int = 0, launch_count: int = 1, full: bool = False, timeout: float = 300.0,
-                   cache_dir: Path | None = None, python: str | None = None) -> ProfileResult:
+def profile_script(
+    entry: Path,
+    kernel: str,
+    *,
+    device: str = "cuda:0",
+    args: list[str] | None = None,
+    launch_skip: int = 0,
+    launch_count: int = 1,
+    full: bool = False,
+    timeout: float = 300.0,
+    cache_dir: Path | None = None,
+    python: str | None = None,
+) -> ProfileResult:
     """Profile kernels named like `kernel` (regex) that a user's script launches.
 
     For a kernel in a `.cu` file: the entry script (which loads and launches it) runs under ncu
@@ -200,40 +297,88 @@ def profile_script(entry: Path, kernel: str, *, device: str = "cuda:0", args: li
     request = {"device": device, "script": str(entry), "args": list(args or []), "kernel": kernel}
     ncu = find_ncu() if device != "cpu" else None
     if ncu is None:
-        why = ("profiling on the CPU: no GPU counters" if device == "cpu" else
-               "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu")
+        why = (
+            "profiling on the CPU: no GPU counters"
+            if device == "cpu"
+            else "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu"
+        )
         return _degraded(request, work, env, python, timeout, why, t0, cwd=entry.parent)
     report = work / "profile.ncu-rep"
-    cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "--import-source", "yes",
-           "-f", "-o", str(report), "-k", f"regex:{kernel}", "--launch-skip", str(launch_skip),
-           "--launch-count", str(launch_count)]
-    cmd += ["--set", "full"] if full else ["--section", "SourceCounters", "--section", "LaunchStats",
-                                            "--section", "Occupancy", "--metrics", ",".join(METRICS)]
+    cmd = [
+        ncu,
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "all",
+        "--import-source",
+        "yes",
+        "-f",
+        "-o",
+        str(report),
+        "-k",
+        f"regex:{kernel}",
+        "--launch-skip",
+        str(launch_skip),
+        "--launch-count",
+        str(launch_count),
+    ]
+    cmd += (
+        ["--set", "full"]
+        if full
+        else [
+            "--section",
+            "SourceCounters",
+            "--section",
+            "LaunchStats",
+            "--section",
+            "Occupancy",
+            "--metrics",
+            ",".join(METRICS),
+        ]
+    )
     req = work / "request.json"
     req.write_text(json.dumps(request))
-    code, log, timed_out = _run(cmd + [python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout,
-                                entry.parent)
+    code, log, timed_out = _run(cmd + [python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, entry.parent)
     if timed_out:
-        return ProfileResult(mode="degraded", reason=f"ncu did not finish within {timeout:g} s; nothing was profiled",
-                             seconds=time.perf_counter() - t0, log_excerpt=log)
+        return ProfileResult(
+            mode="degraded",
+            reason=f"ncu did not finish within {timeout:g} s; nothing was profiled",
+            seconds=time.perf_counter() - t0,
+            log_excerpt=log,
+        )
     if "ERR_NVGPUCTRPERM" in log:
         return _degraded(request, work, env, python, timeout, PERMISSION_HELP, t0, log, cwd=entry.parent)
     if not report.exists():
-        return ProfileResult(mode="degraded", seconds=time.perf_counter() - t0, log_excerpt=log,
-                             reason=f"no kernel matching {kernel!r} ran in {entry.name}" if code == 0 else
-                             f"{entry.name} under ncu exited with code {code}; see the log excerpt")
+        return ProfileResult(
+            mode="degraded",
+            seconds=time.perf_counter() - t0,
+            log_excerpt=log,
+            reason=f"no kernel matching {kernel!r} ran in {entry.name}"
+            if code == 0
+            else f"{entry.name} under ncu exited with code {code}; see the log excerpt",
+        )
     from .report import read_report
 
     kernels = read_report(report, ncu=ncu)
     result_file = req.with_suffix(".result.json")
     device_name = json.loads(result_file.read_text()).get("device_name", "") if result_file.exists() else ""
     if not kernels:
-        return ProfileResult(mode="degraded", device_name=device_name, report_path=str(report),
-                             reason=f"no kernel matching {kernel!r} ran in {entry.name}",
-                             seconds=time.perf_counter() - t0, log_excerpt=log)
-    return ProfileResult(mode="ncu", device_name=device_name, kernels=kernels, report_path=str(report),
-                         seconds=time.perf_counter() - t0, log_excerpt=log if code else "")
-
+        return ProfileResult(
+            mode="degraded",
+            device_name=device_name,
+            report_path=str(report),
+            reason=f"no kernel matching {kernel!r} ran in {entry.name}",
+            seconds=time.perf_counter() - t0,
+            log_excerpt=log,
+        )
+    return ProfileResult(
+        mode="ncu",
+        device_name=device_name,
+        kernels=kernels,
+        report_path=str(report),
+        seconds=time.perf_counter() - t0,
+        log_excerpt=log if code else "",
+    )
 
 
 def profile_cu_kernel(cu_file: Path, kernel: str, entry: Path, **kwargs) -> ProfileResult:

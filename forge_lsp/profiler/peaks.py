@@ -29,51 +29,140 @@ _MiB = 1 << 20
 # Keys are normalized name fragments (see `_tokens`) matched as whole words against the device name;
 # the longest matching key wins, so "H100 PCIE" beats "H100" and "L40" never matches an L40S.
 DATASHEET: dict[str, DevicePeaks] = {
-    "H200": DevicePeaks(name="H200 SXM 141GB", sm_count=132, l2_bytes=50 * _MiB, dram_bytes_per_s=4.8e12,
-                        fp32_flops_per_s=67e12, bf16_tensor_flops_per_s=989.4e12,
-                        tf32_tensor_flops_per_s=494.7e12, source="datasheet"),
-    "H200 NVL": DevicePeaks(name="H200 NVL", sm_count=132, l2_bytes=50 * _MiB, dram_bytes_per_s=4.8e12,
-                            fp32_flops_per_s=60e12, bf16_tensor_flops_per_s=835.5e12,
-                            tf32_tensor_flops_per_s=417.5e12, source="datasheet"),
-    "H100": DevicePeaks(name="H100 SXM5 80GB", sm_count=132, l2_bytes=50 * _MiB, dram_bytes_per_s=3.35e12,
-                        fp32_flops_per_s=67e12, bf16_tensor_flops_per_s=989.4e12,
-                        tf32_tensor_flops_per_s=494.7e12, source="datasheet"),
-    "H100 NVL": DevicePeaks(name="H100 NVL", sm_count=132, l2_bytes=50 * _MiB, dram_bytes_per_s=3.9e12,
-                            fp32_flops_per_s=60e12, bf16_tensor_flops_per_s=835.5e12,
-                            tf32_tensor_flops_per_s=417.5e12, source="datasheet"),
-    "H100 PCIE": DevicePeaks(name="H100 PCIe", sm_count=114, l2_bytes=50 * _MiB, dram_bytes_per_s=2.0e12,
-                             fp32_flops_per_s=51.2e12, bf16_tensor_flops_per_s=756.5e12,
-                             tf32_tensor_flops_per_s=378e12, source="datasheet"),
-    "A100 SXM4 80GB": DevicePeaks(name="A100 SXM4 80GB", sm_count=108, l2_bytes=40 * _MiB,
-                                  dram_bytes_per_s=2.039e12, fp32_flops_per_s=19.5e12,
-                                  bf16_tensor_flops_per_s=312e12, tf32_tensor_flops_per_s=156e12,
-                                  source="datasheet"),
-    "A100 80GB PCIE": DevicePeaks(name="A100 PCIe 80GB", sm_count=108, l2_bytes=40 * _MiB,
-                                  dram_bytes_per_s=1.935e12, fp32_flops_per_s=19.5e12,
-                                  bf16_tensor_flops_per_s=312e12, tf32_tensor_flops_per_s=156e12,
-                                  source="datasheet"),
-    "A100": DevicePeaks(name="A100 40GB", sm_count=108, l2_bytes=40 * _MiB, dram_bytes_per_s=1.555e12,
-                        fp32_flops_per_s=19.5e12, bf16_tensor_flops_per_s=312e12,
-                        tf32_tensor_flops_per_s=156e12, source="datasheet"),
-    "L40S": DevicePeaks(name="L40S", sm_count=142, l2_bytes=96 * _MiB, dram_bytes_per_s=864e9,
-                        fp32_flops_per_s=91.6e12, bf16_tensor_flops_per_s=362.05e12,
-                        tf32_tensor_flops_per_s=183e12, source="datasheet"),
-    "L40": DevicePeaks(name="L40", sm_count=142, l2_bytes=96 * _MiB, dram_bytes_per_s=864e9,
-                       fp32_flops_per_s=90.5e12, bf16_tensor_flops_per_s=181.05e12,
-                       tf32_tensor_flops_per_s=90.5e12, source="datasheet"),
-    "L4": DevicePeaks(name="L4", sm_count=58, l2_bytes=48 * _MiB, dram_bytes_per_s=300e9,
-                      fp32_flops_per_s=30.3e12, bf16_tensor_flops_per_s=121e12,
-                      tf32_tensor_flops_per_s=60e12, source="datasheet"),
-    "A10": DevicePeaks(name="A10", sm_count=72, l2_bytes=6 * _MiB, dram_bytes_per_s=600e9,
-                       fp32_flops_per_s=31.2e12, bf16_tensor_flops_per_s=125e12,
-                       tf32_tensor_flops_per_s=62.5e12, source="datasheet"),
+    "H200": DevicePeaks(
+        name="H200 SXM 141GB",
+        sm_count=132,
+        l2_bytes=50 * _MiB,
+        dram_bytes_per_s=4.8e12,
+        fp32_flops_per_s=67e12,
+        bf16_tensor_flops_per_s=989.4e12,
+        tf32_tensor_flops_per_s=494.7e12,
+        source="datasheet",
+    ),
+    "H200 NVL": DevicePeaks(
+        name="H200 NVL",
+        sm_count=132,
+        l2_bytes=50 * _MiB,
+        dram_bytes_per_s=4.8e12,
+        fp32_flops_per_s=60e12,
+        bf16_tensor_flops_per_s=835.5e12,
+        tf32_tensor_flops_per_s=417.5e12,
+        source="datasheet",
+    ),
+    "H100": DevicePeaks(
+        name="H100 SXM5 80GB",
+        sm_count=132,
+        l2_bytes=50 * _MiB,
+        dram_bytes_per_s=3.35e12,
+        fp32_flops_per_s=67e12,
+        bf16_tensor_flops_per_s=989.4e12,
+        tf32_tensor_flops_per_s=494.7e12,
+        source="datasheet",
+    ),
+    "H100 NVL": DevicePeaks(
+        name="H100 NVL",
+        sm_count=132,
+        l2_bytes=50 * _MiB,
+        dram_bytes_per_s=3.9e12,
+        fp32_flops_per_s=60e12,
+        bf16_tensor_flops_per_s=835.5e12,
+        tf32_tensor_flops_per_s=417.5e12,
+        source="datasheet",
+    ),
+    "H100 PCIE": DevicePeaks(
+        name="H100 PCIe",
+        sm_count=114,
+        l2_bytes=50 * _MiB,
+        dram_bytes_per_s=2.0e12,
+        fp32_flops_per_s=51.2e12,
+        bf16_tensor_flops_per_s=756.5e12,
+        tf32_tensor_flops_per_s=378e12,
+        source="datasheet",
+    ),
+    "A100 SXM4 80GB": DevicePeaks(
+        name="A100 SXM4 80GB",
+        sm_count=108,
+        l2_bytes=40 * _MiB,
+        dram_bytes_per_s=2.039e12,
+        fp32_flops_per_s=19.5e12,
+        bf16_tensor_flops_per_s=312e12,
+        tf32_tensor_flops_per_s=156e12,
+        source="datasheet",
+    ),
+    "A100 80GB PCIE": DevicePeaks(
+        name="A100 PCIe 80GB",
+        sm_count=108,
+        l2_bytes=40 * _MiB,
+        dram_bytes_per_s=1.935e12,
+        fp32_flops_per_s=19.5e12,
+        bf16_tensor_flops_per_s=312e12,
+        tf32_tensor_flops_per_s=156e12,
+        source="datasheet",
+    ),
+    "A100": DevicePeaks(
+        name="A100 40GB",
+        sm_count=108,
+        l2_bytes=40 * _MiB,
+        dram_bytes_per_s=1.555e12,
+        fp32_flops_per_s=19.5e12,
+        bf16_tensor_flops_per_s=312e12,
+        tf32_tensor_flops_per_s=156e12,
+        source="datasheet",
+    ),
+    "L40S": DevicePeaks(
+        name="L40S",
+        sm_count=142,
+        l2_bytes=96 * _MiB,
+        dram_bytes_per_s=864e9,
+        fp32_flops_per_s=91.6e12,
+        bf16_tensor_flops_per_s=362.05e12,
+        tf32_tensor_flops_per_s=183e12,
+        source="datasheet",
+    ),
+    "L40": DevicePeaks(
+        name="L40",
+        sm_count=142,
+        l2_bytes=96 * _MiB,
+        dram_bytes_per_s=864e9,
+        fp32_flops_per_s=90.5e12,
+        bf16_tensor_flops_per_s=181.05e12,
+        tf32_tensor_flops_per_s=90.5e12,
+        source="datasheet",
+    ),
+    "L4": DevicePeaks(
+        name="L4",
+        sm_count=58,
+        l2_bytes=48 * _MiB,
+        dram_bytes_per_s=300e9,
+        fp32_flops_per_s=30.3e12,
+        bf16_tensor_flops_per_s=121e12,
+        tf32_tensor_flops_per_s=60e12,
+        source="datasheet",
+    ),
+    "A10": DevicePeaks(
+        name="A10",
+        sm_count=72,
+        l2_bytes=6 * _MiB,
+        dram_bytes_per_s=600e9,
+        fp32_flops_per_s=31.2e12,
+        bf16_tensor_flops_per_s=125e12,
+        tf32_tensor_flops_per_s=62.5e12,
+        source="datasheet",
+    ),
     # GeForce: bf16 with fp32 accumulation (what torch uses) runs at half the fp16-accumulate rate.
-    "RTX 4090": DevicePeaks(name="GeForce RTX 4090", sm_count=128, l2_bytes=72 * _MiB,
-                            dram_bytes_per_s=1008e9, fp32_flops_per_s=82.6e12,
-                            bf16_tensor_flops_per_s=165.2e12, tf32_tensor_flops_per_s=82.6e12,
-                            source="datasheet"),
-    "T4": DevicePeaks(name="T4", sm_count=40, l2_bytes=4 * _MiB, dram_bytes_per_s=320e9,
-                      fp32_flops_per_s=8.1e12, source="datasheet"),
+    "RTX 4090": DevicePeaks(
+        name="GeForce RTX 4090",
+        sm_count=128,
+        l2_bytes=72 * _MiB,
+        dram_bytes_per_s=1008e9,
+        fp32_flops_per_s=82.6e12,
+        bf16_tensor_flops_per_s=165.2e12,
+        tf32_tensor_flops_per_s=82.6e12,
+        source="datasheet",
+    ),
+    "T4": DevicePeaks(
+        name="T4", sm_count=40, l2_bytes=4 * _MiB, dram_bytes_per_s=320e9, fp32_flops_per_s=8.1e12, source="datasheet"
+    ),
 }
 
 # Micro-benchmark sizes: the copy buffer is at least this many times the L2 (and at least
@@ -96,7 +185,7 @@ def _tokens(name: str) -> tuple[str, ...]:
 
 
 def _contains(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
-    return any(words[i:i + len(part)] == part for i in range(len(words) - len(part) + 1))
+    return any(words[i : i + len(part)] == part for i in range(len(words) - len(part) + 1))
 
 
 def datasheet_peaks(device_name: str) -> DevicePeaks | None:
@@ -157,6 +246,7 @@ def _set_tf32(enabled: bool) -> Callable[[], None]:
 
         def restore() -> None:
             matmul.allow_tf32 = old_flag
+
     return restore
 
 
@@ -196,8 +286,7 @@ def measure_peaks(device: Any = "cuda") -> DevicePeaks:
             dram_bytes_per_s=_copy_bytes_per_s(device, props.L2_cache_size),
             fp32_flops_per_s=_matmul_flops_per_s(device, torch.float32, tf32=False),
             tf32_tensor_flops_per_s=_matmul_flops_per_s(device, torch.float32, tf32=True) if tensor_cores else None,
-            bf16_tensor_flops_per_s=(_matmul_flops_per_s(device, torch.bfloat16, tf32=False)
-                                     if tensor_cores else None),
+            bf16_tensor_flops_per_s=(_matmul_flops_per_s(device, torch.bfloat16, tf32=False) if tensor_cores else None),
             source="measured",
         )
         torch.cuda.empty_cache()
@@ -279,9 +368,9 @@ def load_or_measure_peaks(
         fallback = datasheet_peaks(name)
         if fallback is None:
             raise PeaksUnavailable(
-                f"measuring the peaks of {name!r} failed ({exc}) and no datasheet entry matches it") from exc
-        log.warning("measuring the peaks of %r failed (%s); using datasheet numbers of %s", name, exc,
-                    fallback.name)
+                f"measuring the peaks of {name!r} failed ({exc}) and no datasheet entry matches it"
+            ) from exc
+        log.warning("measuring the peaks of %r failed (%s); using datasheet numbers of %s", name, exc, fallback.name)
         return fallback
     _write_cached(path, peaks)
     return peaks

@@ -54,8 +54,12 @@ def read_report(path: str | Path, *, ncu: str | None = None) -> list[KernelProfi
         return from_context(module.load_report(str(path)))
     if ncu is None:
         raise RuntimeError("cannot read an ncu report: the ncu_report module is not importable and ncu was not found")
-    out = subprocess.run([ncu, "--import", str(path), "--csv", "--page", "raw", "--print-units", "base"], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [ncu, "--import", str(path), "--csv", "--page", "raw", "--print-units", "base"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"ncu --import failed: {out.stderr[-2000:]}")
     return from_raw_csv(out.stdout)
@@ -71,8 +75,11 @@ def _launch(metrics: dict[str, float]) -> LaunchConfig | None:
         return None
     get = metrics.get
     return LaunchConfig(
-        grid=grid, block=block,
-        registers_per_thread=int(get("launch__registers_per_thread")) if get("launch__registers_per_thread") is not None else None,
+        grid=grid,
+        block=block,
+        registers_per_thread=int(get("launch__registers_per_thread"))
+        if get("launch__registers_per_thread") is not None
+        else None,
         shared_mem_static=int(get("launch__shared_mem_per_block_static", 0)),
         shared_mem_dynamic=int(get("launch__shared_mem_per_block_dynamic", 0)),
     )
@@ -98,8 +105,15 @@ def from_context(ctx: Any) -> list[KernelProfile]:
                     metrics[name] = float(metric.as_double())
                 except (TypeError, ValueError):
                     continue
-            kernels.append(KernelProfile(name=str(action.name()), duration_ns=_duration_ns(metrics),
-                                         launch=_launch(metrics), metrics=metrics, hot_lines=hot_lines(action)))
+            kernels.append(
+                KernelProfile(
+                    name=str(action.name()),
+                    duration_ns=_duration_ns(metrics),
+                    launch=_launch(metrics),
+                    metrics=metrics,
+                    hot_lines=hot_lines(action),
+                )
+            )
     return kernels
 
 
@@ -135,14 +149,16 @@ def hot_lines(action: Any, top: int = 12) -> list[HotLine]:
     for name in action.metric_names():
         if not name.startswith(_PCSAMP) or name.endswith("_not_issued"):
             continue
-        reason = name[len(_PCSAMP):]
+        reason = name[len(_PCSAMP) :]
         for pc, samples in _per_pc(action, name).items():
             if samples and (key := line_of(pc)) is not None:
                 stalls[key][reason] += samples
     counters: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for field, values in (("global_sectors", _per_pc(action, _GLOBAL_SECTORS)),
-                          ("global_sectors_ideal", _per_pc(action, _GLOBAL_SECTORS + "_ideal")),
-                          ("shared_excess_wavefronts", _per_pc(action, _SHARED_EXCESS))):
+    for field, values in (
+        ("global_sectors", _per_pc(action, _GLOBAL_SECTORS)),
+        ("global_sectors_ideal", _per_pc(action, _GLOBAL_SECTORS + "_ideal")),
+        ("shared_excess_wavefronts", _per_pc(action, _SHARED_EXCESS)),
+    ):
         for pc, value in values.items():
             if value and (key := line_of(pc)) is not None:
                 counters[key][field] += value
@@ -158,25 +174,36 @@ def hot_lines(action: Any, top: int = 12) -> list[HotLine]:
         reasons = stalls.get(key, {})
         count = sum(reasons.values())
         c = counters.get(key, {})
-        rows.append(HotLine(
-            file=key[0], line=key[1], stall_pct=100.0 * count / total if total else 0.0,
-            dominant_stall=max(reasons.items(), key=lambda kv: kv[1])[0] if count else "",
-            samples=int(count), global_sectors=c.get("global_sectors", 0.0),
-            global_sectors_ideal=c.get("global_sectors_ideal", 0.0),
-            shared_excess_wavefronts=c.get("shared_excess_wavefronts", 0.0),
-            register_span=int(c.get("register_span", 0))))
+        rows.append(
+            HotLine(
+                file=key[0],
+                line=key[1],
+                stall_pct=100.0 * count / total if total else 0.0,
+                dominant_stall=max(reasons.items(), key=lambda kv: kv[1])[0] if count else "",
+                samples=int(count),
+                global_sectors=c.get("global_sectors", 0.0),
+                global_sectors_ideal=c.get("global_sectors_ideal", 0.0),
+                shared_excess_wavefronts=c.get("shared_excess_wavefronts", 0.0),
+                register_span=int(c.get("register_span", 0)),
+            )
+        )
     rows.sort(key=lambda h: (-h.stall_pct, h.file, h.line))
     keep = rows[:top]
-    for rank in (lambda h: h.global_sectors - h.global_sectors_ideal, lambda h: h.shared_excess_wavefronts,
-                 lambda h: h.register_span):
+    for rank in (
+        lambda h: h.global_sectors - h.global_sectors_ideal,
+        lambda h: h.shared_excess_wavefronts,
+        lambda h: h.register_span,
+    ):
         keep += [h for h in sorted(rows, key=rank, reverse=True)[:3] if rank(h) > 0 and h not in keep]
     return keep
 
 
 _REG = re.compile(r"\bR(\d+)(?:\.(64|128))?\b")
 # SASS opcodes whose first operand is not a destination register.
-_NO_DEST = re.compile(r"^(?:ST|STG|STS|STL|STAS|RED|REDG|REDAS|BRA|BRX|JMP|EXIT|RET|CALL|BAR|BSYNC|BSSY|WARPSYNC|"
-                      r"MEMBAR|FENCE|NOP|YIELD|CCTL|ERRBAR|DEPBAR|SYNCS|UBLKCP|UTMA)\b")
+_NO_DEST = re.compile(
+    r"^(?:ST|STG|STS|STL|STAS|RED|REDG|REDAS|BRA|BRX|JMP|EXIT|RET|CALL|BAR|BSYNC|BSSY|WARPSYNC|"
+    r"MEMBAR|FENCE|NOP|YIELD|CCTL|ERRBAR|DEPBAR|SYNCS|UBLKCP|UTMA)\b"
+)
 
 
 def _regs(operand: str, width_hint: int = 1) -> list[int]:
@@ -240,14 +267,16 @@ def from_raw_csv(text: str) -> list[KernelProfile]:
     if len(rows) < 2:
         return []
     header, data = rows[0], rows[1:]
-    if data and all(_number(c) is None for c in data[0][len(data[0]) // 2:] if c):  # the units row
+    if data and all(_number(c) is None for c in data[0][len(data[0]) // 2 :] if c):  # the units row
         data = data[1:]
     kernels = []
     for row in data:
-        record = dict(zip(header, row))
+        record = dict(zip(header, row, strict=False))
         metrics = {k: v for k, v in ((k, _number(x)) for k, x in record.items()) if v is not None}
         name = record.get("Kernel Name") or record.get("Function Name") or "kernel"
-        kernels.append(KernelProfile(name=name, duration_ns=_duration_ns(metrics), launch=_launch(metrics),
-                                     metrics=metrics, reader="csv"))
+        kernels.append(
+            KernelProfile(
+                name=name, duration_ns=_duration_ns(metrics), launch=_launch(metrics), metrics=metrics, reader="csv"
+            )
+        )
     return kernels
-

@@ -85,5 +85,10 @@ def place(profile: KernelProfile, peaks: DevicePeaks) -> Roofline | None:
         bound = "latency"
     else:
         bound = "memory" if below_ridge else "compute"
-    return Roofline(arithmetic_intensity=intensity, achieved_flops_per_s=achieved_flops,
-                    achieved_bytes_per_s=achieved_bytes, bound=bound, pct_of_roof=pct_of_roof)
+    return Roofline(
+        arithmetic_intensity=intensity,
+        achieved_flops_per_s=achieved_flops,
+        achieved_bytes_per_s=achieved_bytes,
+        bound=bound,
+        pct_of_roof=pct_of_roof,
+    )

@@ -66,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         call_model(model, inputs)
     sync()
     mark("warmup")
-    result: dict = {"device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                    "stages_s": stages}
+    result: dict = {
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "stages_s": stages,
+    }
     if request.get("mode") == "degraded":
         from torch.profiler import ProfilerActivity, profile
 
@@ -84,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for evt in prof.key_averages():
             dev_us = getattr(evt, "device_time_total", 0.0) or getattr(evt, "cuda_time_total", 0.0) or 0.0
-            rows.append({"name": evt.key, "calls": evt.count, "device_us": dev_us,
-                         "cpu_us": evt.self_cpu_time_total})
+            rows.append({"name": evt.key, "calls": evt.count, "device_us": dev_us, "cpu_us": evt.self_cpu_time_total})
         rows.sort(key=lambda r: -(r["device_us"] or r["cpu_us"]))
         result.update(times_ms=sorted(times), ops=rows[:30])
     else:
@@ -135,11 +136,14 @@ def run_script(request: dict, request_file: Path) -> int:
         for evt in prof.key_averages():
             dev_us = getattr(evt, "device_time_total", 0.0) or getattr(evt, "cuda_time_total", 0.0) or 0.0
             if pattern.search(evt.key):
-                rows.append({"name": evt.key, "calls": evt.count, "device_us": dev_us,
-                             "cpu_us": evt.self_cpu_time_total})
+                rows.append(
+                    {"name": evt.key, "calls": evt.count, "device_us": dev_us, "cpu_us": evt.self_cpu_time_total}
+                )
         rows.sort(key=lambda r: -(r["device_us"] or r["cpu_us"]))
-        result.update(ops=rows[:30], times_ms=sorted(r["device_us"] / max(r["calls"], 1) / 1000 for r in rows
-                                                     if r["device_us"])[:1])
+        result.update(
+            ops=rows[:30],
+            times_ms=sorted(r["device_us"] / max(r["calls"], 1) / 1000 for r in rows if r["device_us"])[:1],
+        )
     else:
         run()
     request_file.with_suffix(".result.json").write_text(json.dumps(result))

@@ -15,5 +15,12 @@ from .rewrite import (
     source_fingerprint,
 )
 
-__all__ = ["Rewrite", "RewriteError", "VerifiedDomain", "domain_from_verdict", "revert_module", "rewrite_module",
-           "source_fingerprint"]
+__all__ = [
+    "Rewrite",
+    "RewriteError",
+    "VerifiedDomain",
+    "domain_from_verdict",
+    "revert_module",
+    "rewrite_module",
+    "source_fingerprint",
+]

@@ -53,11 +53,30 @@ BEGIN = "# --- forge: begin optimized {name}"
 END = "# --- forge: end optimized {name} ---"
 
 #: dtype names accepted in a VerifiedDomain (torch attribute names).
-DTYPES = frozenset({
-    "float32", "float64", "float16", "bfloat16", "complex32", "complex64", "complex128",
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
-})
+DTYPES = frozenset(
+    {
+        "float32",
+        "float64",
+        "float16",
+        "bfloat16",
+        "complex32",
+        "complex64",
+        "complex128",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e4m3fnuz",
+        "float8_e5m2fnuz",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bool",
+    }
+)
 _DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "long": "int64", "int": "int32"}
 
 #: candidate top-level functions and constants that belong to the task, not to the kernels.
@@ -129,12 +148,18 @@ class VerifiedDomain(BaseModel):
         return v
 
     @classmethod
-    def for_device(cls, device_type: str, dtypes: list[str] | str, ranks: list[int],
-                   *, contiguous: bool = True, training: bool | None = True) -> "VerifiedDomain":
+    def for_device(
+        cls,
+        device_type: str,
+        dtypes: list[str] | str,
+        ranks: list[int],
+        *,
+        contiguous: bool = True,
+        training: bool | None = True,
+    ) -> VerifiedDomain:
         """E.g. ``VerifiedDomain.for_device("cuda:0", "float32", [2])``."""
         dts = [dtypes] if isinstance(dtypes, str) else list(dtypes)
-        return cls(device_types=[device_type], dtypes=dts, ranks=list(ranks), contiguous=contiguous,
-                   training=training)
+        return cls(device_types=[device_type], dtypes=dts, ranks=list(ranks), contiguous=contiguous, training=training)
 
     def describe(self) -> str:
         ranks = ", ".join(map(str, self.ranks))
@@ -200,12 +225,16 @@ def _find_class(tree: ast.Module, class_name: str) -> ast.ClassDef:
     found = _top_classes(tree, class_name)
     if not found:
         names = sorted({n.name for n in tree.body if isinstance(n, ast.ClassDef)})
-        raise RewriteError(f"no top-level class {class_name!r} in the file"
-                           + (f" (classes found: {', '.join(names)})" if names else ""))
+        raise RewriteError(
+            f"no top-level class {class_name!r} in the file"
+            + (f" (classes found: {', '.join(names)})" if names else "")
+        )
     if len(found) > 1:
         where = ", ".join(str(n.lineno) for n in found)
-        raise RewriteError(f"class {class_name!r} is defined {len(found)} times at top level (lines {where}); "
-                           "keep one definition to rewrite it")
+        raise RewriteError(
+            f"class {class_name!r} is defined {len(found)} times at top level (lines {where}); "
+            "keep one definition to rewrite it"
+        )
     return found[0]
 
 
@@ -233,8 +262,16 @@ def _is_rewritten(text: str, cls: ast.ClassDef) -> bool:
 
 
 # ----------------------------------------------------------------------------- scopes and names
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
-           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
 
 
 def _alias_binding(alias: ast.alias) -> str:
@@ -333,7 +370,7 @@ class _GlobalRefs:
         self.global_stmts: list[ast.AST] = []
         self.unsupported: list[tuple[str, int]] = []
 
-    def run(self, tree: ast.Module) -> "_GlobalRefs":
+    def run(self, tree: ast.Module) -> _GlobalRefs:
         self._visit_list(tree.body, [])
         return self
 
@@ -422,10 +459,12 @@ def _import_descriptors(stmt: ast.stmt) -> dict[str, tuple] | None:
 
 def _equivalent_import(desc: tuple, other: tuple) -> bool:
     """`import torch.nn as nn` and `from torch import nn` bind the same module."""
+
     def key(d):
         if d[0] == "from" and d[1] == 0:
             return ("module", f"{d[2]}.{d[3]}")
         return d
+
     return key(desc) == key(other)
 
 
@@ -465,9 +504,14 @@ def _is_main_guard(stmt: ast.stmt) -> bool:
     if not isinstance(stmt, ast.If):
         return False
     t = stmt.test
-    return (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
-            and len(t.comparators) == 1 and isinstance(t.comparators[0], ast.Constant)
-            and t.comparators[0].value == "__main__")
+    return (
+        isinstance(t, ast.Compare)
+        and isinstance(t.left, ast.Name)
+        and t.left.id == "__name__"
+        and len(t.comparators) == 1
+        and isinstance(t.comparators[0], ast.Constant)
+        and t.comparators[0].value == "__main__"
+    )
 
 
 def _dump(node: ast.AST) -> str:
@@ -475,8 +519,14 @@ def _dump(node: ast.AST) -> str:
 
 
 def _class_dump(cls: ast.ClassDef, as_name: str) -> str:
-    copy = ast.ClassDef(name=as_name, bases=cls.bases, keywords=cls.keywords, body=cls.body,
-                        decorator_list=cls.decorator_list, type_params=getattr(cls, "type_params", []))
+    copy = ast.ClassDef(
+        name=as_name,
+        bases=cls.bases,
+        keywords=cls.keywords,
+        body=cls.body,
+        decorator_list=cls.decorator_list,
+        type_params=getattr(cls, "type_params", []),
+    )
     return ast.dump(copy)
 
 
@@ -504,7 +554,7 @@ def _apply(lines: list[str], edits: list[_Edit], drop: set[int] = frozenset()) -
             for e in es:
                 if e.end > last:
                     raise RewriteError(f"internal error: overlapping renames on line {i + 1}")
-                b = b[:e.start] + e.text.encode("utf-8") + b[e.end:]
+                b = b[: e.start] + e.text.encode("utf-8") + b[e.end :]
                 last = e.start
             line = b.decode("utf-8")
         out.append(line)
@@ -524,8 +574,10 @@ def _rename_edits(tree: ast.Module, lines: list[str], renames: dict[str, str]) -
     refs = _GlobalRefs(set(renames)).run(tree)
     if refs.unsupported:
         name, line = refs.unsupported[0]
-        raise RewriteError(f"the candidate binds {name!r} (line {line}) in a way forge cannot rename, and the name "
-                           "is taken in your file; rename it in the candidate")
+        raise RewriteError(
+            f"the candidate binds {name!r} (line {line}) in a way forge cannot rename, and the name "
+            "is taken in your file; rename it in the candidate"
+        )
     edits = [_Edit(n.lineno - 1, n.col_offset, n.end_col_offset, renames[name]) for n, name in refs.names_at]
     for d in refs.defs:
         e = _name_token(lines, d.lineno, d.col_offset, "class" if isinstance(d, ast.ClassDef) else "def", d.name)
@@ -536,8 +588,10 @@ def _rename_edits(tree: ast.Module, lines: list[str], renames: dict[str, str]) -
         if a.lineno is None or a.lineno != a.end_lineno:
             raise RewriteError(f"cannot rename the import of {bound!r} in the candidate (line {a.lineno})")
         if not a.asname and "." in a.name:
-            raise RewriteError(f"the candidate's `import {a.name}` binds {bound!r}, which is taken in your file; "
-                               f"write `import {a.name} as ...` in the candidate")
+            raise RewriteError(
+                f"the candidate's `import {a.name}` binds {bound!r}, which is taken in your file; "
+                f"write `import {a.name} as ...` in the candidate"
+            )
         edits.append(_Edit(a.lineno - 1, a.col_offset, a.end_col_offset, f"{a.name} as {renames[bound]}"))
     for g in refs.global_stmts:
         for ln in range(g.lineno, g.end_lineno + 1):
@@ -578,9 +632,17 @@ def _unique(base: str, taken: set[str]) -> str:
     return name
 
 
-def _candidate_block(cand_text: str, cand_tree: ast.Module, user_tree: ast.Module, user_cls: ast.ClassDef,
-                     reference_name: str, candidate_class: str, names: dict[str, str],
-                     reserved: set[str], forge_lines: set[int]) -> _Block:
+def _candidate_block(
+    cand_text: str,
+    cand_tree: ast.Module,
+    user_tree: ast.Module,
+    user_cls: ast.ClassDef,
+    reference_name: str,
+    candidate_class: str,
+    names: dict[str, str],
+    reserved: set[str],
+    forge_lines: set[int],
+) -> _Block:
     """The candidate's code as it goes into the user's file: task plumbing and what the file
     already has dropped, clashing names renamed, ModelNew renamed to names['forge']."""
     cls_start = _span(user_cls)[0]
@@ -599,8 +661,11 @@ def _candidate_block(cand_text: str, cand_tree: ast.Module, user_tree: ast.Modul
 
     def same_import_before(name: str, desc: tuple) -> bool:
         seen = user_imports.get(name, [])
-        return bool(seen) and all(d is not None and _equivalent_import(desc, d) for d, _ in seen) \
+        return (
+            bool(seen)
+            and all(d is not None and _equivalent_import(desc, d) for d, _ in seen)
             and any(b for _, b in seen)
+        )
 
     ref_dump = _class_dump(user_cls, reference_name)
     body = cand_tree.body
@@ -615,8 +680,9 @@ def _candidate_block(cand_text: str, cand_tree: ast.Module, user_tree: ast.Modul
             dropped_for_good.append(ast.unparse(s))
         elif _is_main_guard(s):
             dropped_for_good.append("if __name__ == '__main__' block")
-        elif (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in TASK_PLUMBING) or \
-                (isinstance(s, ast.Assign) and _module_bindings(s) and _module_bindings(s) <= TASK_PLUMBING):
+        elif (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in TASK_PLUMBING) or (
+            isinstance(s, ast.Assign) and _module_bindings(s) and _module_bindings(s) <= TASK_PLUMBING
+        ):
             dropped_for_good.append(_stmt_label(s))
         elif isinstance(s, ast.ClassDef) and s.name == reference_name and _class_dump(s, reference_name) == ref_dump:
             same[id(s)] = "copy"
@@ -647,8 +713,9 @@ def _candidate_block(cand_text: str, cand_tree: ast.Module, user_tree: ast.Modul
         verbatim |= {id(s) for s in body if same.get(id(s)) == "forge" and id(s) not in forced}
         keep = [s for s in body if id(s) in forced or id(s) in verbatim or s in base_keep]
         needed = set().union(*(_definition_time_loads(s) for s in keep)) if keep else set()
-        verbatim |= {id(s) for s in body if same.get(id(s)) == "after" and id(s) not in forced
-                     and _module_bindings(s) & needed}
+        verbatim |= {
+            id(s) for s in body if same.get(id(s)) == "after" and id(s) not in forced and _module_bindings(s) & needed
+        }
         keep = [s for s in body if id(s) in forced or id(s) in verbatim or s in base_keep]
         renames: dict[str, str] = {}
         if any(same.get(id(s)) == "copy" for s in body if id(s) not in forced):
@@ -676,8 +743,11 @@ def _candidate_block(cand_text: str, cand_tree: ast.Module, user_tree: ast.Modul
         for idx, s in enumerate(body):
             if id(s) not in same or id(s) in forced or not (reads[id(s)] & changed):
                 continue
-            rebound_later = set().union(*(_module_bindings(t) for t in body[idx + 1:] if t in keep)) \
-                if idx + 1 < len(body) else set()
+            rebound_later = (
+                set().union(*(_module_bindings(t) for t in body[idx + 1 :] if t in keep))
+                if idx + 1 < len(body)
+                else set()
+            )
             # the kept code reads what it binds (and no later kept statement binds that name again)
             if (_module_bindings(s) - rebound_later) & used:
                 more.add(id(s))
@@ -687,8 +757,11 @@ def _candidate_block(cand_text: str, cand_tree: ast.Module, user_tree: ast.Modul
         verbatim -= more
 
     kept_ids = {id(s) for s in keep}
-    dropped = dropped_for_good + [("class " + s.name + " (a copy of your class)") if same[id(s)] == "copy"
-                                  else _stmt_label(s) for s in body if id(s) in same and id(s) not in kept_ids]
+    dropped = dropped_for_good + [
+        ("class " + s.name + " (a copy of your class)") if same[id(s)] == "copy" else _stmt_label(s)
+        for s in body
+        if id(s) in same and id(s) not in kept_ids
+    ]
     # a name bound only by a dropped statement keeps its meaning; a rename covers every global use
     lines = _lines(cand_text)
     edits = _rename_edits(ast.Module(body=keep, type_ignores=[]), lines, renames)
@@ -732,7 +805,7 @@ def _candidate_block(cand_text: str, cand_tree: ast.Module, user_tree: ast.Modul
 # ----------------------------------------------------------------------------- the public class
 def _params_text(lines: list[str], fn: ast.FunctionDef) -> str:
     """The parameter list of `fn` as written (between its parentheses), else as ast prints it."""
-    seg = [line.rstrip("\r\n") + "\n" for line in lines[fn.lineno - 1:fn.end_lineno]]
+    seg = [line.rstrip("\r\n") + "\n" for line in lines[fn.lineno - 1 : fn.end_lineno]]
     depth, start = 0, None
     try:
         for tok in tokenize.generate_tokens(io.StringIO("".join(seg)).readline):
@@ -748,7 +821,7 @@ def _params_text(lines: list[str], fn: ast.FunctionDef) -> str:
                     (r0, c0), (r1, c1) = start, tok.start
                     if r0 == r1:
                         return seg[r0 - 1][c0:c1]
-                    return seg[r0 - 1][c0:] + "".join(seg[r0:r1 - 1]) + seg[r1 - 1][:c1]
+                    return seg[r0 - 1][c0:] + "".join(seg[r0 : r1 - 1]) + seg[r1 - 1][:c1]
     except (tokenize.TokenError, SyntaxError):
         pass
     return ast.unparse(fn.args)
@@ -762,8 +835,11 @@ def _init_source(cls: ast.ClassDef, lines: list[str]) -> tuple[str, bool]:
     if init is not None and not init.decorator_list and (init.args.posonlyargs or init.args.args):
         a = init.args
         evaluated = a.defaults + [d for d in a.kw_defaults if d is not None]
-        evaluated += [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]
-                      if x is not None and x.annotation is not None]
+        evaluated += [
+            x.annotation
+            for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]
+            if x is not None and x.annotation is not None
+        ]
         evaluated += [init.returns] if init.returns is not None else []
         if not any(_all_loads(e) & class_names for e in evaluated):
             params = a.posonlyargs + a.args
@@ -771,18 +847,28 @@ def _init_source(cls: ast.ClassDef, lines: list[str]) -> tuple[str, bool]:
             pos = [p.arg for p in params[1:]] + ([f"*{a.vararg.arg}"] if a.vararg else [])
             kws = [f"{k.arg}={k.arg}" for k in a.kwonlyargs] + ([f"**{a.kwarg.arg}"] if a.kwarg else [])
             sig = _params_text(lines, init)
-            ret = f" -> {ast.get_source_segment(''.join(lines), init.returns) or ast.unparse(init.returns)}" \
-                if init.returns is not None else ""
+            ret = (
+                f" -> {ast.get_source_segment(''.join(lines), init.returns) or ast.unparse(init.returns)}"
+                if init.returns is not None
+                else ""
+            )
             call = ", ".join(pos + kws)
             tup = "(" + ", ".join(pos) + ("," if len(pos) == 1 else "") + ")"
-            kwd = "{" + ", ".join([f"\"{k.arg}\": {k.arg}" for k in a.kwonlyargs]
-                                  + ([f"**{a.kwarg.arg}"] if a.kwarg else [])) + "}"
-            return (f"    def __init__({sig}){ret}:\n"
-                    f"        super().__init__({call})\n"
-                    f"        {me}.__dict__[\"_forge_init\"] = ({tup}, {kwd})  # not registered: state_dict unchanged\n"), False
-    return ("    def __init__(self, *args, **kwargs):\n"
-            "        super().__init__(*args, **kwargs)\n"
-            "        self.__dict__[\"_forge_init\"] = (args, kwargs)  # not registered: state_dict unchanged\n"), True
+            kwd = (
+                "{"
+                + ", ".join([f'"{k.arg}": {k.arg}' for k in a.kwonlyargs] + ([f"**{a.kwarg.arg}"] if a.kwarg else []))
+                + "}"
+            )
+            return (
+                f"    def __init__({sig}){ret}:\n"
+                f"        super().__init__({call})\n"
+                f'        {me}.__dict__["_forge_init"] = ({tup}, {kwd})  # not registered: state_dict unchanged\n'
+            ), False
+    return (
+        "    def __init__(self, *args, **kwargs):\n"
+        "        super().__init__(*args, **kwargs)\n"
+        '        self.__dict__["_forge_init"] = (args, kwargs)  # not registered: state_dict unchanged\n'
+    ), True
 
 
 _PUBLIC = '''\
@@ -894,8 +980,13 @@ class {name}({ref}):
 '''
 
 
-def _module_name(want: str, module: str, user_binds: dict[str, list[tuple[tuple | None, bool]]],
-                 block_binds: dict[str, tuple | None], taken: set[str]) -> tuple[str, str | None]:
+def _module_name(
+    want: str,
+    module: str,
+    user_binds: dict[str, list[tuple[tuple | None, bool]]],
+    block_binds: dict[str, tuple | None],
+    taken: set[str],
+) -> tuple[str, str | None]:
     """(name to use for `module` in the generated class, import line to add or None)."""
     desc = ("module", module)
     seen = user_binds.get(want, [])
@@ -927,9 +1018,18 @@ def source_fingerprint(file_text: str, class_name: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def rewrite_module(file_text: str, class_name: str, candidate_source: str, domain: VerifiedDomain,
-                   *, run_id: str = "", candidate_id: str = "", speedup: float | None = None,
-                   candidate_class: str = "ModelNew", reference_name: str | None = None) -> Rewrite:
+def rewrite_module(
+    file_text: str,
+    class_name: str,
+    candidate_source: str,
+    domain: VerifiedDomain,
+    *,
+    run_id: str = "",
+    candidate_id: str = "",
+    speedup: float | None = None,
+    candidate_class: str = "ModelNew",
+    reference_name: str | None = None,
+) -> Rewrite:
     """Rewrite `class_name` in `file_text` to run the candidate's kernels inside `domain`.
 
     `candidate_source` defines `candidate_class` (KernelBench's ``ModelNew``), verified against
@@ -942,15 +1042,22 @@ def rewrite_module(file_text: str, class_name: str, candidate_source: str, domai
     tree = _parse(file_text, "the file")
     cls = _find_class(tree, class_name)
     if _is_rewritten(file_text, cls):
-        raise RewriteError(f"{class_name} is already optimized by forge; reject/revert that rewrite first "
-                           "(forge's block starts at the line '" + BEGIN.format(name=class_name) + " ...')")
+        raise RewriteError(
+            f"{class_name} is already optimized by forge; reject/revert that rewrite first "
+            "(forge's block starts at the line '" + BEGIN.format(name=class_name) + " ...')"
+        )
     cand_tree = _parse(candidate_source, "the candidate")
     lines = _lines(file_text)
     nl = _newline(file_text)
 
     # private names (self.__x) are mangled with the class name: keep the mangling prefix
-    private_store = any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and n.attr.startswith("__")
-                        and not n.attr.endswith("__") for n in ast.walk(cls))
+    private_store = any(
+        isinstance(n, ast.Attribute)
+        and isinstance(n.ctx, ast.Store)
+        and n.attr.startswith("__")
+        and not n.attr.endswith("__")
+        for n in ast.walk(cls)
+    )
     ref_name = f"_{class_name}" if private_store else f"_{class_name}Reference"
     forge_name = f"_{class_name.lstrip('_')}Forge"
     user_bound: set[str] = set()
@@ -970,19 +1077,32 @@ def rewrite_module(file_text: str, class_name: str, candidate_source: str, domai
                 forge_descs.setdefault(n, []).append(desc.get(n))
     for taken in (ref_name, forge_name):
         if taken in user_bound:
-            raise RewriteError(f"the file already defines {taken!r} (a previous forge rewrite?); forge needs that "
-                               f"name for {class_name}: rename it or revert the previous rewrite first")
+            raise RewriteError(
+                f"the file already defines {taken!r} (a previous forge rewrite?); forge needs that "
+                f"name for {class_name}: rename it or revert the previous rewrite first"
+            )
     unbound_loads = _global_loads(tree) - user_bound  # builtins, star imports: the candidate must not shadow them
     reserved = user_bound | unbound_loads | set(dir(builtins)) | {class_name, ref_name, forge_name}
 
-    block = _candidate_block(candidate_source, cand_tree, tree, cls, reference_name, candidate_class,
-                             {"reference": ref_name, "forge": forge_name}, reserved, forge_lines)
+    block = _candidate_block(
+        candidate_source,
+        cand_tree,
+        tree,
+        cls,
+        reference_name,
+        candidate_class,
+        {"reference": ref_name, "forge": forge_name},
+        reserved,
+        forge_lines,
+    )
     plain = (reserved - forge_descs.keys()) | set(block.binds)
 
     def taken_for(module: str) -> set[str]:
         """Names a generated import of `module` must not take: a name that other forge blocks
         bind to that same module can be bound again (the block stays self-contained)."""
-        return plain | {n for n, ds in forge_descs.items() if n in user_binds or any(d != ("module", module) for d in ds)}
+        return plain | {
+            n for n, ds in forge_descs.items() if n in user_binds or any(d != ("module", module) for d in ds)
+        }
 
     torch_name, torch_import = _module_name("torch", "torch", user_binds, block.binds, taken_for("torch"))
     os_name, os_import = _module_name("os", "os", user_binds, block.binds, taken_for("os"))
@@ -992,8 +1112,14 @@ def rewrite_module(file_text: str, class_name: str, candidate_source: str, domai
     head = _name_token(lines, cls.lineno, cls.col_offset, "class", class_name)
     edits = [_Edit(head.line - cls_start, head.start, head.end, ref_name)]
     for n in ast.walk(cls):
-        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "super" and n.args
-                and isinstance(n.args[0], ast.Name) and n.args[0].id == class_name):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "super"
+            and n.args
+            and isinstance(n.args[0], ast.Name)
+            and n.args[0].id == class_name
+        ):
             a = n.args[0]
             edits.append(_Edit(a.lineno - 1 - cls_start, a.col_offset, a.end_col_offset, ref_name))
     ref_text = "".join(_apply(ref_lines, edits))
@@ -1004,32 +1130,61 @@ def rewrite_module(file_text: str, class_name: str, candidate_source: str, domai
     signature = ""
     imports = [i for i in (os_import, torch_import) if i]
     if needs_inspect:
-        inspect_name, inspect_import = _module_name("inspect", "inspect", user_binds, block.binds,
-                                                    taken_for("inspect") | {torch_name, os_name})
+        inspect_name, inspect_import = _module_name(
+            "inspect", "inspect", user_binds, block.binds, taken_for("inspect") | {torch_name, os_name}
+        )
         if inspect_import:
             imports.append(inspect_import)
         signature = f"    __init__.__signature__ = {inspect_name}.signature({ref_name}.__init__)\n"
     tup = lambda xs: "(" + ", ".join(xs) + ("," if len(xs) == 1 else "") + ")"  # noqa: E731
     public = _PUBLIC.format(
-        name=class_name, ref=ref_name, forge=forge_name, domain=domain.describe(),
+        name=class_name,
+        ref=ref_name,
+        forge=forge_name,
+        domain=domain.describe(),
         devices=tup([repr(d) for d in domain.device_types]),
         dtypes=tup([f"{torch_name}.{d}" for d in domain.dtypes]),
-        ranks=tup([str(r) for r in domain.ranks]), contiguous=domain.contiguous, training=domain.training,
+        ranks=tup([str(r) for r in domain.ranks]),
+        contiguous=domain.contiguous,
+        training=domain.training,
         mode_sensitive=_mode_sensitive(cls),
-        init=init_src, signature=signature, torch=torch_name, os=os_name)
+        init=init_src,
+        signature=signature,
+        torch=torch_name,
+        os=os_name,
+    )
 
-    facts = [x for x in (f"run {run_id}" if run_id else "", f"candidate {candidate_id}" if candidate_id else "",
-                         f"{speedup:.2f}x" if speedup is not None else "") if x]
+    facts = [
+        x
+        for x in (
+            f"run {run_id}" if run_id else "",
+            f"candidate {candidate_id}" if candidate_id else "",
+            f"{speedup:.2f}x" if speedup is not None else "",
+        )
+        if x
+    ]
     header = BEGIN.format(name=class_name) + (f" ({', '.join(facts)})" if facts else "") + " ---"
-    note = (f"# {class_name} keeps the constructor and state_dict keys of the original class, kept above as\n"
-            f"# {ref_name}, and runs the kernels below for calls like the verified ones; other calls,\n"
-            f"# and all calls with FORGE_DISABLE=1, run the original forward. To undo: delete this block\n"
-            f"# and rename {ref_name} back to {class_name} (in its super() calls too).\n")
+    note = (
+        f"# {class_name} keeps the constructor and state_dict keys of the original class, kept above as\n"
+        f"# {ref_name}, and runs the kernels below for calls like the verified ones; other calls,\n"
+        f"# and all calls with FORGE_DISABLE=1, run the original forward. To undo: delete this block\n"
+        f"# and rename {ref_name} back to {class_name} (in its super() calls too).\n"
+    )
     added = "".join(i + "\n" for i in imports)
     if added and not re.match(r"(import|from)\s", block.text):
         added += "\n"
-    block_text = "\n".join([header + "\n" + note + added + block.text.rstrip("\n"),
-                            "", "", public.rstrip("\n"), END.format(name=class_name)]) + "\n"
+    block_text = (
+        "\n".join(
+            [
+                header + "\n" + note + added + block.text.rstrip("\n"),
+                "",
+                "",
+                public.rstrip("\n"),
+                END.format(name=class_name),
+            ]
+        )
+        + "\n"
+    )
     block_text = "\n" + "\n" + block_text
     if nl != "\n":
         block_text = block_text.replace("\n", nl)
@@ -1040,17 +1195,31 @@ def rewrite_module(file_text: str, class_name: str, candidate_source: str, domai
     try:
         compile(new_text, "<forge rewrite>", "exec", dont_inherit=True)
     except SyntaxError as exc:
-        raise RewriteError(f"internal error: the rewritten file does not compile: line {exc.lineno}: {exc.msg}") from exc
+        raise RewriteError(
+            f"internal error: the rewritten file does not compile: line {exc.lineno}: {exc.msg}"
+        ) from exc
 
     renamed = ", ".join(f"{a} -> {b}" for a, b in block.renamed.items())
-    summary = (f"{class_name} now runs " + (f"candidate {candidate_id}" if candidate_id else "the candidate")
-               + (f" ({speedup:.2f}x)" if speedup is not None else "")
-               + f" for calls like the verified ones ({domain.describe()}); other calls and FORGE_DISABLE=1 "
-               + f"run the original forward, kept as {ref_name}. Constructor and state_dict keys unchanged."
-               + (f" Renamed in the candidate to avoid clashes: {renamed}." if renamed else ""))
-    return Rewrite(new_text=new_text, start_line=cls_start, end_line=cls_end, replacement=replacement,
-                   summary=summary, class_name=class_name, reference_class=ref_name, optimized_class=forge_name,
-                   renamed=block.renamed, dropped=block.dropped)
+    summary = (
+        f"{class_name} now runs "
+        + (f"candidate {candidate_id}" if candidate_id else "the candidate")
+        + (f" ({speedup:.2f}x)" if speedup is not None else "")
+        + f" for calls like the verified ones ({domain.describe()}); other calls and FORGE_DISABLE=1 "
+        + f"run the original forward, kept as {ref_name}. Constructor and state_dict keys unchanged."
+        + (f" Renamed in the candidate to avoid clashes: {renamed}." if renamed else "")
+    )
+    return Rewrite(
+        new_text=new_text,
+        start_line=cls_start,
+        end_line=cls_end,
+        replacement=replacement,
+        summary=summary,
+        class_name=class_name,
+        reference_class=ref_name,
+        optimized_class=forge_name,
+        renamed=block.renamed,
+        dropped=block.dropped,
+    )
 
 
 def revert_module(file_text: str, class_name: str) -> Rewrite:
@@ -1066,8 +1235,9 @@ def revert_module(file_text: str, class_name: str) -> Rewrite:
         b = next(i for i, line in enumerate(lines) if re.match(rf"{re.escape(begin)}[ (]", line))
         e = next(i for i in range(b, len(lines)) if lines[i].rstrip("\r\n") == end)
     except StopIteration:
-        raise RewriteError(f"forge's block for {class_name} is incomplete (its begin or end line was edited); "
-                           "revert by hand") from None
+        raise RewriteError(
+            f"forge's block for {class_name} is incomplete (its begin or end line was edited); revert by hand"
+        ) from None
     if not public.bases or not isinstance(public.bases[0], ast.Name):
         raise RewriteError(f"{class_name} no longer derives from its original class; revert by hand")
     ref_name = public.bases[0].id
@@ -1079,24 +1249,38 @@ def revert_module(file_text: str, class_name: str) -> Rewrite:
     head = _name_token(lines, ref.lineno, ref.col_offset, "class", ref_name)
     edits.append(_Edit(head.line - start, head.start, head.end, class_name))
     for n in ast.walk(ref):
-        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "super" and n.args
-                and isinstance(n.args[0], ast.Name) and n.args[0].id == ref_name):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "super"
+            and n.args
+            and isinstance(n.args[0], ast.Name)
+            and n.args[0].id == ref_name
+        ):
             a = n.args[0]
             edits.append(_Edit(a.lineno - 1 - start, a.col_offset, a.end_col_offset, class_name))
     replacement = "".join(_apply(lines[start:stop], edits))
     if not lines[e].endswith(("\n", "\r")):
         replacement = replacement.rstrip("\r\n")
-    new_text = "".join(lines[:start]) + replacement + "".join(lines[e + 1:])
+    new_text = "".join(lines[:start]) + replacement + "".join(lines[e + 1 :])
     after = _parse(new_text, "the reverted file")
     gone = set().union(*(_module_bindings(s) for s in tree.body if b <= s.lineno - 1 <= e))
     still = set().union(*(_module_bindings(s) for s in after.body)) if after.body else set()
     missing = sorted((_global_loads(after) & gone) - still - set(dir(builtins)))
     if missing:
-        raise RewriteError(f"other code in the file uses {', '.join(missing)} from forge's block for {class_name}; "
-                           "revert that code first")
-    return Rewrite(new_text=new_text, start_line=start, end_line=e + 1, replacement=replacement,
-                   summary=f"{class_name} is the original class again; forge's kernels were removed.",
-                   class_name=class_name, reference_class=ref_name)
+        raise RewriteError(
+            f"other code in the file uses {', '.join(missing)} from forge's block for {class_name}; "
+            "revert that code first"
+        )
+    return Rewrite(
+        new_text=new_text,
+        start_line=start,
+        end_line=e + 1,
+        replacement=replacement,
+        summary=f"{class_name} is the original class again; forge's kernels were removed.",
+        class_name=class_name,
+        reference_class=ref_name,
+    )
 
 
 def domain_from_verdict(verdict: dict[str, Any]) -> VerifiedDomain:
@@ -1108,4 +1292,5 @@ def domain_from_verdict(verdict: dict[str, Any]) -> VerifiedDomain:
         device_types=[str(verdict.get("device") or "cpu").split(":")[0]],
         dtypes=sorted({s["dtype"] for s in specs if s.get("dtype")}),
         ranks=[len(s["shape"]) for s in specs if s["case"] == first and s.get("shape") is not None],
-        contiguous=all(s.get("contiguous", True) for s in specs if s.get("dtype")))
+        contiguous=all(s.get("contiguous", True) for s in specs if s.get("dtype")),
+    )

@@ -223,8 +223,9 @@ def _program_name(name: str) -> str:
     return re.sub(r"\W", "_", name.split("<", 1)[0].strip()) + ".cu"
 
 
-def _nvrtc_compile(source: str, name: str, arch: str, options: list[str], output: _Output,
-                   filename: str | None = None) -> _Artifact:
+def _nvrtc_compile(
+    source: str, name: str, arch: str, options: list[str], output: _Output, filename: str | None = None
+) -> _Artifact:
     """Run NVRTC once: compile ``source`` with ``name`` as a name expression and fetch the output."""
     from cuda.bindings import nvrtc
 
@@ -274,8 +275,9 @@ def _not_found_message(name: str, names: list[str]) -> str:
     return f"kernel '{name}' is not a __global__ function of the source (__global__ functions found: {found})"
 
 
-def _cache_key(source: str, name: str, arch: str, options: list[str], output: _Output,
-               filename: str | None = None) -> str:
+def _cache_key(
+    source: str, name: str, arch: str, options: list[str], output: _Output, filename: str | None = None
+) -> str:
     from cuda import bindings
 
     payload = json.dumps(
@@ -335,7 +337,12 @@ def _disk_store(key: str, output: _Output, artifact: _Artifact) -> None:
 
 
 def _compile(
-    source: str, name: str, arch: str | None, options: Sequence[str] | str, lineinfo: bool, output: _Output,
+    source: str,
+    name: str,
+    arch: str | None,
+    options: Sequence[str] | str,
+    lineinfo: bool,
+    output: _Output,
     filename: str | None = None,
 ) -> tuple[str, str, _Artifact]:
     """Compile through the memory and disk caches; returns (arch, cache key, artifact)."""

@@ -35,8 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     from .server import create_server
 
     # stdout is the protocol stream: logs go to stderr (or $FORGE_LSP_LOG)
-    handler = logging.FileHandler(os.environ["FORGE_LSP_LOG"]) if os.environ.get("FORGE_LSP_LOG") else \
-        logging.StreamHandler(sys.stderr)
+    handler = (
+        logging.FileHandler(os.environ["FORGE_LSP_LOG"])
+        if os.environ.get("FORGE_LSP_LOG")
+        else logging.StreamHandler(sys.stderr)
+    )
     level = os.environ.get("FORGE_LSP_LOG_LEVEL", "INFO")
     logging.basicConfig(level=level, handlers=[handler], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if level != "DEBUG":  # pygls logs every message body at INFO: slow, and megabytes in the editor's log

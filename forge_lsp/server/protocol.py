@@ -14,8 +14,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 REQUESTS = ("forge/runs", "forge/run")
-COMMANDS = ("forge.optimize", "forge.profile", "forge.explain", "forge.cancel", "forge.accept", "forge.reject",
-            "forge.showDiff", "forge.insertInputs")
+COMMANDS = (
+    "forge.optimize",
+    "forge.profile",
+    "forge.explain",
+    "forge.cancel",
+    "forge.accept",
+    "forge.reject",
+    "forge.showDiff",
+    "forge.insertInputs",
+)
 PROGRESS_TOKEN_PREFIX = "forge/"  # `$/progress` tokens are "forge/<jobId>"
 
 
@@ -246,6 +254,7 @@ def positional(model: type[M], args: tuple[Any, ...]) -> M:
     names = list(model.model_fields)
     required = [n for n, f in model.model_fields.items() if f.is_required()]
     if len(values) < len(required):
-        raise ProtocolError(f"expected {len(required)} arguments ({', '.join(to_camel(n) for n in required)}), "
-                            f"got {len(values)}")
-    return read(model, {to_camel(n): _plain(v) for n, v in zip(names, values)})
+        raise ProtocolError(
+            f"expected {len(required)} arguments ({', '.join(to_camel(n) for n in required)}), got {len(values)}"
+        )
+    return read(model, {to_camel(n): _plain(v) for n, v in zip(names, values, strict=False)})

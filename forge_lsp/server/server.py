@@ -112,8 +112,9 @@ class ForgeServer(LanguageServer):
             text = doc.lines[line].rstrip("\r\n")
             end = doc.position_codec.position_to_client_units(doc.lines, t.Position(line=line, character=len(text)))
             return t.Range(start=t.Position(line=line, character=0), end=end)
-        return t.Range(start=t.Position(line=max(line, 0), character=0), end=t.Position(line=max(line, 0) + 1,
-                                                                                        character=0))
+        return t.Range(
+            start=t.Position(line=max(line, 0), character=0), end=t.Position(line=max(line, 0) + 1, character=0)
+        )
 
     # ------------------------------------------------------------------ diagnostics
     def set_diagnostics(self, uri: str, producer: str, diagnostics: list[t.Diagnostic]) -> None:
@@ -125,8 +126,10 @@ class ForgeServer(LanguageServer):
             else:
                 per.pop(producer, None)
             merged = [d for ds in per.values() for d in ds]
-        self.call_soon(self.text_document_publish_diagnostics,
-                       t.PublishDiagnosticsParams(uri=uri, diagnostics=merged, version=self.doc_version(uri)))
+        self.call_soon(
+            self.text_document_publish_diagnostics,
+            t.PublishDiagnosticsParams(uri=uri, diagnostics=merged, version=self.doc_version(uri)),
+        )
 
     def clear_file_results(self, uri: str, reason: str) -> None:
         """The file changed: its proposals go away and its diagnostics are cleared (results become stale)."""
@@ -138,8 +141,9 @@ class ForgeServer(LanguageServer):
         for producer in producers:
             self.set_diagnostics(uri, producer, [])
         if dropped or producers:
-            log.info("%s changed (%s): cleared %d proposals, %d diagnostic sets", uri, reason, len(dropped),
-                     len(producers))
+            log.info(
+                "%s changed (%s): cleared %d proposals, %d diagnostic sets", uri, reason, len(dropped), len(producers)
+            )
             self.refresh_lenses()
 
     def refresh_lenses(self) -> None:
@@ -193,8 +197,9 @@ class ForgeServer(LanguageServer):
         done.wait(10.0)
 
         def begin() -> None:
-            self.work_done_progress.begin(token, t.WorkDoneProgressBegin(title=job.title, cancellable=True,
-                                                                          message="starting", percentage=0))
+            self.work_done_progress.begin(
+                token, t.WorkDoneProgressBegin(title=job.title, cancellable=True, message="starting", percentage=0)
+            )
             fut = self.work_done_progress.tokens.get(token)
             if fut is not None:
                 fut.add_done_callback(lambda f: self.cancel_job(job.id) if f.cancelled() else None)
@@ -208,21 +213,30 @@ class ForgeServer(LanguageServer):
         if percentage is not None:
             job.percentage = max(0, min(100, percentage))
         if job.token:
-            self.call_soon(self.work_done_progress.report, job.token,
-                           t.WorkDoneProgressReport(message=message, percentage=job.percentage, cancellable=True))
+            self.call_soon(
+                self.work_done_progress.report,
+                job.token,
+                t.WorkDoneProgressReport(message=message, percentage=job.percentage, cancellable=True),
+            )
 
     def progress_end(self, job: BackgroundJob) -> None:
         if job.ended:
             return
         job.ended = True
         if job.token:
-            self.call_soon(self.work_done_progress.end, job.token,
-                           t.WorkDoneProgressEnd(message=f"{job.status}: {job.message}"[:200]))
+            self.call_soon(
+                self.work_done_progress.end,
+                job.token,
+                t.WorkDoneProgressEnd(message=f"{job.status}: {job.message}"[:200]),
+            )
 
     def cancel_job(self, job_id: str | None = None) -> list[str]:
         with self.state.lock:
-            jobs = [j for j in self.state.jobs.values()
-                    if j.status in ("queued", "running") and (job_id is None or j.id == job_id)]
+            jobs = [
+                j
+                for j in self.state.jobs.values()
+                if j.status in ("queued", "running") and (job_id is None or j.id == job_id)
+            ]
         for job in jobs:
             job.status, job.message = "cancelled", "cancelled"
             log.info("job %s cancelled after %.1f s", job.id, time.time() - job.started)
@@ -268,11 +282,22 @@ class ForgeServer(LanguageServer):
             if key in self.state.rejected:
                 return
             self.state.proposals[(proposal.uri, proposal.target)] = proposal
-        self.set_diagnostics(proposal.uri, f"proposal:{proposal.target}", [t.Diagnostic(
-            range=self.line_range(proposal.uri, proposal.line),
-            message=(f"forge: {proposal.label} faster candidate for {proposal.target} "
-                     f"(run {proposal.run_id}): {proposal.summary}"),
-            severity=t.DiagnosticSeverity.Information, source=SOURCE, code="faster-candidate")])
+        self.set_diagnostics(
+            proposal.uri,
+            f"proposal:{proposal.target}",
+            [
+                t.Diagnostic(
+                    range=self.line_range(proposal.uri, proposal.line),
+                    message=(
+                        f"forge: {proposal.label} faster candidate for {proposal.target} "
+                        f"(run {proposal.run_id}): {proposal.summary}"
+                    ),
+                    severity=t.DiagnosticSeverity.Information,
+                    source=SOURCE,
+                    code="faster-candidate",
+                )
+            ],
+        )
         self.refresh_lenses()
 
 

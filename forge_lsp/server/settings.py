@@ -29,8 +29,13 @@ class Settings(BaseModel):
 
     def agent_overrides(self) -> dict[str, Any]:
         """The overrides for `forge_lsp.agent.config.load_config`."""
-        out: dict[str, Any] = {"search": self.search, "rounds": self.rounds, "concurrency": self.concurrency,
-                               "budget_usd": self.budget_usd, "wall_s": self.wall_s}
+        out: dict[str, Any] = {
+            "search": self.search,
+            "rounds": self.rounds,
+            "concurrency": self.concurrency,
+            "budget_usd": self.budget_usd,
+            "wall_s": self.wall_s,
+        }
         if self.model:
             out["model"] = self.model
         if self.base_url:
@@ -61,8 +66,10 @@ def parse_settings(raw: Any, previous: Settings | None = None) -> tuple[Settings
     data = {_snake(k): v for k, v in raw.items()}
     for k in list(data):
         if k in _SECRET_FIELDS or k.endswith("_key") and k != "api_key_env":
-            problems.append(f"forge.{k} is ignored: API keys are read from the environment only "
-                            f"(set {base.api_key_env} or use the editor's 'Forge: Set API Key')")
+            problems.append(
+                f"forge.{k} is ignored: API keys are read from the environment only "
+                f"(set {base.api_key_env} or use the editor's 'Forge: Set API Key')"
+            )
             del data[k]
         elif k not in Settings.model_fields:
             problems.append(f"unknown setting forge.{k} ignored")
@@ -77,8 +84,7 @@ def parse_settings(raw: Any, previous: Settings | None = None) -> tuple[Settings
                 Settings.model_validate(good | {k: v})
                 good[k] = v
             except ValidationError as one:
-                problems.append(f"forge.{k}={v!r} is invalid ({one.errors()[0]['msg']}); "
-                                f"using {good.get(k)!r}")
+                problems.append(f"forge.{k}={v!r} is invalid ({one.errors()[0]['msg']}); using {good.get(k)!r}")
         del exc
         return Settings.model_validate(good), problems
 

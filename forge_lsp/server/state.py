@@ -15,8 +15,6 @@ def text_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
 
 
-
-
 @dataclass
 class BackgroundJob:
     id: str

@@ -22,7 +22,20 @@ from .index import (
 from .skeleton import Insertion, apply_insertions, inputs_skeleton, skeleton_edits
 
 __all__ = [
-    "FileIndex", "ForgeModuleEntry", "InputsSource", "Insertion", "KernelInfo", "ModuleInfo", "PyProjectForge",
-    "WorkspaceIndex", "apply_insertions", "index_cuda", "index_file", "index_python", "inputs_skeleton",
-    "parse_pyproject_forge", "read_pyproject_forge", "skeleton_edits",
+    "FileIndex",
+    "ForgeModuleEntry",
+    "InputsSource",
+    "Insertion",
+    "KernelInfo",
+    "ModuleInfo",
+    "PyProjectForge",
+    "WorkspaceIndex",
+    "apply_insertions",
+    "index_cuda",
+    "index_file",
+    "index_python",
+    "inputs_skeleton",
+    "parse_pyproject_forge",
+    "read_pyproject_forge",
+    "skeleton_edits",
 ]

@@ -14,7 +14,9 @@ from pathlib import Path
 
 _COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
 _GLOBAL = re.compile(r"\b__global__\b")
-_TOKEN = re.compile(r"\s*(?:(?P<attr>__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\([^)]*\)|(?P<ident>[A-Za-z_]\w*))")
+_TOKEN = re.compile(
+    r"\s*(?:(?P<attr>__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\([^)]*\)|(?P<ident>[A-Za-z_]\w*))"
+)
 _NOT_A_NAME = {"void", "static", "inline", "__forceinline__", "__noinline__", "extern", "__host__", "__device__"}
 
 
@@ -33,9 +35,13 @@ def _blank(match: re.Match[str]) -> str:
 def global_kernels(text: str) -> list[CudaKernel]:
     """Every `__global__` function definition or declaration in `text`, in source order."""
     clean = _COMMENT_OR_STRING.sub(_blank, text)
-    extern_c_blocks = [(m.start(), _block_end(clean, m.end() - 1))
-                       for m in re.finditer(r'extern\s+"C"\s*\{', _COMMENT_OR_STRING.sub(
-                           lambda m: m.group(0) if m.group(0) == '"C"' else _blank(m), text))]
+    extern_c_blocks = [
+        (m.start(), _block_end(clean, m.end() - 1))
+        for m in re.finditer(
+            r'extern\s+"C"\s*\{',
+            _COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0) == '"C"' else _blank(m), text),
+        )
+    ]
     kernels = []
     for m in _GLOBAL.finditer(clean):
         name, start, pos = None, -1, m.end()
@@ -44,11 +50,11 @@ def global_kernels(text: str) -> list[CudaKernel]:
             if tok.group("ident") and tok.group("ident") not in _NOT_A_NAME:
                 name, start = tok.group("ident"), tok.start("ident")
                 break
-        if name is None or not re.match(r"\s*(?:<[^;{]*>\s*)?\(", clean[pos:pos + 200]):
+        if name is None or not re.match(r"\s*(?:<[^;{]*>\s*)?\(", clean[pos : pos + 200]):
             continue
         line = clean.count("\n", 0, start)
         column = start - (clean.rfind("\n", 0, start) + 1)
-        prefix = text[max(0, m.start() - 20):m.start()]
+        prefix = text[max(0, m.start() - 20) : m.start()]
         extern_c = 'extern "C"' in prefix or any(a <= m.start() < b for a, b in extern_c_blocks)
         kernels.append(CudaKernel(name, line, column, extern_c))
     return kernels
@@ -79,8 +85,9 @@ def _python_files(base: Path, max_depth: int) -> list[Path]:
     return [p for _, _, p in sorted(found)]
 
 
-def python_files_loading(cu_file: Path, *, root: Path | None = None, max_depth: int = 3,
-                         limit: int = 2000) -> list[Path]:
+def python_files_loading(
+    cu_file: Path, *, root: Path | None = None, max_depth: int = 3, limit: int = 2000
+) -> list[Path]:
     """Python files that name `cu_file` in a string: the scripts that load (and launch) it.
 
     Searched: `root`, else the .cu file's folder and then its parent, shallowest files first, at

@@ -88,7 +88,9 @@ class InputsSource(BaseModel):
     kind: Literal["kernelbench", "pyproject"]
     detail: str = Field(description="for people, e.g. 'get_inputs() / get_init_inputs() in this file'")
     task_file: str | None = Field(description="the file to hand to the engine as the task")
-    model_class: str | None = Field(default=None, description="the class in task_file to optimize (load_task's model_class)")
+    model_class: str | None = Field(
+        default=None, description="the class in task_file to optimize (load_task's model_class)"
+    )
 
 
 class ModuleInfo(BaseModel):
@@ -103,7 +105,8 @@ class ModuleInfo(BaseModel):
     bases: list[str] = Field(description='as written, e.g. ["nn.Module"], ["torch.nn.Module"], ["MyBase"]')
     init_params: list[str] = Field(
         description="constructor parameters without self; '*args' / '**kwargs' keep their stars. Followed "
-                    "through same-file bases when the class defines no __init__; [] when unknown")
+        "through same-file bases when the class defines no __init__; [] when unknown"
+    )
     forward_params: list[str] = Field(default_factory=list, description="forward() parameters without self, same rules")
     has_forward: bool = Field(description="defines forward, or inherits it from a same-file module or a torch.nn layer")
     inputs: InputsSource | None = None
@@ -129,7 +132,9 @@ class FileIndex(BaseModel):
     has_get_init_inputs: bool = False
     syntax_error: str | None = Field(default=None, description="first syntax error: 'line N: message' (N 1-based)")
     syntax_error_line: int | None = Field(default=None, description="0-based line of syntax_error")
-    skipped: str | None = Field(default=None, description="why the file was not indexed (too large, binary, unreadable)")
+    skipped: str | None = Field(
+        default=None, description="why the file was not indexed (too large, binary, unreadable)"
+    )
     notes: list[str] = []
 
 
@@ -212,7 +217,7 @@ def parse_pyproject_forge(text: str, root: str | Path, *, path: str | None = Non
                 continue
             key = item.get("module")
             if not isinstance(key, str):
-                out.warnings.append(f"[[tool.forge.modules]] entry {i + 1} needs module = \"path/to/file.py::ClassName\"")
+                out.warnings.append(f'[[tool.forge.modules]] entry {i + 1} needs module = "path/to/file.py::ClassName"')
                 continue
             raw.append((key, item))
     elif isinstance(modules, dict):
@@ -285,13 +290,18 @@ _TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
 _TORCH_NN_CLASS = re.compile(r"torch\.nn\.(?:modules(?:\.[a-z_]\w*)*\.)?([A-Z]\w*)")
 _NOT_MODULES = frozenset({"Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"})
 _NO_FORWARD = frozenset({"Module", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
-_OTHER_MODULE_BASES = frozenset({
-    "torch.jit.ScriptModule",
-    "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule",
-    "pytorch_lightning.core.module.LightningModule", "lightning.LightningModule",
-    "lightning.pytorch.LightningModule", "lightning.pytorch.core.LightningModule",
-    "lightning.pytorch.core.module.LightningModule",
-})
+_OTHER_MODULE_BASES = frozenset(
+    {
+        "torch.jit.ScriptModule",
+        "pytorch_lightning.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "pytorch_lightning.core.module.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "lightning.pytorch.core.LightningModule",
+        "lightning.pytorch.core.module.LightningModule",
+    }
+)
 
 
 #: Parses are labelled with this file name so that their SyntaxWarnings/DeprecationWarnings (``1if x``,
@@ -313,12 +323,36 @@ def content_hash(text: str) -> str:
 class _Class:
     """What the resolver needs of one top-level class (from the AST, or from a regex when it did not parse)."""
 
-    __slots__ = ("name", "line", "column", "name_column", "start_line", "end_line", "bases", "init", "forward",
-                 "has_own_forward", "init_arity", "forward_arity")
+    __slots__ = (
+        "name",
+        "line",
+        "column",
+        "name_column",
+        "start_line",
+        "end_line",
+        "bases",
+        "init",
+        "forward",
+        "has_own_forward",
+        "init_arity",
+        "forward_arity",
+    )
 
-    def __init__(self, name: str, line: int, column: int, name_column: int, start_line: int, end_line: int,
-                 bases: list[str], init: list[str] | None, forward: list[str] | None, has_own_forward: bool,
-                 init_arity: tuple[int, float, bool] | None, forward_arity: tuple[int, float, bool] | None):
+    def __init__(
+        self,
+        name: str,
+        line: int,
+        column: int,
+        name_column: int,
+        start_line: int,
+        end_line: int,
+        bases: list[str],
+        init: list[str] | None,
+        forward: list[str] | None,
+        has_own_forward: bool,
+        init_arity: tuple[int, float, bool] | None,
+        forward_arity: tuple[int, float, bool] | None,
+    ):
         self.name, self.line, self.column, self.name_column = name, line, column, name_column
         self.start_line, self.end_line, self.bases = start_line, end_line, bases
         self.init, self.forward, self.has_own_forward = init, forward, has_own_forward
@@ -327,9 +361,20 @@ class _Class:
     def shifted(self, lines: int) -> _Class:
         if not lines:
             return self
-        return _Class(self.name, self.line + lines, self.column, self.name_column, self.start_line + lines,
-                      self.end_line + lines, self.bases, self.init, self.forward, self.has_own_forward,
-                      self.init_arity, self.forward_arity)
+        return _Class(
+            self.name,
+            self.line + lines,
+            self.column,
+            self.name_column,
+            self.start_line + lines,
+            self.end_line + lines,
+            self.bases,
+            self.init,
+            self.forward,
+            self.has_own_forward,
+            self.init_arity,
+            self.forward_arity,
+        )
 
 
 class _Facts(NamedTuple):
@@ -399,8 +444,20 @@ def _class_from_ast(node: ast.ClassDef, lines: list[str], shift0: int) -> _Class
                 forward, forward_arity = _params(item)
         elif isinstance(item, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "forward" for t in item.targets):
             has_forward = True
-    return _Class(node.name, line, column, name_column, start_line, (node.end_lineno or node.lineno) - 1, bases,
-                  init, forward, has_forward, init_arity, forward_arity)
+    return _Class(
+        node.name,
+        line,
+        column,
+        name_column,
+        start_line,
+        (node.end_lineno or node.lineno) - 1,
+        bases,
+        init,
+        forward,
+        has_forward,
+        init_arity,
+        forward_arity,
+    )
 
 
 def _split_top_level_commas(s: str) -> list[str]:
@@ -446,17 +503,29 @@ def _classes_from_broken_chunk(lines: list[str], start: int, end: int) -> tuple[
             last = j - 1
             while last > i and not lines[last].strip():
                 last -= 1
-            body = "\n".join(lines[i + 1:last + 1])
+            body = "\n".join(lines[i + 1 : last + 1])
             bases = [b for b in _split_top_level_commas(m.group(2) or "") if "=" not in b and not b.startswith("*")]
             init_m = re.search(r"^[ \t]+(?:async[ \t]+)?def[ \t]+__init__[ \t]*\(([^)]*)\)", body, re.M)
             fwd_m = re.search(r"^[ \t]+(?:async[ \t]+)?def[ \t]+forward[ \t]*\(([^)]*)\)", body, re.M)
             start_line = i
             while start_line > start and lines[start_line - 1].startswith("@"):
                 start_line -= 1
-            classes.append(_Class(m.group(1), i, 0, m.start(1), start_line, last, bases,
-                                   _regex_params(init_m.group(1)) if init_m else None,
-                                   _regex_params(fwd_m.group(1)) if fwd_m else None,
-                                   fwd_m is not None, None, None))
+            classes.append(
+                _Class(
+                    m.group(1),
+                    i,
+                    0,
+                    m.start(1),
+                    start_line,
+                    last,
+                    bases,
+                    _regex_params(init_m.group(1)) if init_m else None,
+                    _regex_params(fwd_m.group(1)) if fwd_m else None,
+                    fwd_m is not None,
+                    None,
+                    None,
+                )
+            )
             i = j
             continue
         fm = re.match(r"(?:async\s+)?def\s+(get_inputs|get_init_inputs)\b", text)
@@ -468,7 +537,9 @@ def _classes_from_broken_chunk(lines: list[str], start: int, end: int) -> tuple[
     return classes, functions, imports
 
 
-def _parse_tolerant(text: str, lines: list[str]) -> tuple[list[ast.stmt], tuple[int, str] | None, list[tuple[int, int]]]:
+def _parse_tolerant(
+    text: str, lines: list[str]
+) -> tuple[list[ast.stmt], tuple[int, str] | None, list[tuple[int, int]]]:
     """Top-level statements of ``text``; on a syntax error, those of the chunks that parse.
 
     Returns (statements, first error as (0-based line, message) or None, broken line ranges).
@@ -603,8 +674,9 @@ def _empty(path: str, text: str, version: int | None, **extra: object) -> FileIn
     return FileIndex(path=path, version=version, content_hash=content_hash(text), **extra)
 
 
-def index_python(path: str, text: str, *, pyproject: PyProjectForge | None = None,
-                 version: int | None = None) -> FileIndex:
+def index_python(
+    path: str, text: str, *, pyproject: PyProjectForge | None = None, version: int | None = None
+) -> FileIndex:
     """Index one Python file's text. Never raises."""
     try:
         return _index_python(path, text, pyproject, version)
@@ -638,7 +710,7 @@ def _chunk_starts(lines: list[str]) -> list[int]:
     """Lines where a top-level statement probably starts (column 0, outside triple-quoted strings, not
     after a decorator or a backslash). A wrong guess only costs speed: see `_python_facts`."""
     candidates = [i for i, line in enumerate(lines) if line[:1] in _START_CHARS]
-    quote_lines = [i for i, line in enumerate(lines) if '"""' in line or "\'\'\'" in line]
+    quote_lines = [i for i, line in enumerate(lines) if '"""' in line or "'''" in line]
     starts = [0]
     quote: str | None = None
     q = 0
@@ -661,8 +733,9 @@ def _chunk_starts(lines: list[str]) -> list[int]:
     return starts
 
 
-def _python_facts(text: str, lines: list[str], shift0: int) -> tuple[list[_Class], dict[str, str], dict[str, int | None],
-                                                                     tuple[int, str] | None, bool]:
+def _python_facts(
+    text: str, lines: list[str], shift0: int
+) -> tuple[list[_Class], dict[str, str], dict[str, int | None], tuple[int, str] | None, bool]:
     """(classes, import aliases, kernelbench functions, first syntax error, indexed around an error?).
 
     The file is cut into chunks of top-level statements, each parsed on its own and cached. When every
@@ -683,7 +756,7 @@ def _python_facts(text: str, lines: list[str], shift0: int) -> tuple[list[_Class
         j = i
         while facts is None and j + 1 < len(bounds) and j - i < _MAX_MERGE:
             j += 1
-            facts = _chunk_facts("\n".join(lines[start:bounds[j][1]]), start == 0 and shift0 > 0)
+            facts = _chunk_facts("\n".join(lines[start : bounds[j][1]]), start == 0 and shift0 > 0)
         if facts is None:
             failing.append((start, end))
             i += 1
@@ -801,25 +874,49 @@ def _index_python(path: str, text: str, pyproject: PyProjectForge | None, versio
         entry = pyproject.entry(rel, c.name) if pyproject is not None and rel is not None else None
         if entry is not None:
             shown = os.path.relpath(entry.task, pyproject.root).replace(os.sep, "/")  # type: ignore[union-attr]
-            inputs = InputsSource(kind="pyproject", task_file=entry.task, model_class=entry.model_class,
-                                  detail=f'pyproject.toml [tool.forge.modules] "{entry.key}" -> {shown}')
+            inputs = InputsSource(
+                kind="pyproject",
+                task_file=entry.task,
+                model_class=entry.model_class,
+                detail=f'pyproject.toml [tool.forge.modules] "{entry.key}" -> {shown}',
+            )
         elif c.name in kernelbench:
-            inputs = InputsSource(kind="kernelbench", task_file=path, model_class=c.name,
-                                  detail="get_inputs() / get_init_inputs() in this file")
-        infos.append(ModuleInfo(
-            name=c.name, line=c.line, column=c.column, name_column=c.name_column, start_line=c.start_line,
-            end_line=c.end_line, bases=list(c.bases), init_params=list(inherited(c, "init", set()) or []),  # type: ignore[arg-type]
-            forward_params=list(inherited(c, "forward", set()) or []),  # type: ignore[arg-type]
-            has_forward=has_forward(c, set()), inputs=inputs))
+            inputs = InputsSource(
+                kind="kernelbench",
+                task_file=path,
+                model_class=c.name,
+                detail="get_inputs() / get_init_inputs() in this file",
+            )
+        infos.append(
+            ModuleInfo(
+                name=c.name,
+                line=c.line,
+                column=c.column,
+                name_column=c.name_column,
+                start_line=c.start_line,
+                end_line=c.end_line,
+                bases=list(c.bases),
+                init_params=list(inherited(c, "init", set()) or []),  # type: ignore[arg-type]
+                forward_params=list(inherited(c, "forward", set()) or []),  # type: ignore[arg-type]
+                has_forward=has_forward(c, set()),
+                inputs=inputs,
+            )
+        )
 
     notes = []
     if broken:
         notes.append("indexed around a syntax error: classes in the broken part come from their header line only")
     return FileIndex(
-        path=path, version=version, content_hash=content_hash(text), modules=infos,
-        has_get_inputs=has_inputs, has_get_init_inputs=has_init,
+        path=path,
+        version=version,
+        content_hash=content_hash(text),
+        modules=infos,
+        has_get_inputs=has_inputs,
+        has_get_init_inputs=has_init,
         syntax_error=f"line {error[0] + 1}: {error[1]}" if error else None,
-        syntax_error_line=error[0] if error else None, notes=notes)
+        syntax_error_line=error[0] if error else None,
+        notes=notes,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -872,15 +969,23 @@ def index_cuda(path: str, text: str, *, version: int | None = None) -> FileIndex
         for k in found:
             offset = starts[k.line] + k.column if k.line < len(starts) else 0
             end = _kernel_end(clean, offset)
-            kernels.append(KernelInfo(name=k.name, line=k.line, column=k.column, extern_c=k.extern_c,
-                                      end_line=max(k.line, text.count("\n", 0, end))))
+            kernels.append(
+                KernelInfo(
+                    name=k.name,
+                    line=k.line,
+                    column=k.column,
+                    extern_c=k.extern_c,
+                    end_line=max(k.line, text.count("\n", 0, end)),
+                )
+            )
     except Exception as exc:  # noqa: BLE001
         return _empty(path, text, version, notes=[f"internal error while indexing: {type(exc).__name__}: {exc}"])
     return FileIndex(path=path, version=version, content_hash=content_hash(text), kernels=kernels)
 
 
-def index_file(path: str, text: str, *, pyproject: PyProjectForge | None = None,
-               version: int | None = None) -> FileIndex:
+def index_file(
+    path: str, text: str, *, pyproject: PyProjectForge | None = None, version: int | None = None
+) -> FileIndex:
     """`index_python` for .py, `index_cuda` for .cu/.cuh, an empty index for anything else."""
     low = path.lower()
     if low.endswith(PYTHON_SUFFIXES):
@@ -1042,7 +1147,12 @@ class WorkspaceIndex:
             return _empty(key, text, version)
         with self._lock:
             current = self._files.get(key)
-            if current is not None and version is not None and current.version is not None and version < current.version:
+            if (
+                current is not None
+                and version is not None
+                and current.version is not None
+                and version < current.version
+            ):
                 return current
             self._open[key] = (text, version)
             if current is not None and current.content_hash == content_hash(text) and not current.skipped:
@@ -1075,8 +1185,9 @@ class WorkspaceIndex:
     # -- internals -------------------------------------------------------------------------------
 
     def _index_text(self, key: str, text: str, version: int | None, pp: PyProjectForge) -> FileIndex:
-        if len(text) > self.max_file_bytes or (len(text) * 4 > self.max_file_bytes
-                                               and len(text.encode("utf-8", "surrogatepass")) > self.max_file_bytes):
+        if len(text) > self.max_file_bytes or (
+            len(text) * 4 > self.max_file_bytes and len(text.encode("utf-8", "surrogatepass")) > self.max_file_bytes
+        ):
             return _empty(key, text, version, skipped=f"larger than the index limit of {self.max_file_bytes} bytes")
         return index_file(key, text, pyproject=pp, version=version)
 

@@ -49,11 +49,29 @@ class Insertion:
 _LAYER_ARGS: dict[str, tuple[str, ...]] = {
     "Linear": ("in_features", "out_features", "bias"),
     "Bilinear": ("in1_features", "in2_features", "out_features", "bias"),
-    **{f"Conv{d}d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias")
-       for d in (1, 2, 3)},
-    **{f"ConvTranspose{d}d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "output_padding",
-                              "groups", "bias", "dilation") for d in (1, 2, 3)},
-    **{f"{n}{d}d": ("num_features", "eps", "momentum", "affine") for n in ("BatchNorm", "InstanceNorm") for d in (1, 2, 3)},
+    **{
+        f"Conv{d}d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias")
+        for d in (1, 2, 3)
+    },
+    **{
+        f"ConvTranspose{d}d": (
+            "in_channels",
+            "out_channels",
+            "kernel_size",
+            "stride",
+            "padding",
+            "output_padding",
+            "groups",
+            "bias",
+            "dilation",
+        )
+        for d in (1, 2, 3)
+    },
+    **{
+        f"{n}{d}d": ("num_features", "eps", "momentum", "affine")
+        for n in ("BatchNorm", "InstanceNorm")
+        for d in (1, 2, 3)
+    },
     "GroupNorm": ("num_groups", "num_channels", "eps", "affine"),
     "LayerNorm": ("normalized_shape", "eps", "elementwise_affine"),
     "RMSNorm": ("normalized_shape", "eps", "elementwise_affine"),
@@ -72,46 +90,190 @@ _LAYER_ARGS: dict[str, tuple[str, ...]] = {
 }
 
 #: Layers that keep their input's shape (an input flows through them to the layer that fixes its shape).
-_PRESERVING_LAYERS = frozenset({
-    "ReLU", "ReLU6", "GELU", "SiLU", "Tanh", "Sigmoid", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
-    "Identity", "Softmax", "LogSoftmax", "LeakyReLU", "ELU", "SELU", "CELU", "Hardswish", "Hardsigmoid", "Hardtanh",
-    "Mish", "Softplus", "Softsign", "PReLU", "Tanhshrink",
-})
-_PRESERVING_CALLS = frozenset({
-    "relu", "relu_", "relu6", "gelu", "silu", "sigmoid", "tanh", "dropout", "softmax", "log_softmax", "leaky_relu",
-    "elu", "selu", "celu", "hardswish", "hardsigmoid", "hardtanh", "mish", "softplus", "abs", "exp", "log", "clamp",
-    "clip", "neg", "sqrt", "rsqrt", "square", "contiguous", "clone", "float", "half", "bfloat16", "double", "to",
-    "detach", "sin", "cos", "erf", "sign", "reciprocal",
-})
-_REDUCTIONS = frozenset({
-    "sum", "mean", "softmax", "log_softmax", "cumsum", "cumprod", "argmax", "argmin", "max", "min", "prod", "norm",
-    "std", "var", "logsumexp", "amax", "amin", "all", "any", "median", "mode", "flip", "squeeze", "unsqueeze",
-})
+_PRESERVING_LAYERS = frozenset(
+    {
+        "ReLU",
+        "ReLU6",
+        "GELU",
+        "SiLU",
+        "Tanh",
+        "Sigmoid",
+        "Dropout",
+        "Dropout1d",
+        "Dropout2d",
+        "Dropout3d",
+        "AlphaDropout",
+        "Identity",
+        "Softmax",
+        "LogSoftmax",
+        "LeakyReLU",
+        "ELU",
+        "SELU",
+        "CELU",
+        "Hardswish",
+        "Hardsigmoid",
+        "Hardtanh",
+        "Mish",
+        "Softplus",
+        "Softsign",
+        "PReLU",
+        "Tanhshrink",
+    }
+)
+_PRESERVING_CALLS = frozenset(
+    {
+        "relu",
+        "relu_",
+        "relu6",
+        "gelu",
+        "silu",
+        "sigmoid",
+        "tanh",
+        "dropout",
+        "softmax",
+        "log_softmax",
+        "leaky_relu",
+        "elu",
+        "selu",
+        "celu",
+        "hardswish",
+        "hardsigmoid",
+        "hardtanh",
+        "mish",
+        "softplus",
+        "abs",
+        "exp",
+        "log",
+        "clamp",
+        "clip",
+        "neg",
+        "sqrt",
+        "rsqrt",
+        "square",
+        "contiguous",
+        "clone",
+        "float",
+        "half",
+        "bfloat16",
+        "double",
+        "to",
+        "detach",
+        "sin",
+        "cos",
+        "erf",
+        "sign",
+        "reciprocal",
+    }
+)
+_REDUCTIONS = frozenset(
+    {
+        "sum",
+        "mean",
+        "softmax",
+        "log_softmax",
+        "cumsum",
+        "cumprod",
+        "argmax",
+        "argmin",
+        "max",
+        "min",
+        "prod",
+        "norm",
+        "std",
+        "var",
+        "logsumexp",
+        "amax",
+        "amin",
+        "all",
+        "any",
+        "median",
+        "mode",
+        "flip",
+        "squeeze",
+        "unsqueeze",
+    }
+)
 
 _ROLE_VALUES: dict[str, object] = {
-    "in_features": 64, "out_features": 64, "in1_features": 64, "in2_features": 64, "num_features": 16,
-    "normalized_shape": 64, "embedding_dim": 64, "embed_dim": 64, "d_model": 64, "input_size": 64,
-    "hidden_size": 64, "dim_feedforward": 128, "num_channels": 16, "num_groups": 4, "in_channels": 16,
-    "out_channels": 16, "kernel_size": 3, "stride": 1, "padding": 1, "dilation": 1, "groups": 1,
-    "output_padding": 0, "num_heads": 4, "nhead": 4, "num_embeddings": 1000, "num_layers": 1, "p": 0.0,
-    "dropout": 0.0, "eps": 1e-5, "momentum": 0.1, "bias": True, "affine": True, "elementwise_affine": True,
-    "dim": 1, "axis": 1,
+    "in_features": 64,
+    "out_features": 64,
+    "in1_features": 64,
+    "in2_features": 64,
+    "num_features": 16,
+    "normalized_shape": 64,
+    "embedding_dim": 64,
+    "embed_dim": 64,
+    "d_model": 64,
+    "input_size": 64,
+    "hidden_size": 64,
+    "dim_feedforward": 128,
+    "num_channels": 16,
+    "num_groups": 4,
+    "in_channels": 16,
+    "out_channels": 16,
+    "kernel_size": 3,
+    "stride": 1,
+    "padding": 1,
+    "dilation": 1,
+    "groups": 1,
+    "output_padding": 0,
+    "num_heads": 4,
+    "nhead": 4,
+    "num_embeddings": 1000,
+    "num_layers": 1,
+    "p": 0.0,
+    "dropout": 0.0,
+    "eps": 1e-5,
+    "momentum": 0.1,
+    "bias": True,
+    "affine": True,
+    "elementwise_affine": True,
+    "dim": 1,
+    "axis": 1,
 }
 _POOL_ROLE_VALUES = {"kernel_size": 2, "stride": 2, "padding": 0}
 
-_NAME_RULES: list[tuple[re.Pattern[str], object]] = [(re.compile(p), v) for p, v in [
-    (r"batch_first", True), (r"batch", 16), (r"(^|_)eps", 1e-5), (r"momentum", 0.1), (r"dropout|^p$|_p$|prob|rate", 0.0),
-    (r"num_groups", 4), (r"head", 4), (r"kernel", 3), (r"stride", 1), (r"padding_idx", None), (r"pad", 1),
-    (r"dilation", 1), (r"groups", 1), (r"vocab|num_embeddings|num_tokens", 1000), (r"class", 10),
-    (r"layer|depth|blocks", 2), (r"seq|len", 128), (r"channel", 16),
-    (r"feature|dim|hidden|embed|size|width|d_model|units|neurons", 64),
-    (r"scale|alpha|beta|gamma|factor|temperature|weight|slope", 1.0),
-    (r"inplace", False), (r"bias|affine|use_|enable|residual", True),
-]]
+_NAME_RULES: list[tuple[re.Pattern[str], object]] = [
+    (re.compile(p), v)
+    for p, v in [
+        (r"batch_first", True),
+        (r"batch", 16),
+        (r"(^|_)eps", 1e-5),
+        (r"momentum", 0.1),
+        (r"dropout|^p$|_p$|prob|rate", 0.0),
+        (r"num_groups", 4),
+        (r"head", 4),
+        (r"kernel", 3),
+        (r"stride", 1),
+        (r"padding_idx", None),
+        (r"pad", 1),
+        (r"dilation", 1),
+        (r"groups", 1),
+        (r"vocab|num_embeddings|num_tokens", 1000),
+        (r"class", 10),
+        (r"layer|depth|blocks", 2),
+        (r"seq|len", 128),
+        (r"channel", 16),
+        (r"feature|dim|hidden|embed|size|width|d_model|units|neurons", 64),
+        (r"scale|alpha|beta|gamma|factor|temperature|weight|slope", 1.0),
+        (r"inplace", False),
+        (r"bias|affine|use_|enable|residual", True),
+    ]
+]
 
 #: Size constants for dimensions the constructor does not give: name -> value.
-_DIMS = {"batch_size": 16, "seq_len": 128, "length": 128, "depth": 16, "height": 32, "width": 32,
-         "M": 256, "K": 256, "N": 256, "dim": 64}
+_DIMS = {
+    "batch_size": 16,
+    "seq_len": 128,
+    "length": 128,
+    "depth": 16,
+    "height": 32,
+    "width": 32,
+    "M": 256,
+    "K": 256,
+    "N": 256,
+    "dim": 64,
+}
 _SPATIAL = {1: ["length"], 2: ["height", "width"], 3: ["depth", "height", "width"]}
 
 
@@ -149,8 +311,13 @@ def _literal(node: ast.expr | None) -> tuple[bool, object]:
 class _Analysis:
     """Everything the skeleton needs from the file and the class."""
 
-    def __init__(self, stmts: list[ast.stmt], cls: ast.ClassDef | None, regex_init: list[str] | None,
-                 regex_forward: list[str] | None):
+    def __init__(
+        self,
+        stmts: list[ast.stmt],
+        cls: ast.ClassDef | None,
+        regex_init: list[str] | None,
+        regex_forward: list[str] | None,
+    ):
         self.aliases = import_aliases(stmts)
         self.classes = {n.name: n for n in _top_level(stmts) if isinstance(n, ast.ClassDef)}
         self.consts: dict[str, object] = {}
@@ -179,9 +346,12 @@ class _Analysis:
         #: bases the constructor may come from when the file shows no __init__ for the class
         self.foreign_init: list[str] = []
         if cls is not None and self.init is None:
-            self.foreign_init = [_unparse(b) for b in cls.bases
-                                 if not (isinstance(b, ast.Name) and b.id in self.classes)
-                                 and torch_nn_class(_unparse(b), self.aliases) != "Module"]
+            self.foreign_init = [
+                _unparse(b)
+                for b in cls.bases
+                if not (isinstance(b, ast.Name) and b.id in self.classes)
+                and torch_nn_class(_unparse(b), self.aliases) != "Module"
+            ]
         if self.init is not None:
             self.params, self.kw_required = self._params(self.init)
         else:
@@ -209,8 +379,9 @@ class _Analysis:
                         elif isinstance(t, ast.Name) and t.id not in self.param_names:
                             self.locals.setdefault(t.id, node.value)
             calls = [n for n in ast.walk(self.init) if isinstance(n, ast.Call)]
-            self.layer_order = sorted((c for c in calls if self.layer_kind(c) in _LAYER_ARGS),
-                                      key=lambda c: (c.lineno, c.col_offset))
+            self.layer_order = sorted(
+                (c for c in calls if self.layer_kind(c) in _LAYER_ARGS), key=lambda c: (c.lineno, c.col_offset)
+            )
         self.roles = self._roles()
 
     def _method(self, cls: ast.ClassDef, name: str, seen: set[str]) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -230,11 +401,15 @@ class _Analysis:
         a = fn.args
         positional = [*a.posonlyargs, *a.args]
         defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-        params = [_Param(p.arg, d, _unparse(p.annotation) if p.annotation else None)
-                  for p, d in zip(positional, defaults, strict=True)][1:]
+        params = [
+            _Param(p.arg, d, _unparse(p.annotation) if p.annotation else None)
+            for p, d in zip(positional, defaults, strict=True)
+        ][1:]
         kw_required = [p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None]
-        params += [_Param(p.arg, d, _unparse(p.annotation) if p.annotation else None, kw_only=True)
-                   for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)]
+        params += [
+            _Param(p.arg, d, _unparse(p.annotation) if p.annotation else None, kw_only=True)
+            for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
+        ]
         return params, kw_required
 
     # -- names and sizes --------------------------------------------------------------------------
@@ -251,8 +426,12 @@ class _Analysis:
                 return expr.id
             if expr.id in self.locals:
                 return self.param_of(self.locals[expr.id], depth + 1)
-        elif (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self"
-              and expr.attr in self.self_alias):
+        elif (
+            isinstance(expr, ast.Attribute)
+            and isinstance(expr.value, ast.Name)
+            and expr.value.id == "self"
+            and expr.attr in self.self_alias
+        ):
             return self.param_of(self.self_alias[expr.attr], depth + 1)
         return None
 
@@ -315,8 +494,11 @@ class _Namer:
         if wanted not in used and (wanted in self.a.consts or wanted not in self.a.taken):
             got = wanted
         else:
-            got = next(c for c in (wanted.upper(), f"{wanted}_value", *(f"{wanted}_{i}" for i in range(2, 99)))
-                       if c not in self.a.taken and c not in used and c not in self.a.consts)
+            got = next(
+                c
+                for c in (wanted.upper(), f"{wanted}_value", *(f"{wanted}_{i}" for i in range(2, 99)))
+                if c not in self.a.taken and c not in used and c not in self.a.consts
+            )
         self.assigned[key] = got
         return got
 
@@ -423,8 +605,11 @@ class _Skeleton:
             n, t = size_or_placeholder("num_embeddings")
             return _Input(f"torch.randint(0, {n}, ({batch}, {self.dim('seq_len')}))", t)
         if kind in ("MultiheadAttention", "LSTM", "GRU", "RNN", "TransformerEncoderLayer", "TransformerDecoderLayer"):
-            arg = {"MultiheadAttention": "embed_dim", "TransformerEncoderLayer": "d_model",
-                   "TransformerDecoderLayer": "d_model"}.get(kind, "input_size")
+            arg = {
+                "MultiheadAttention": "embed_dim",
+                "TransformerEncoderLayer": "d_model",
+                "TransformerDecoderLayer": "d_model",
+            }.get(kind, "input_size")
             e, t = size_or_placeholder(arg)
             return self.randn([batch, self.dim("seq_len"), e], t)
         return None
@@ -435,8 +620,12 @@ class _Skeleton:
         func = call.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             layer = self.a.layers.get(func.attr)
-            return (layer is not None and self.a.layer_kind(layer) in _PRESERVING_LAYERS
-                    and bool(call.args) and self._same(call.args[0], same))
+            return (
+                layer is not None
+                and self.a.layer_kind(layer) in _PRESERVING_LAYERS
+                and bool(call.args)
+                and self._same(call.args[0], same)
+            )
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
         if name not in _PRESERVING_CALLS:
             return False
@@ -457,8 +646,11 @@ class _Skeleton:
             return self._same(expr.operand, same)
         if isinstance(expr, ast.BinOp) and not isinstance(expr.op, ast.MatMult):
             sides = [self._same(expr.left, same), self._same(expr.right, same)]
-            others = [s for s, e in zip(sides, (expr.left, expr.right), strict=True)
-                      if not s and not isinstance(e, ast.Constant)]
+            others = [
+                s
+                for s, e in zip(sides, (expr.left, expr.right), strict=True)
+                if not s and not isinstance(e, ast.Constant)
+            ]
             return any(sides) and not others
         return False
 
@@ -480,18 +672,32 @@ class _Skeleton:
             return None
         same = {param}
         for stmt in self._statements(fwd.body):
-            calls = sorted((n for n in ast.walk(stmt) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
+            calls = sorted(
+                (n for n in ast.walk(stmt) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset)
+            )
             for call in calls:
                 func = call.func
-                if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
-                        and func.attr in self.a.layers and call.args and self._same(call.args[0], same)):
+                if (
+                    isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id == "self"
+                    and func.attr in self.a.layers
+                    and call.args
+                    and self._same(call.args[0], same)
+                ):
                     got = self.layer_input(self.a.layers[func.attr])
                     if got is not None:
                         return got
             if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                keeps = self._same(stmt.value, same) if not isinstance(stmt, ast.AugAssign) else (
-                    self._same(stmt.target, same) and (self._same(stmt.value, same) or isinstance(stmt.value, ast.Constant)))
+                keeps = (
+                    self._same(stmt.value, same)
+                    if not isinstance(stmt, ast.AugAssign)
+                    else (
+                        self._same(stmt.target, same)
+                        and (self._same(stmt.value, same) or isinstance(stmt.value, ast.Constant))
+                    )
+                )
                 for t in targets:
                     if isinstance(t, ast.Name):
                         (same.add if keeps else same.discard)(t.id)
@@ -589,8 +795,12 @@ class _Skeleton:
                 first = first or got
                 inputs[i] = (p, got)
             if a.forward is None and not a.inputs:
-                inputs.append((_Param("x", None, None),
-                               self.randn([self.dim("batch_size"), self.dim("dim")], "set the real shape and count")))
+                inputs.append(
+                    (
+                        _Param("x", None, None),
+                        self.randn([self.dim("batch_size"), self.dim("dim")], "set the real shape and count"),
+                    )
+                )
 
         init_list: list[str] = []
         init_todo: list[str] = []
@@ -606,8 +816,9 @@ class _Skeleton:
             if a.foreign_init:
                 init_todo.append(f"the constructor comes from {', '.join(a.foreign_init)}: add its arguments")
             if a.kw_required:
-                init_todo.append(f"{self.cls}(*get_init_inputs()) cannot pass keyword-only argument(s) "
-                                 f"{', '.join(a.kw_required)}")
+                init_todo.append(
+                    f"{self.cls}(*get_init_inputs()) cannot pass keyword-only argument(s) {', '.join(a.kw_required)}"
+                )
         for p in positional:  # shape constants of parameters get_init_inputs does not pass
             const = self.name(p.name) if p.name in self.shape_params else None
             if const and const not in param_values:
@@ -632,7 +843,9 @@ class _Skeleton:
             funcs.append("def get_init_inputs():\n" + body + _return_list([(c, None) for c in init_list]))
 
         out.append(f"# Example inputs for {self.cls} (generated by forge: check the sizes)")
-        dims = sorted(((k, v) for k, v in self.name.assigned.items() if k[0] == "dim"), key=lambda kv: list(_DIMS).index(kv[0][1]))
+        dims = sorted(
+            ((k, v) for k, v in self.name.assigned.items() if k[0] == "dim"), key=lambda kv: list(_DIMS).index(kv[0][1])
+        )
         for (_, wanted), const in dims:
             if const in used and const not in a.consts:
                 out.append(f"{const} = {_DIMS[wanted]!r}")
@@ -657,7 +870,7 @@ def _return_list(items: list[tuple[str, str | None]]) -> str:
 class _Plan:
     lines: list[str]
     insert_line: int
-    block: str            # constants and functions, no leading/trailing blank lines ("" when nothing is missing)
+    block: str  # constants and functions, no leading/trailing blank lines ("" when nothing is missing)
     needs_import: bool
     import_line: int
 
@@ -689,8 +902,12 @@ def _plan(file_text: str, class_name: str) -> _Plan:
     needs_import = want_inputs and a.aliases.get("torch") != "torch"
     after_header, import_line = 0, None
     for i, node in enumerate(stmts):
-        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
-                and isinstance(node.value.value, str):
+        if (
+            i == 0
+            and isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
             after_header = node.end_lineno or node.lineno  # the module docstring
         elif isinstance(node, ast.ImportFrom) and node.module == "__future__":
             after_header = node.end_lineno or node.lineno

@@ -76,8 +76,18 @@ from .generate import COMPILE_MODES, SUMMARIES, compile_source, library_source
 from .match import FAMILIES, Match, disjoint, match_graph
 from .probe import ProbeNode, ProbeReport, probe_task, probe_tasks
 
-__all__ = ["OfflineCandidate", "offline_candidates", "candidates_for", "probe_task", "probe_tasks", "match_graph",
-           "ProbeReport", "ProbeNode", "Match", "COMPILE_MODES"]
+__all__ = [
+    "OfflineCandidate",
+    "offline_candidates",
+    "candidates_for",
+    "probe_task",
+    "probe_tasks",
+    "match_graph",
+    "ProbeReport",
+    "ProbeNode",
+    "Match",
+    "COMPILE_MODES",
+]
 
 
 class OfflineCandidate(BaseModel):
@@ -94,11 +104,16 @@ def _is_cuda(device: str) -> bool:
 
 def compile_candidates(task: Task, device: str = "cuda") -> list[OfflineCandidate]:
     modes = COMPILE_MODES if _is_cuda(device) else ("default",)
-    return [OfflineCandidate(name=f"torch.compile:{mode}", origin="torch.compile",
-                             summary=f"the reference forward compiled by torch.compile(mode={mode!r})"
-                             + (", outputs cloned after each CUDA graph replay" if mode == "reduce-overhead" else ""),
-                             source=compile_source(task, mode))
-            for mode in modes]
+    return [
+        OfflineCandidate(
+            name=f"torch.compile:{mode}",
+            origin="torch.compile",
+            summary=f"the reference forward compiled by torch.compile(mode={mode!r})"
+            + (", outputs cloned after each CUDA graph replay" if mode == "reduce-overhead" else ""),
+            source=compile_source(task, mode),
+        )
+        for mode in modes
+    ]
 
 
 def _ops(matches: list[Match]) -> list[str]:
@@ -114,17 +129,30 @@ def library_candidates(task: Task, report: ProbeReport) -> list[OfflineCandidate
     for family in FAMILIES:
         group = disjoint([m for m in matches if m.family == family])
         if group:
-            out.append(OfflineCandidate(name=f"library:{family}", origin="library", summary=SUMMARIES[family],
-                                        source=library_source(task, group), ops=_ops(group)))
+            out.append(
+                OfflineCandidate(
+                    name=f"library:{family}",
+                    origin="library",
+                    summary=SUMMARIES[family],
+                    source=library_source(task, group),
+                    ops=_ops(group),
+                )
+            )
     if len(out) > 1:
         combined = disjoint(matches)
         fams = []
         for m in combined:
             if m.family not in fams:
                 fams.append(m.family)
-        out.append(OfflineCandidate(name="library:all", origin="library",
-                                    summary="all library kernels that apply: " + ", ".join(fams),
-                                    source=library_source(task, combined), ops=_ops(combined)))
+        out.append(
+            OfflineCandidate(
+                name="library:all",
+                origin="library",
+                summary="all library kernels that apply: " + ", ".join(fams),
+                source=library_source(task, combined),
+                ops=_ops(combined),
+            )
+        )
     return out
 
 
@@ -133,8 +161,14 @@ def candidates_for(task: Task, report: ProbeReport, device: str = "cuda") -> lis
     return library_candidates(task, report) + compile_candidates(task, device)
 
 
-def offline_candidates(task: Task, *, device: str = "cuda", python: str | None = None, timeout: float = 120.0,
-                       cache_dir: Path | None = None) -> list[OfflineCandidate]:
+def offline_candidates(
+    task: Task,
+    *,
+    device: str = "cuda",
+    python: str | None = None,
+    timeout: float = 120.0,
+    cache_dir: Path | None = None,
+) -> list[OfflineCandidate]:
     """Library candidates for the ops found in the task's FX graph, then torch.compile variants.
 
     The graph is traced in a child process (`probe_task`); when that fails (untraceable model,

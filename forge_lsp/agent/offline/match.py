@@ -32,8 +32,12 @@ class Match(BaseModel):
     detail: str
 
     def step(self) -> dict[str, Any]:
-        return {"replace": list(self.nodes), "expect": [list(e) for e in self.expect], "fn": self.fn,
-                "args": list(self.args)}
+        return {
+            "replace": list(self.nodes),
+            "expect": [list(e) for e in self.expect],
+            "fn": self.fn,
+            "args": list(self.args),
+        }
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -127,8 +131,15 @@ def _softmax(g: _Graph, n: ProbeNode) -> Match | None:
     shape = _input_shape(g, x)
     if dim != -1 and not (shape is not None and dim == len(shape) - 1):
         return None
-    return Match(family="softmax", nodes=[n.name], expect=[_expect(n)], fn="forge_softmax", args=[x, dim],
-                 ops=["softmax"], detail=f"{n.name}: softmax over the last dim")
+    return Match(
+        family="softmax",
+        nodes=[n.name],
+        expect=[_expect(n)],
+        fn="forge_softmax",
+        args=[x, dim],
+        ops=["softmax"],
+        detail=f"{n.name}: softmax over the last dim",
+    )
 
 
 def _norm_shape(v: Any) -> list[int] | None:
@@ -158,12 +169,18 @@ def _layer_norm(g: _Graph, n: ProbeNode) -> Match | None:
     if not _is_node(x) or shape is None or eps is None:
         return None
     xs = _input_shape(g, x)
-    if xs is not None and xs[len(xs) - len(shape):] != shape:
+    if xs is not None and xs[len(xs) - len(shape) :] != shape:
         return None
     affine = ", ".join(p for p, s in (("weight", w), ("bias", bias)) if s) or "no affine"
-    return Match(family="layer_norm", nodes=[n.name], expect=[_expect(n)], fn="forge_layer_norm",
-                 args=[x, shape, w, bias, eps], ops=["layer_norm"],
-                 detail=f"{n.name}: {what} over {tuple(shape)} ({affine})")
+    return Match(
+        family="layer_norm",
+        nodes=[n.name],
+        expect=[_expect(n)],
+        fn="forge_layer_norm",
+        args=[x, shape, w, bias, eps],
+        ops=["layer_norm"],
+        detail=f"{n.name}: {what} over {tuple(shape)} ({affine})",
+    )
 
 
 def _rms_norm(g: _Graph, n: ProbeNode) -> Match | None:
@@ -186,11 +203,17 @@ def _rms_norm(g: _Graph, n: ProbeNode) -> Match | None:
     if not _is_node(x) or shape is None or (eps is not None and _num(eps) is None):
         return None
     xs = _input_shape(g, x)
-    if xs is not None and xs[len(xs) - len(shape):] != shape:
+    if xs is not None and xs[len(xs) - len(shape) :] != shape:
         return None
-    return Match(family="rms_norm", nodes=[n.name], expect=[_expect(n)], fn="forge_rms_norm",
-                 args=[x, shape, w, _num(eps) if eps is not None else None], ops=["rms_norm"],
-                 detail=f"{n.name}: {what} over {tuple(shape)}" + (" with weight" if w else ""))
+    return Match(
+        family="rms_norm",
+        nodes=[n.name],
+        expect=[_expect(n)],
+        fn="forge_rms_norm",
+        args=[x, shape, w, _num(eps) if eps is not None else None],
+        ops=["rms_norm"],
+        detail=f"{n.name}: {what} over {tuple(shape)}" + (" with weight" if w else ""),
+    )
 
 
 def _explicit_rms_norm(g: _Graph, r: ProbeNode) -> Match | None:
@@ -223,7 +246,12 @@ def _explicit_rms_norm(g: _Graph, r: ProbeNode) -> Match | None:
     if len(r.users) != 1:
         return None
     m1 = g.by_name[r.users[0]]
-    if m1.kind != "mul" or m1.kwargs or len(m1.args) != 2 or {str(a) for a in m1.args} != {str(x), str({"node": r.name})}:
+    if (
+        m1.kind != "mul"
+        or m1.kwargs
+        or len(m1.args) != 2
+        or {str(a) for a in m1.args} != {str(x), str({"node": r.name})}
+    ):
         return None
     nodes = [sq, mean, add, r, m1]
     weight = None
@@ -242,9 +270,15 @@ def _explicit_rms_norm(g: _Graph, r: ProbeNode) -> Match | None:
     else:
         return None
     nodes.sort(key=lambda nd: g.order[nd.name])
-    return Match(family="rms_norm", nodes=[nd.name for nd in nodes], expect=[_expect(nd) for nd in nodes],
-                 fn="forge_rms_norm", args=[x, [d], weight, _num(eps)], ops=["rms_norm"],
-                 detail=f"{nodes[-1].name}: x * rsqrt(mean(x^2) + eps)" + (" * weight" if weight else "") + " (RMS norm)")
+    return Match(
+        family="rms_norm",
+        nodes=[nd.name for nd in nodes],
+        expect=[_expect(nd) for nd in nodes],
+        fn="forge_rms_norm",
+        args=[x, [d], weight, _num(eps)],
+        ops=["rms_norm"],
+        detail=f"{nodes[-1].name}: x * rsqrt(mean(x^2) + eps)" + (" * weight" if weight else "") + " (RMS norm)",
+    )
 
 
 def _group_norm(g: _Graph, n: ProbeNode) -> Match | None:
@@ -272,9 +306,15 @@ def _group_norm(g: _Graph, n: ProbeNode) -> Match | None:
     xs = _input_shape(g, x)
     if xs is not None and (len(xs) < 2 or xs[1] % groups != 0):
         return None
-    return Match(family="group_norm", nodes=[n.name], expect=[_expect(n)], fn="forge_group_norm",
-                 args=[x, groups, w, bias, eps], ops=["group_norm"],
-                 detail=f"{n.name}: {what} with {groups} groups" + (" (affine)" if w or bias else ""))
+    return Match(
+        family="group_norm",
+        nodes=[n.name],
+        expect=[_expect(n)],
+        fn="forge_group_norm",
+        args=[x, groups, w, bias, eps],
+        ops=["group_norm"],
+        detail=f"{n.name}: {what} with {groups} groups" + (" (affine)" if w or bias else ""),
+    )
 
 
 def _adaptive_avg_pool2d(g: _Graph, n: ProbeNode) -> Match | None:
@@ -295,9 +335,15 @@ def _adaptive_avg_pool2d(g: _Graph, n: ProbeNode) -> Match | None:
     xs = _input_shape(g, x)
     if xs is not None and len(xs) not in (3, 4):
         return None
-    return Match(family="adaptive_avg_pool2d", nodes=[n.name], expect=[_expect(n)], fn="forge_adaptive_avg_pool2d",
-                 args=[x, size], ops=["adaptive_avg_pool2d"],
-                 detail=f"{n.name}: adaptive_avg_pool2d to {tuple(size)}")
+    return Match(
+        family="adaptive_avg_pool2d",
+        nodes=[n.name],
+        expect=[_expect(n)],
+        fn="forge_adaptive_avg_pool2d",
+        args=[x, size],
+        ops=["adaptive_avg_pool2d"],
+        detail=f"{n.name}: adaptive_avg_pool2d to {tuple(size)}",
+    )
 
 
 def _activation(n: ProbeNode) -> tuple[Any, str] | None:
@@ -346,9 +392,15 @@ def _epilogue(g: _Graph, act: ProbeNode) -> Match | None:
                 return None
         if not _is_node(inp):
             return None
-        return Match(family="linear_act", nodes=[p.name, act.name], expect=[_expect(p), _expect(act)],
-                     fn="forge_linear_act", args=[inp, w, bias, act_name], ops=["linear", act.kind or act_name],
-                     detail=f"{p.name} -> {act.name}: linear" + (" + bias" if bias else "") + f" + {act_name}")
+        return Match(
+            family="linear_act",
+            nodes=[p.name, act.name],
+            expect=[_expect(p), _expect(act)],
+            fn="forge_linear_act",
+            args=[inp, w, bias, act_name],
+            ops=["linear", act.kind or act_name],
+            detail=f"{p.name} -> {act.name}: linear" + (" + bias" if bias else "") + f" + {act_name}",
+        )
     if p.kind == "add":
         b = _bind(p, ["input", "other", "alpha"])
         if b is None or b.get("alpha", 1) != 1 or not (_is_node(b.get("input")) and _is_node(b.get("other"))):
@@ -371,10 +423,15 @@ def _epilogue(g: _Graph, act: ProbeNode) -> Match | None:
                 return None  # the bias would broadcast the data to a bigger shape
             if _bias_layout(data.shape, bias.attr["shape"]) is None:
                 return None
-        return Match(family="bias_act", nodes=[p.name, act.name], expect=[_expect(p), _expect(act)],
-                     fn="forge_bias_act", args=[{"node": data.name}, {"node": bias.name}, act_name],
-                     ops=["add", act.kind or act_name],
-                     detail=f"{p.name} -> {act.name}: + {bias.target} {tuple(bias.attr['shape'])} + {act_name}")
+        return Match(
+            family="bias_act",
+            nodes=[p.name, act.name],
+            expect=[_expect(p), _expect(act)],
+            fn="forge_bias_act",
+            args=[{"node": data.name}, {"node": bias.name}, act_name],
+            ops=["add", act.kind or act_name],
+            detail=f"{p.name} -> {act.name}: + {bias.target} {tuple(bias.attr['shape'])} + {act_name}",
+        )
     return None
 
 
@@ -389,8 +446,13 @@ def _bias_layout(shape: list[int], bias_shape: list[int]) -> str | None:
     return "last" if dims[0] == len(shape) - 1 else "channel"
 
 
-_SINGLE = {"softmax": _softmax, "layer_norm": _layer_norm, "rms_norm": _rms_norm, "group_norm": _group_norm,
-           "adaptive_avg_pool2d": _adaptive_avg_pool2d}
+_SINGLE = {
+    "softmax": _softmax,
+    "layer_norm": _layer_norm,
+    "rms_norm": _rms_norm,
+    "group_norm": _group_norm,
+    "adaptive_avg_pool2d": _adaptive_avg_pool2d,
+}
 
 
 def match_graph(report: ProbeReport) -> list[Match]:
@@ -407,8 +469,9 @@ def match_graph(report: ProbeReport) -> list[Match]:
             m = _explicit_rms_norm(g, n)
         elif n.kind in _ACTS:
             m = _epilogue(g, n)
-        if m is not None and all(_is_const(a) or _is_node(a) or (isinstance(a, dict) and set(a) == {"attr"})
-                                 for a in m.args):
+        if m is not None and all(
+            _is_const(a) or _is_node(a) or (isinstance(a, dict) and set(a) == {"attr"}) for a in m.args
+        ):
             found.append(m)
     return found
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ...engine.worker_client import default_cache_dir, worker_env
 from ...engine.task import Task
+from ...engine.worker_client import default_cache_dir, worker_env
 
 _EXCERPT = 4000
 
@@ -68,8 +68,15 @@ class ProbeReport(BaseModel):
 def _run(cmd: list[str], env: dict[str, str], timeout: float, cwd: Path) -> tuple[int | None, str]:
     """Run in its own process group; (returncode or None on timeout, output tail)."""
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, cwd=str(cwd), start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=str(cwd),
+            start_new_session=True,
+        )
         try:
             code: int | None = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -85,8 +92,14 @@ def _run(cmd: list[str], env: dict[str, str], timeout: float, cwd: Path) -> tupl
         return code, out.read().decode("utf-8", errors="replace")
 
 
-def probe_tasks(tasks: list[Task], *, device: str = "cuda", python: str | None = None, timeout: float = 120.0,
-                cache_dir: Path | None = None) -> list[ProbeReport]:
+def probe_tasks(
+    tasks: list[Task],
+    *,
+    device: str = "cuda",
+    python: str | None = None,
+    timeout: float = 120.0,
+    cache_dir: Path | None = None,
+) -> list[ProbeReport]:
     """Trace each task's model, all in one child process (one torch import for the batch).
 
     Never raises for problems of the tasks' code: each gets a report, with `error` set when it
@@ -100,9 +113,20 @@ def probe_tasks(tasks: list[Task], *, device: str = "cuda", python: str | None =
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="probe-", dir=work_root) as tmp:
         work = Path(tmp)
-        request = {"out": str(work / "graph.json"), "tasks": [
-            {"task_source": t.source, "task_name": t.name, "model_class": t.model_class,
-             "init_inputs_fn": t.init_inputs_fn, "inputs_fn": t.inputs_fn, "seed": t.seed} for t in tasks]}
+        request = {
+            "out": str(work / "graph.json"),
+            "tasks": [
+                {
+                    "task_source": t.source,
+                    "task_name": t.name,
+                    "model_class": t.model_class,
+                    "init_inputs_fn": t.init_inputs_fn,
+                    "inputs_fn": t.inputs_fn,
+                    "seed": t.seed,
+                }
+                for t in tasks
+            ],
+        }
         (work / "request.json").write_text(json.dumps(request))
         # tracing needs no GPU: keep the probe off it (it may run while a worker is timing)
         env = worker_env(device, cache, {"CUDA_VISIBLE_DEVICES": ""})
@@ -111,8 +135,11 @@ def probe_tasks(tasks: list[Task], *, device: str = "cuda", python: str | None =
         seconds = time.perf_counter() - t0
         out = work / "graph.json"
         if code is None or not out.exists():
-            why = (f"the graph probe did not finish within {timeout:g} s" if code is None
-                   else f"the graph probe exited with code {code} without an answer")
+            why = (
+                f"the graph probe did not finish within {timeout:g} s"
+                if code is None
+                else f"the graph probe exited with code {code} without an answer"
+            )
             return [ProbeReport(error=why, seconds=seconds, log_excerpt=log) for _ in tasks]
         reports = [ProbeReport.model_validate(r) for r in json.loads(out.read_text())["reports"]]
         for r in reports:
@@ -121,8 +148,14 @@ def probe_tasks(tasks: list[Task], *, device: str = "cuda", python: str | None =
         return reports
 
 
-def probe_task(task: Task, *, device: str = "cuda", python: str | None = None, timeout: float = 120.0,
-               cache_dir: Path | None = None) -> ProbeReport:
+def probe_task(
+    task: Task,
+    *,
+    device: str = "cuda",
+    python: str | None = None,
+    timeout: float = 120.0,
+    cache_dir: Path | None = None,
+) -> ProbeReport:
     """Trace the task's model in a child process. Never raises for problems of the task's code."""
     return probe_tasks([task], device=device, python=python, timeout=timeout, cache_dir=cache_dir)[0]
 
@@ -147,8 +180,12 @@ def _tables():
     add("layer_norm", F.layer_norm, torch.layer_norm)
     add("group_norm", F.group_norm, torch.group_norm)
     add("rms_norm", getattr(F, "rms_norm", None), getattr(torch, "rms_norm", None))
-    add("adaptive_avg_pool2d", F.adaptive_avg_pool2d, getattr(nn_c, "adaptive_avg_pool2d", None),
-        getattr(torch, "adaptive_avg_pool2d", None))
+    add(
+        "adaptive_avg_pool2d",
+        F.adaptive_avg_pool2d,
+        getattr(nn_c, "adaptive_avg_pool2d", None),
+        getattr(torch, "adaptive_avg_pool2d", None),
+    )
     add("linear", F.linear, getattr(nn_c, "linear", None))
     add("relu", F.relu, torch.relu, torch.relu_, F.relu_)
     add("gelu", F.gelu)
@@ -158,8 +195,16 @@ def _tables():
     add("pow", operator.pow, torch.pow)
     add("mean", torch.mean)
     add("rsqrt", torch.rsqrt)
-    methods = {"softmax": "softmax", "relu": "relu", "relu_": "relu", "add": "add", "mul": "mul",
-               "pow": "pow", "mean": "mean", "rsqrt": "rsqrt"}
+    methods = {
+        "softmax": "softmax",
+        "relu": "relu",
+        "relu_": "relu",
+        "add": "add",
+        "mul": "mul",
+        "pow": "pow",
+        "mean": "mean",
+        "rsqrt": "rsqrt",
+    }
     modules: dict[type, tuple[str, tuple[str, ...]]] = {
         nn.Softmax: ("softmax", ("dim",)),
         nn.LayerNorm: ("layer_norm", ("normalized_shape", "eps", "elementwise_affine")),
@@ -209,9 +254,15 @@ def _describe(model: Any, graph: Any) -> list[dict[str, Any]]:
     buffers = dict(model.named_buffers())
     out = []
     for node in graph.nodes:
-        d: dict[str, Any] = {"name": node.name, "op": node.op, "target": _target_name(node), "kind": None,
-                             "args": _value(list(node.args)), "kwargs": {k: _value(v) for k, v in node.kwargs.items()},
-                             "users": [u.name for u in node.users]}
+        d: dict[str, Any] = {
+            "name": node.name,
+            "op": node.op,
+            "target": _target_name(node),
+            "kind": None,
+            "args": _value(list(node.args)),
+            "kwargs": {k: _value(v) for k, v in node.kwargs.items()},
+            "users": [u.name for u in node.users],
+        }
         if node.op == "call_function":
             try:
                 d["kind"] = funcs.get(node.target)
@@ -222,9 +273,11 @@ def _describe(model: Any, graph: Any) -> list[dict[str, Any]]:
         elif node.op == "call_module":
             mod = model.get_submodule(node.target)
             entry = modules.get(type(mod))  # exact type: a subclass may override forward
-            info: dict[str, Any] = {"type": f"{type(mod).__module__}.{type(mod).__qualname__}", "attrs": {},
-                                    "params": {k: list(p.shape) for k, p in mod.named_parameters(recurse=False)
-                                               if p is not None}}
+            info: dict[str, Any] = {
+                "type": f"{type(mod).__module__}.{type(mod).__qualname__}",
+                "attrs": {},
+                "params": {k: list(p.shape) for k, p in mod.named_parameters(recurse=False) if p is not None},
+            }
             if entry is not None:
                 d["kind"] = entry[0]
                 info["attrs"] = {a: _value(getattr(mod, a, None)) for a in entry[1]}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -29,7 +30,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 def changed_inputs(before: list[Any], after: list[Any]) -> list[int]:
     return [
         i
-        for i, (b, a) in enumerate(zip(before, after))
+        for i, (b, a) in enumerate(zip(before, after, strict=False))
         if isinstance(b, torch.Tensor) and not same_bits(b, a)
     ]
 
@@ -54,7 +55,15 @@ def aliased_outputs(outputs: Any, inputs: Iterable[Any]) -> list[str]:
 
 
 # ---------------------------------------------------------------- monkeypatching
-_WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.testing", "torch.nn.modules.module", "math", "time")
+_WATCHED_MODULES = (
+    "torch",
+    "torch.nn.functional",
+    "torch.cuda",
+    "torch.testing",
+    "torch.nn.modules.module",
+    "math",
+    "time",
+)
 
 
 class PatchGuard:
@@ -81,9 +90,7 @@ class PatchGuard:
         snap = {}
         for name, ns in self._objects():
             snap[name] = {
-                k: id(v)
-                for k, v in list(ns.items())
-                if not k.startswith("__") and not isinstance(v, types.ModuleType)
+                k: id(v) for k, v in list(ns.items()) if not k.startswith("__") and not isinstance(v, types.ModuleType)
             }
         return snap
 

@@ -67,7 +67,9 @@ def compare_tensor(
             return mm(
                 "values",
                 f"{int(neq.sum())} of {e.numel()} elements differ (exact match required for {expected.dtype})",
-                index=_index(i, expected.shape), expected=float(e[i]), actual=float(a[i]),
+                index=_index(i, expected.shape),
+                expected=float(e[i]),
+                actual=float(a[i]),
                 bad_fraction=float(neq.float().mean()),
             )
         return None
@@ -81,14 +83,21 @@ def compare_tensor(
         return mm(
             "nan",
             f"NaN positions differ: {int(a_nan.sum())} NaN in candidate, {int(e_nan.sum())} in reference",
-            index=_index(i, expected.shape), expected=float(e64[i]), actual=float(a64[i]),
+            index=_index(i, expected.shape),
+            expected=float(e64[i]),
+            actual=float(a64[i]),
         )
     e_inf, a_inf = torch.isinf(e64), torch.isinf(a64)
     inf_bad = (e_inf != a_inf) | (e_inf & (torch.sign(e64) != torch.sign(a64)))
     if bool(inf_bad.any()):
         i = int(inf_bad.nonzero()[0])
-        return mm("inf", "Inf positions or signs differ", index=_index(i, expected.shape),
-                  expected=float(e64[i]), actual=float(a64[i]))
+        return mm(
+            "inf",
+            "Inf positions or signs differ",
+            index=_index(i, expected.shape),
+            expected=float(e64[i]),
+            actual=float(a64[i]),
+        )
 
     if tol is None:
         tol = Tolerance(atol=1e-4, rtol=1e-4)
@@ -107,28 +116,36 @@ def compare_tensor(
             "values",
             f"{int(bad.sum())} of {e.numel()} elements outside atol={tol.atol:g}*{scale:.3g} + "
             f"rtol={tol.rtol:g}; max abs error {max_abs:.3g}",
-            max_abs_error=max_abs, max_rel_error=max_rel, index=_index(i, expected.shape),
-            expected=float(e64[i]), actual=float(a64[i]), bad_fraction=float(bad.double().mean()),
+            max_abs_error=max_abs,
+            max_rel_error=max_rel,
+            index=_index(i, expected.shape),
+            expected=float(e64[i]),
+            actual=float(a64[i]),
+            bad_fraction=float(bad.double().mean()),
         )
     return None
 
 
-def compare_outputs(
-    expected: Any, actual: Any, tolerance_for, input_set: str
-) -> tuple[Mismatch | None, float]:
+def compare_outputs(expected: Any, actual: Any, tolerance_for, input_set: str) -> tuple[Mismatch | None, float]:
     """First mismatch between two output structures (or None) and the max abs error seen."""
     exp_items, act_items = flatten_outputs(expected), flatten_outputs(actual)
     max_err = 0.0
     if len(exp_items) != len(act_items):
         return Mismatch(
-            input_set=input_set, output="out", problem="structure",
+            input_set=input_set,
+            output="out",
+            problem="structure",
             detail=f"{len(act_items)} output leaves, expected {len(exp_items)}",
         ), max_err
-    for (path, e), (apath, a) in zip(exp_items, act_items):
+    for (path, e), (apath, a) in zip(exp_items, act_items, strict=False):
         if isinstance(e, torch.Tensor):
             if not isinstance(a, torch.Tensor):
-                return Mismatch(input_set=input_set, output=path, problem="structure",
-                                detail=f"expected a tensor, got {type(a).__name__}"), max_err
+                return Mismatch(
+                    input_set=input_set,
+                    output=path,
+                    problem="structure",
+                    detail=f"expected a tensor, got {type(a).__name__}",
+                ), max_err
             m = compare_tensor(e, a, tolerance_for(str(e.dtype)), input_set, path)
             if m is not None:
                 return m, max(max_err, m.max_abs_error or 0.0)
@@ -140,9 +157,19 @@ def compare_outputs(
         elif isinstance(e, float) and isinstance(a, (int, float)) and not isinstance(a, bool):
             tol = tolerance_for("float64")
             if not (abs(a - e) <= tol.atol * max(1.0, abs(e)) + tol.rtol * abs(e)):
-                return Mismatch(input_set=input_set, output=path, problem="values",
-                                detail=f"{a!r}, expected {e!r}", expected=e, actual=float(a)), max_err
+                return Mismatch(
+                    input_set=input_set,
+                    output=path,
+                    problem="values",
+                    detail=f"{a!r}, expected {e!r}",
+                    expected=e,
+                    actual=float(a),
+                ), max_err
         elif path != apath or type(e) is not type(a) or e != a:
-            return Mismatch(input_set=input_set, output=path, problem="structure",
-                            detail=f"got {a!r} ({type(a).__name__}), expected {e!r} ({type(e).__name__})"), max_err
+            return Mismatch(
+                input_set=input_set,
+                output=path,
+                problem="structure",
+                detail=f"got {a!r} ({type(a).__name__}), expected {e!r} ({type(e).__name__})",
+            ), max_err
     return None, max_err

@@ -10,8 +10,9 @@ import os
 import re
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -103,10 +104,21 @@ def cached_load_inline() -> Iterator[None]:
 
     def load_inline(name, cpp_sources, cuda_sources=None, *args, **kwargs):
         if args:  # positional form: functions, extra_cflags, ... map onto keywords
-            keys = ["functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
-                    "extra_include_paths", "build_directory", "verbose", "with_cuda",
-                    "is_python_module", "with_pytorch_error_handling", "keep_intermediates", "use_pch"]
-            kwargs.update(zip(keys, args))
+            keys = [
+                "functions",
+                "extra_cflags",
+                "extra_cuda_cflags",
+                "extra_ldflags",
+                "extra_include_paths",
+                "build_directory",
+                "verbose",
+                "with_cuda",
+                "is_python_module",
+                "with_pytorch_error_handling",
+                "keep_intermediates",
+                "use_pch",
+            ]
+            kwargs.update(zip(keys, args, strict=False))
         with_cuda = bool(cuda_sources) if kwargs.get("with_cuda") is None else bool(kwargs["with_cuda"])
         if with_cuda:
             flags = list(kwargs.get("extra_cuda_cflags") or [])
@@ -120,18 +132,25 @@ def cached_load_inline() -> Iterator[None]:
             try:
                 kwargs["use_pch"] = _ensure_pch(kwargs["extra_cflags"], kwargs.get("extra_include_paths"))
             except Exception as exc:  # noqa: BLE001 - a PCH is an optimization, never a failure
-                print(f"forge: precompiled header unavailable ({exc}); building without it",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"forge: precompiled header unavailable ({exc}); building without it", file=sys.stderr, flush=True
+                )
                 kwargs["use_pch"] = False
         elif os.environ.get("FORGE_LOAD_INLINE_PCH") == "1":
             kwargs.setdefault("use_pch", True)
+
         def build(cuda_src, cpp_src=cpp_sources, extra=None):
             kw_all = dict(kwargs, **(extra or {}))
             key_src = json.dumps(
-                [name, cpp_src, cuda_src,
-                 {k: v for k, v in sorted(kw_all.items()) if k not in ("verbose", "build_directory")},
-                 _toolchain_id(with_cuda)],
-                default=str, sort_keys=True,
+                [
+                    name,
+                    cpp_src,
+                    cuda_src,
+                    {k: v for k, v in sorted(kw_all.items()) if k not in ("verbose", "build_directory")},
+                    _toolchain_id(with_cuda),
+                ],
+                default=str,
+                sort_keys=True,
             )
             unique = f"{name}_{hashlib.sha256(key_src.encode()).hexdigest()[:12]}"
             folder = cache_dir() / "torch_extensions" / unique
@@ -156,8 +175,11 @@ def cached_load_inline() -> Iterator[None]:
             try:
                 return attempt()
             except Exception as exc:  # noqa: BLE001 - any failure of a rewrite falls back to the source
-                print(f"forge: {name}: the build with {label} failed ({type(exc).__name__}); "
-                      "trying the next header set", file=sys.stderr, flush=True)
+                print(
+                    f"forge: {name}: the build with {label} failed ({type(exc).__name__}); trying the next header set",
+                    file=sys.stderr,
+                    flush=True,
+                )
         return build(cuda_sources)
 
     cpp_extension.load_inline = load_inline
@@ -179,14 +201,23 @@ def _HAS_NO_IMPLICIT_HEADERS(load_inline_fn) -> bool:  # noqa: N802 - reads like
     except (TypeError, ValueError):
         return False
 
+
 #: Umbrella headers that cost nvcc tens of seconds each; `slim_cuda_sources` replaces them.
-_UMBRELLAS = ("torch/extension.h", "torch/types.h", "torch/torch.h", "torch/all.h", "ATen/ATen.h",
-              "ATen/cuda/CUDAContext.h")
+_UMBRELLAS = (
+    "torch/extension.h",
+    "torch/types.h",
+    "torch/torch.h",
+    "torch/all.h",
+    "ATen/ATen.h",
+    "ATen/cuda/CUDAContext.h",
+)
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"][^\n]*$', re.MULTILINE)
 _OP_CALL = re.compile(r"\b(?:torch|at)::(\w+)\s*\(")
 _TORCH_ONLY_API = re.compile(r"\btorch::(?:nn|optim|data|jit|autograd|serialize|cuda)\b|PYBIND11|\bpy::")
-_CUDA_RUNTIME_API = re.compile(r"\b(?:getCurrentCUDAStream|getDefaultCUDAStream|CUDAStream|CUDAGuard|"
-                               r"OptionalCUDAGuard|CUDAStreamGuard|getStreamFromPool)\b")
+_CUDA_RUNTIME_API = re.compile(
+    r"\b(?:getCurrentCUDAStream|getDefaultCUDAStream|CUDAStream|CUDAGuard|"
+    r"OptionalCUDAGuard|CUDAStreamGuard|getStreamFromPool)\b"
+)
 
 
 def _torch_namespace_block(include_dir: Path) -> str:
@@ -217,8 +248,11 @@ def slim_cuda_sources(cuda_sources, include_dir: Path) -> str | list[str] | None
         return None
     ops_dir = include_dir / "ATen" / "ops"
     ops = sorted({name for name in _OP_CALL.findall(joined) if (ops_dir / f"{name}.h").is_file()})
-    lines = ["// forge: slim prelude in place of torch's umbrella headers (fallback: the source as written)",
-             "#include <ATen/core/Tensor.h>", "#include <c10/util/Exception.h>"]
+    lines = [
+        "// forge: slim prelude in place of torch's umbrella headers (fallback: the source as written)",
+        "#include <ATen/core/Tensor.h>",
+        "#include <c10/util/Exception.h>",
+    ]
     lines += [f"#include <ATen/ops/{name}.h>" for name in ops]
     if "AT_DISPATCH" in joined:
         lines.append("#include <ATen/Dispatch.h>")
@@ -255,8 +289,10 @@ _TORCH_NAME = re.compile(r"\b(?:torch|at|c10)::|\b(?:TORCH|AT|C10)_[A-Z_]+\b")
 # Device code generated from host code: template kernels instantiated by their launches, extended
 # lambdas, thrust/cub algorithms. Such sources keep all code visible to the device pass.
 _DEVICE_FROM_HOST = re.compile(r"__device__|__global__|__host__|\bthrust::|\bcub::")
-_TEMPLATE_KERNEL = re.compile(r"\btemplate\s*<[^{;]*>\s*(?:__launch_bounds__\s*\([^)]*\)\s*)?"
-                              r"(?:static\s+|inline\s+)*__global__")
+_TEMPLATE_KERNEL = re.compile(
+    r"\btemplate\s*<[^{;]*>\s*(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+    r"(?:static\s+|inline\s+)*__global__"
+)
 _BLANK = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
 
 
@@ -267,7 +303,7 @@ def _top_level_chunks(src: str) -> list[str]:
     chunks, start, depth, i, n = [], 0, 0, 0, len(code)
     while i < n:
         ch = code[i]
-        if depth == 0 and ch == "#" and code[code.rfind("\n", 0, i) + 1:i].strip() == "":
+        if depth == 0 and ch == "#" and code[code.rfind("\n", 0, i) + 1 : i].strip() == "":
             if code[start:i].strip():
                 chunks.append(src[start:i])
                 start = i
@@ -353,8 +389,11 @@ def slim_build_args(cpp_sources, cuda_sources, load_inline_fn) -> tuple[list[str
         return None
     cpp_list = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources or [])
     cuda_list = [slim] if isinstance(slim, str) else list(slim)
-    return (["#include <torch/extension.h>", *cpp_list],
-            ["#include <cuda.h>\n#include <cuda_runtime.h>", *cuda_list], {"no_implicit_headers": True})
+    return (
+        ["#include <torch/extension.h>", *cpp_list],
+        ["#include <cuda.h>\n#include <cuda_runtime.h>", *cuda_list],
+        {"no_implicit_headers": True},
+    )
 
 
 def lighter_cuda_headers(cuda_sources) -> str | list[str] | None:

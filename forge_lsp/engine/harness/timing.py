@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,8 +30,12 @@ class Samples:
 def stats(xs: list[float]) -> TimingStats:
     a = np.asarray(xs, dtype=np.float64)
     return TimingStats(
-        median_ms=float(np.median(a)), mean_ms=float(a.mean()), min_ms=float(a.min()),
-        p10_ms=float(np.percentile(a, 10)), p90_ms=float(np.percentile(a, 90)), n=len(xs),
+        median_ms=float(np.median(a)),
+        mean_ms=float(a.mean()),
+        min_ms=float(a.min()),
+        p10_ms=float(np.percentile(a, 10)),
+        p90_ms=float(np.percentile(a, 90)),
+        n=len(xs),
     )
 
 
@@ -186,10 +191,18 @@ def summarize(mode: str, ref: Samples, cand: Samples, l2_flush: bool, notes: lis
     # only in events mode is host_ms the candidate's own host side: in graph mode it is a replay's
     # launch, which says nothing about the candidate (and graphs already hide its host side)
     if mode == "events" and cand_host > c.median_ms:
-        notes.append(f"launch-bound: the candidate's host side takes {cand_host * 1000:.0f} us per call, longer "
-                     f"than its {c.median_ms * 1000:.0f} us of device time (CUDA graphs would hide it)")
+        notes.append(
+            f"launch-bound: the candidate's host side takes {cand_host * 1000:.0f} us per call, longer "
+            f"than its {c.median_ms * 1000:.0f} us of device time (CUDA graphs would hide it)"
+        )
     return Timing(
-        mode=mode, reference=r, candidate=c, speedup=r.median_ms / c.median_ms,
-        speedup_ci95=speedup_ci(ref.device_ms, cand.device_ms), l2_flush=l2_flush,
-        reference_host_ms=ref_host, candidate_host_ms=cand_host, notes=notes,
+        mode=mode,
+        reference=r,
+        candidate=c,
+        speedup=r.median_ms / c.median_ms,
+        speedup_ci95=speedup_ci(ref.device_ms, cand.device_ms),
+        l2_flush=l2_flush,
+        reference_host_ms=ref_host,
+        candidate_host_ms=cand_host,
+        notes=notes,
     )

@@ -27,8 +27,15 @@ def _rewrite(ls: ForgeServer, prop: Proposal, text: str):
     from ...reintegrate import RewriteError, VerifiedDomain, rewrite_module
 
     try:
-        return rewrite_module(text, prop.target, prop.source, VerifiedDomain(**prop.domain), run_id=prop.run_id,
-                              candidate_id=prop.candidate_id, speedup=prop.speedup), None
+        return rewrite_module(
+            text,
+            prop.target,
+            prop.source,
+            VerifiedDomain(**prop.domain),
+            run_id=prop.run_id,
+            candidate_id=prop.candidate_id,
+            speedup=prop.speedup,
+        ), None
     except RewriteError as exc:
         return None, str(exc)
 
@@ -41,14 +48,16 @@ def _decide(ls: ForgeServer, prop: Proposal, decision: str) -> None:
         job = ls.state.jobs.get(prop.job_id or "")
         if job is not None:  # the runs view says what became of the offer
             job.decision = decision
-            job.message = {"accepted": f"{prop.label} candidate {prop.candidate_id} accepted",
-                           "rejected": f"candidate {prop.candidate_id} ({prop.label}) rejected",
-                           "stale": f"candidate {prop.candidate_id} not applied: {prop.target} changed since the run"
-                           }.get(decision, job.message)
+            job.message = {
+                "accepted": f"{prop.label} candidate {prop.candidate_id} accepted",
+                "rejected": f"candidate {prop.candidate_id} ({prop.label}) rejected",
+                "stale": f"candidate {prop.candidate_id} not applied: {prop.target} changed since the run",
+            }.get(decision, job.message)
     log.info("%s: candidate %s of run %s for %s %s", prop.uri, prop.candidate_id, prop.run_id, prop.target, decision)
     if ls.store is not None:
-        ls.store.add_event(prop.run_id, decision, {"candidate": prop.candidate_id, "uri": prop.uri,
-                                                   "target": prop.target})
+        ls.store.add_event(
+            prop.run_id, decision, {"candidate": prop.candidate_id, "uri": prop.uri, "target": prop.target}
+        )
     ls.set_diagnostics(prop.uri, f"proposal:{prop.target}", [])
     ls.refresh_lenses()
 
@@ -61,24 +70,38 @@ async def accept(ls: ForgeServer, args: CandidateArgs) -> AcceptResult:
     text = ls.doc_text(uri)
     if text is None or text_sha(text) != prop.doc_sha:
         _decide(ls, prop, "stale")
-        return _refuse(ls, f"{target} changed since run {run_id}, so the candidate was not applied (nothing was "
-                           "changed). Run Optimize again on the current code.")
+        return _refuse(
+            ls,
+            f"{target} changed since run {run_id}, so the candidate was not applied (nothing was "
+            "changed). Run Optimize again on the current code.",
+        )
     rewrite, error = _rewrite(ls, prop, text)
     if rewrite is None:
         return _refuse(ls, f"cannot rewrite {target}: {error}")
     version = ls.doc_version(uri)
-    rng = t.Range(start=t.Position(line=rewrite.start_line, character=0),
-                  end=t.Position(line=rewrite.end_line, character=0))
+    rng = t.Range(
+        start=t.Position(line=rewrite.start_line, character=0), end=t.Position(line=rewrite.end_line, character=0)
+    )
     caps = ls.client_capabilities.workspace
     annotated = bool(caps and caps.workspace_edit and caps.workspace_edit.change_annotation_support)
     label = f"forge: {prop.label} candidate for {target} (run {run_id})"
-    edit_item: t.TextEdit = (t.AnnotatedTextEdit(range=rng, new_text=rewrite.replacement, annotation_id="forge-accept")
-                             if annotated else t.TextEdit(range=rng, new_text=rewrite.replacement))
+    edit_item: t.TextEdit = (
+        t.AnnotatedTextEdit(range=rng, new_text=rewrite.replacement, annotation_id="forge-accept")
+        if annotated
+        else t.TextEdit(range=rng, new_text=rewrite.replacement)
+    )
     edit = t.WorkspaceEdit(
-        document_changes=[t.TextDocumentEdit(
-            text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=[edit_item])],
-        change_annotations={"forge-accept": t.ChangeAnnotation(label=label, needs_confirmation=False,
-                                                               description=rewrite.summary)} if annotated else None)
+        document_changes=[
+            t.TextDocumentEdit(
+                text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=[edit_item]
+            )
+        ],
+        change_annotations={
+            "forge-accept": t.ChangeAnnotation(label=label, needs_confirmation=False, description=rewrite.summary)
+        }
+        if annotated
+        else None,
+    )
     accepting = ls.state.accepting
     accepting[uri] = rewrite.new_text
     try:
@@ -89,8 +112,11 @@ async def accept(ls: ForgeServer, args: CandidateArgs) -> AcceptResult:
     if not applied:  # the client's `applied` flag is not trusted either way: the text decides
         now = ls.doc_text(uri)
         if now is not None and now != text:
-            return _refuse(ls, f"the document changed while forge's edit was being applied, and it is not the "
-                               f"rewritten module; check {target} (undo restores it) and run Optimize again")
+            return _refuse(
+                ls,
+                f"the document changed while forge's edit was being applied, and it is not the "
+                f"rewritten module; check {target} (undo restores it) and run Optimize again",
+            )
         why = getattr(reply, "failure_reason", None) or "the document did not change to the rewritten module"
         return _refuse(ls, f"the editor did not apply forge's edit ({why}); your code is unchanged")
     _decide(ls, prop, "accepted")
@@ -128,18 +154,38 @@ async def show_diff(ls: ForgeServer, args: CandidateArgs) -> DiffResult:
     name = Path(ls.path_of(args.uri) or "module.py").name
     folder = ls.forge_dir("proposals", _safe(prop.run_id), _safe(prop.candidate_id))
     proposed, patch = folder / name, folder / f"{name}.diff"
-    unified = "".join(difflib.unified_diff(text.splitlines(keepends=True), rewrite.new_text.splitlines(keepends=True),
-                                           fromfile=f"a/{name}", tofile=f"b/{name} (forge {prop.candidate_id})"))
+    unified = "".join(
+        difflib.unified_diff(
+            text.splitlines(keepends=True),
+            rewrite.new_text.splitlines(keepends=True),
+            fromfile=f"a/{name}",
+            tofile=f"b/{name} (forge {prop.candidate_id})",
+        )
+    )
     proposed.write_text(rewrite.new_text, encoding="utf-8")
-    patch.write_text(f"# forge: {prop.label} faster candidate for {prop.target} (run {prop.run_id})\n"
-                     f"# {prop.summary}\n# Accept or Reject it from the code lens on {prop.target}.\n" + unified,
-                     encoding="utf-8")
-    result = DiffResult(original=text, proposed=rewrite.new_text, diff=unified, speedup=prop.speedup,
-                        search_speedup=prop.search_speedup, summary=prop.summary, stale=text_sha(text) != prop.doc_sha,
-                        proposed_uri=proposed.as_uri(), diff_uri=patch.as_uri())
+    patch.write_text(
+        f"# forge: {prop.label} faster candidate for {prop.target} (run {prop.run_id})\n"
+        f"# {prop.summary}\n# Accept or Reject it from the code lens on {prop.target}.\n" + unified,
+        encoding="utf-8",
+    )
+    result = DiffResult(
+        original=text,
+        proposed=rewrite.new_text,
+        diff=unified,
+        speedup=prop.speedup,
+        search_speedup=prop.search_speedup,
+        summary=prop.summary,
+        stale=text_sha(text) != prop.doc_sha,
+        proposed_uri=proposed.as_uri(),
+        diff_uri=patch.as_uri(),
+    )
     window = ls.client_capabilities.window
-    if (args.options is None or args.options.show) and window is not None and window.show_document is not None \
-            and window.show_document.support:
+    if (
+        (args.options is None or args.options.show)
+        and window is not None
+        and window.show_document is not None
+        and window.show_document.support
+    ):
         try:
             shown = await ls.window_show_document_async(t.ShowDocumentParams(uri=patch.as_uri(), take_focus=True))
             opened = bool(shown and shown.success)

@@ -28,14 +28,21 @@ def register(ls: ForgeServer) -> None:
             prop = ls.state.proposals.get((uri, m.name))
             if prop is not None:
                 args = [uri, m.name, prop.run_id, prop.candidate_id]
-                lenses += [_lens(m.line, f"forge: {prop.label} faster candidate — Show diff", "forge.showDiff", args),
-                           _lens(m.line, "Accept", "forge.accept", args), _lens(m.line, "Reject", "forge.reject", args)]
-            lenses += [_lens(m.line, f"Optimize {m.name}", "forge.optimize", [uri, m.name]),
-                       _lens(m.line, "Profile", "forge.profile", [uri, m.name]),
-                       _lens(m.line, "Explain bottleneck", "forge.explain", [uri, m.name])]
+                lenses += [
+                    _lens(m.line, f"forge: {prop.label} faster candidate — Show diff", "forge.showDiff", args),
+                    _lens(m.line, "Accept", "forge.accept", args),
+                    _lens(m.line, "Reject", "forge.reject", args),
+                ]
+            lenses += [
+                _lens(m.line, f"Optimize {m.name}", "forge.optimize", [uri, m.name]),
+                _lens(m.line, "Profile", "forge.profile", [uri, m.name]),
+                _lens(m.line, "Explain bottleneck", "forge.explain", [uri, m.name]),
+            ]
         for k in entry.kernels:
-            lenses += [_lens(k.line, "Explain NCU bottleneck", "forge.explain", [uri, k.name]),
-                       _lens(k.line, "Profile kernel", "forge.profile", [uri, k.name])]
+            lenses += [
+                _lens(k.line, "Explain NCU bottleneck", "forge.explain", [uri, k.name]),
+                _lens(k.line, "Profile kernel", "forge.profile", [uri, k.name]),
+            ]
         return lenses
 
     @ls.feature(t.CODE_ACTION_RESOLVE)
@@ -48,9 +55,12 @@ def register(ls: ForgeServer) -> None:
                 action.edit = fix.edit
         return action
 
-    @ls.feature(t.TEXT_DOCUMENT_CODE_ACTION,
-                t.CodeActionOptions(code_action_kinds=[t.CodeActionKind.QuickFix, t.CodeActionKind.Refactor],
-                                    resolve_provider=True))
+    @ls.feature(
+        t.TEXT_DOCUMENT_CODE_ACTION,
+        t.CodeActionOptions(
+            code_action_kinds=[t.CodeActionKind.QuickFix, t.CodeActionKind.Refactor], resolve_provider=True
+        ),
+    )
     def code_action(ls: ForgeServer, params: t.CodeActionParams) -> list[t.CodeAction]:
         uri = params.text_document.uri
         entry = _file_entry(ls, uri)
@@ -64,25 +74,35 @@ def register(ls: ForgeServer) -> None:
             prop = ls.state.proposals.get((uri, name))
             if prop is not None:
                 args = [uri, name, prop.run_id, prop.candidate_id]
-                actions += [_action(f"Accept forge's {prop.label} candidate for {name}", "forge.accept", args),
-                            _action("Reject forge's candidate", "forge.reject", args),
-                            _action("Show forge's candidate diff", "forge.showDiff", args)]
+                actions += [
+                    _action(f"Accept forge's {prop.label} candidate for {name}", "forge.accept", args),
+                    _action("Reject forge's candidate", "forge.reject", args),
+                    _action("Show forge's candidate diff", "forge.showDiff", args),
+                ]
             if module.inputs is None and not (entry.has_get_inputs and entry.has_get_init_inputs):
                 if _resolves_edits(ls):  # the skeleton is built on resolve: code actions stay cheap
-                    actions.append(t.CodeAction(title=f"Add get_inputs()/get_init_inputs() for {name}",
-                                                kind=t.CodeActionKind.QuickFix,
-                                                data={"kind": "insertInputs", "uri": uri, "name": name}))
+                    actions.append(
+                        t.CodeAction(
+                            title=f"Add get_inputs()/get_init_inputs() for {name}",
+                            kind=t.CodeActionKind.QuickFix,
+                            data={"kind": "insertInputs", "uri": uri, "name": name},
+                        )
+                    )
                 else:
                     fix = _inputs_fix(ls, uri, name)
                     if fix is not None:
                         actions.append(fix)
-            actions += [_action(f"Optimize `{name}`", "forge.optimize", [uri, name]),
-                        _action(f"Profile `{name}`", "forge.profile", [uri, name]),
-                        _action(f"Explain bottleneck of `{name}`", "forge.explain", [uri, name])]
+            actions += [
+                _action(f"Optimize `{name}`", "forge.optimize", [uri, name]),
+                _action(f"Profile `{name}`", "forge.profile", [uri, name]),
+                _action(f"Explain bottleneck of `{name}`", "forge.explain", [uri, name]),
+            ]
         kernel = next((k for k in entry.kernels if k.line == line), None) if module is None else None
         if kernel is not None:
-            actions += [_action("Explain NCU bottleneck", "forge.explain", [uri, kernel.name]),
-                        _action(f"Profile kernel `{kernel.name}`", "forge.profile", [uri, kernel.name])]
+            actions += [
+                _action("Explain NCU bottleneck", "forge.explain", [uri, kernel.name]),
+                _action(f"Profile kernel `{kernel.name}`", "forge.profile", [uri, kernel.name]),
+            ]
         return actions
 
     @ls.command("forge.optimize")
@@ -134,8 +154,9 @@ def _resolves_edits(ls: ForgeServer) -> bool:
 
 
 def _action(title: str, command: str, args: list[Any]) -> t.CodeAction:
-    return t.CodeAction(title=title, kind=t.CodeActionKind.Refactor,
-                        command=t.Command(title=title, command=command, arguments=args))
+    return t.CodeAction(
+        title=title, kind=t.CodeActionKind.Refactor, command=t.Command(title=title, command=command, arguments=args)
+    )
 
 
 def _file_entry(ls: ForgeServer, uri: str):
@@ -158,7 +179,12 @@ def _inputs_fix(ls: ForgeServer, uri: str, name: str) -> t.CodeAction | None:
     if not snippet:  # the file already has both functions
         return None
     pos = t.Position(line=line, character=0)
-    edit = t.TextDocumentEdit(text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=ls.doc_version(uri)),
-                              edits=[t.TextEdit(range=t.Range(start=pos, end=pos), new_text=snippet)])
-    return t.CodeAction(title=f"Add get_inputs()/get_init_inputs() for {name}", kind=t.CodeActionKind.QuickFix,
-                        edit=t.WorkspaceEdit(document_changes=[edit]))
+    edit = t.TextDocumentEdit(
+        text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=ls.doc_version(uri)),
+        edits=[t.TextEdit(range=t.Range(start=pos, end=pos), new_text=snippet)],
+    )
+    return t.CodeAction(
+        title=f"Add get_inputs()/get_init_inputs() for {name}",
+        kind=t.CodeActionKind.QuickFix,
+        edit=t.WorkspaceEdit(document_changes=[edit]),
+    )

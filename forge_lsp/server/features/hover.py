@@ -6,8 +6,8 @@ import time
 
 from lsprotocol import types as t
 
-from ..server import ForgeServer
 from ...agent.progress import speedup_label
+from ..server import ForgeServer
 from ..state import Result, text_sha
 
 
@@ -21,16 +21,18 @@ def register(ls: ForgeServer) -> None:
         entry = ls.index.get(path) if path else None
         if entry is None:
             return None
-        target = next((m.name for m in entry.modules if m.line == line), None) or \
-            next((k.name for k in entry.kernels if k.line == line), None)
+        target = next((m.name for m in entry.modules if m.line == line), None) or next(
+            (k.name for k in entry.kernels if k.line == line), None
+        )
         if target is None:
             return None
         results = ls.state.result_for(uri, target)
         if not results:
             return None
         text = ls.doc_text(uri) or ""
-        return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown,
-                                                value=render(target, results, text_sha(text))))
+        return t.Hover(
+            contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=render(target, results, text_sha(text)))
+        )
 
 
 def render(target: str, results: list[Result], current_sha: str) -> str:
@@ -44,8 +46,9 @@ def render(target: str, results: list[Result], current_sha: str) -> str:
         lines.append("")
         lines.append(head)
         if r.reference_ms is not None and r.candidate_ms is not None:
-            lines.append(f"- reference {_time(r.reference_ms)} → best candidate {_time(r.candidate_ms)} per call "
-                         f"({r.timing})")
+            lines.append(
+                f"- reference {_time(r.reference_ms)} → best candidate {_time(r.candidate_ms)} per call ({r.timing})"
+            )
         if r.speedup is not None:
             lines.append(f"- best verified candidate: {speedup_label(r.speedup, r.search_speedup)} the reference")
         if r.latency_ms is not None:
@@ -59,8 +62,11 @@ def render(target: str, results: list[Result], current_sha: str) -> str:
         if r.note and r.speedup is None and r.latency_ms is None:
             lines.append(f"- {r.note}")
     if len({r.kind for r in results}) > 1:
-        lines += ["", "*Times from different runs measure different things (the reference alone, or the "
-                      "reference and a candidate timed together); compare numbers within one run.*"]
+        lines += [
+            "",
+            "*Times from different runs measure different things (the reference alone, or the "
+            "reference and a candidate timed together); compare numbers within one run.*",
+        ]
     return "\n".join(lines)
 
 

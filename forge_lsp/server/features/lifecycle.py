@@ -37,17 +37,27 @@ def register(ls: ForgeServer) -> None:
             except Exception as exc:  # noqa: BLE001 - a read-only workspace still gets editor features
                 ls.message(f"forge: cannot open the run store in {ls.root / '.forge'}: {exc}", t.MessageType.Warning)
         caps = ls.client_capabilities.workspace
-        client_watches = bool(caps and caps.did_change_watched_files and
-                              caps.did_change_watched_files.dynamic_registration)
+        client_watches = bool(
+            caps and caps.did_change_watched_files and caps.did_change_watched_files.dynamic_registration
+        )
         if ls.root is not None and not client_watches:
             _watch(ls)
         _freeze_long_lived_objects()
         await _pull_configuration(ls)
         if client_watches:  # the editor's own watcher (and its exclude settings) reports outside changes
-            await ls.client_register_capability_async(t.RegistrationParams(registrations=[t.Registration(
-                id="forge-watch", method=t.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                register_options=t.DidChangeWatchedFilesRegistrationOptions(watchers=[
-                    t.FileSystemWatcher(glob_pattern="**/*.{py,cu,cuh}")]))]))
+            await ls.client_register_capability_async(
+                t.RegistrationParams(
+                    registrations=[
+                        t.Registration(
+                            id="forge-watch",
+                            method=t.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                            register_options=t.DidChangeWatchedFilesRegistrationOptions(
+                                watchers=[t.FileSystemWatcher(glob_pattern="**/*.{py,cu,cuh}")]
+                            ),
+                        )
+                    ]
+                )
+            )
 
     @ls.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: ForgeServer, params: t.DidChangeConfigurationParams) -> None:
@@ -81,8 +91,9 @@ async def _pull_configuration(ls: ForgeServer) -> None:
     if not (caps and caps.configuration):
         return
     try:
-        (section,) = await asyncio.wait_for(ls.workspace_configuration_async(
-            t.ConfigurationParams(items=[t.ConfigurationItem(section="forge")])), 5.0)
+        (section,) = await asyncio.wait_for(
+            ls.workspace_configuration_async(t.ConfigurationParams(items=[t.ConfigurationItem(section="forge")])), 5.0
+        )
     except Exception as exc:  # noqa: BLE001 - a client that cannot answer keeps the current settings
         log.info("workspace/configuration failed: %s", exc)
         return
@@ -108,8 +119,11 @@ def _shown(key: str, value):
         from urllib.parse import urlsplit
 
         parts = urlsplit(value)
-        return parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")).geturl() \
-            if parts.hostname else "<unparsable URL>"
+        return (
+            parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")).geturl()
+            if parts.hostname
+            else "<unparsable URL>"
+        )
     return value
 
 

@@ -5,6 +5,7 @@ import triton.language as tl
 
 # forge:dev-only-begin
 from forge_lsp.agent.offline.library.common import _forge_fallback, _forge_ok, _forge_warps
+
 # forge:dev-only-end
 
 
@@ -24,8 +25,9 @@ def _forge_global_avg_pool_kernel(x_ptr, y_ptr, n_rows, n_cols, ROWS: tl.constex
 
 
 @triton.jit
-def _forge_adaptive_avg_pool_kernel(x_ptr, y_ptr, n_rows, H, W, OH, OW,
-                                    KH: tl.constexpr, ROWS: tl.constexpr, BLOCK_KW: tl.constexpr):
+def _forge_adaptive_avg_pool_kernel(
+    x_ptr, y_ptr, n_rows, H, W, OH, OW, KH: tl.constexpr, ROWS: tl.constexpr, BLOCK_KW: tl.constexpr
+):
     # General output size: program (row block, output cell) averages the cell's window
     # [floor(i*H/OH), ceil((i+1)*H/OH)) x [floor(j*W/OW), ceil((j+1)*W/OW)) of ROWS planes.
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -56,8 +58,13 @@ def _forge_max_window(n, out):
 def forge_adaptive_avg_pool2d(x, output_size):
     """F.adaptive_avg_pool2d with Triton for contiguous (N, C, H, W) or (C, H, W) inputs."""
     size = tuple(output_size) if isinstance(output_size, (list, tuple, torch.Size)) else (output_size, output_size)
-    if (len(size) != 2 or any(not isinstance(s, int) or s <= 0 for s in size) or size[0] * size[1] > 65535
-            or x.dim() not in (3, 4) or not _forge_ok(x)):
+    if (
+        len(size) != 2
+        or any(not isinstance(s, int) or s <= 0 for s in size)
+        or size[0] * size[1] > 65535
+        or x.dim() not in (3, 4)
+        or not _forge_ok(x)
+    ):
         return _forge_fallback(torch.nn.functional.adaptive_avg_pool2d, x, output_size)
     H, W = x.shape[-2], x.shape[-1]
     OH, OW = size
@@ -68,11 +75,13 @@ def forge_adaptive_avg_pool2d(x, output_size):
         block = min(triton.next_power_of_2(hw), 1024)
         rows = max(1, min(triton.next_power_of_2(n_rows), 2048 // block))
         _forge_global_avg_pool_kernel[(triton.cdiv(n_rows, rows),)](
-            x, y, n_rows, hw, ROWS=rows, BLOCK=block, num_warps=_forge_warps(rows * block))
+            x, y, n_rows, hw, ROWS=rows, BLOCK=block, num_warps=_forge_warps(rows * block)
+        )
         return y
     kh, kw = _forge_max_window(H, OH), _forge_max_window(W, OW)
     block_kw = triton.next_power_of_2(kw)
     rows = max(1, min(triton.next_power_of_2(n_rows), 1024 // block_kw))
     _forge_adaptive_avg_pool_kernel[(triton.cdiv(n_rows, rows), OH * OW)](
-        x, y, n_rows, H, W, OH, OW, KH=kh, ROWS=rows, BLOCK_KW=block_kw, num_warps=4)
+        x, y, n_rows, H, W, OH, OW, KH=kh, ROWS=rows, BLOCK_KW=block_kw, num_warps=4
+    )
     return y

@@ -5,6 +5,7 @@ import triton.language as tl
 
 # forge:dev-only-begin
 from forge_lsp.agent.offline.library.common import _forge_fallback, _forge_ok
+
 # forge:dev-only-end
 
 _FORGE_ACTS = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
@@ -25,8 +26,18 @@ def _forge_activation(y, ACT: tl.constexpr):
 
 
 @triton.jit
-def _forge_bias_act_kernel(x_ptr, b_ptr, y_ptr, n_rows, n_cols, n_bias,
-                           BIAS: tl.constexpr, ACT: tl.constexpr, BR: tl.constexpr, BL: tl.constexpr):
+def _forge_bias_act_kernel(
+    x_ptr,
+    b_ptr,
+    y_ptr,
+    n_rows,
+    n_cols,
+    n_bias,
+    BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    BR: tl.constexpr,
+    BL: tl.constexpr,
+):
     # x viewed as [n_rows, n_cols]; BIAS 1: bias[col] (last-dim bias), 2: bias[row % n_bias]
     # (channel bias such as (C, 1, 1) on NCHW), 0: none. One read, one write, fp32 math.
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
@@ -67,8 +78,19 @@ def _forge_launch_bias_act(x, bias, y, n_rows, n_cols, mode, n_bias, act):
     bl = min(triton.next_power_of_2(n_cols), 1024)
     br = max(1, min(triton.next_power_of_2(n_rows), 4096 // bl))
     grid = (triton.cdiv(n_rows, br), triton.cdiv(n_cols, bl))
-    _forge_bias_act_kernel[grid](x, bias if bias is not None else x, y, n_rows, n_cols, n_bias,
-                                 BIAS=mode, ACT=_FORGE_ACTS[act], BR=br, BL=bl, num_warps=4)
+    _forge_bias_act_kernel[grid](
+        x,
+        bias if bias is not None else x,
+        y,
+        n_rows,
+        n_cols,
+        n_bias,
+        BIAS=mode,
+        ACT=_FORGE_ACTS[act],
+        BR=br,
+        BL=bl,
+        num_warps=4,
+    )
 
 
 def _forge_bias_layout(shape, bias_shape):
@@ -85,7 +107,7 @@ def _forge_bias_layout(shape, bias_shape):
     for s in shape:
         numel *= s
     inner = 1
-    for s in shape[k + 1:]:
+    for s in shape[k + 1 :]:
         inner *= s
     if k == len(shape) - 1:
         return 1, numel // shape[-1], shape[-1], shape[-1]
@@ -106,9 +128,14 @@ def forge_bias_act(x, bias, act):
 def forge_linear_act(x, weight, bias, act):
     """act(x @ weight.T + bias): a bias-free matmul (cuBLAS), then one fused bias+activation
     epilogue kernel written in place over the fresh matmul output."""
-    if (act not in _FORGE_ACTS or x.dim() < 1 or weight.dim() != 2 or x.shape[-1] != weight.shape[1]
-            or (bias is not None and tuple(bias.shape) != (weight.shape[0],))
-            or not _forge_ok(*([bias] if bias is not None else []), strided=(x, weight))):
+    if (
+        act not in _FORGE_ACTS
+        or x.dim() < 1
+        or weight.dim() != 2
+        or x.shape[-1] != weight.shape[1]
+        or (bias is not None and tuple(bias.shape) != (weight.shape[0],))
+        or not _forge_ok(*([bias] if bias is not None else []), strided=(x, weight))
+    ):
         return _forge_fallback(_forge_linear_act_torch, x, weight, bias, act)
     y = torch.matmul(x, weight.t())
     if not y.is_contiguous() or y.numel() == 0:

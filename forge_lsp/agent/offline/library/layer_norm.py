@@ -6,6 +6,7 @@ import triton.language as tl
 # forge:dev-only-begin
 from forge_lsp.agent.offline.library.common import _forge_fallback, _forge_ok, _forge_warps
 from forge_lsp.agent.offline.library.seg_norm import _forge_seg_norm
+
 # forge:dev-only-end
 
 #: Longest row normalized from registers; longer rows use the segment kernels (Welford pass +
@@ -14,9 +15,19 @@ FORGE_LAYER_NORM_MAX_BLOCK = 8192
 
 
 @triton.jit
-def _forge_layer_norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, eps,
-                                  HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                                  ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def _forge_layer_norm_rows_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    n_rows,
+    n_cols,
+    eps,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     # ROWS whole rows per program in registers: exact two-pass mean/variance, one read, one write.
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
@@ -35,14 +46,18 @@ def _forge_layer_norm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, ep
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def forge_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, _max_block=None, _split=None,
-                     _block=None):
+def forge_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, _max_block=None, _split=None, _block=None):
     """F.layer_norm with Triton: normalizes over the trailing dims `normalized_shape` (flattened)."""
     shape = tuple(normalized_shape) if isinstance(normalized_shape, (list, tuple, torch.Size)) else (normalized_shape,)
     k = len(shape)
     params = [p for p in (weight, bias) if p is not None]
-    if (k == 0 or x.dim() < k or tuple(x.shape[x.dim() - k:]) != shape or not _forge_ok(x, *params)
-            or any(tuple(p.shape) != shape for p in params)):
+    if (
+        k == 0
+        or x.dim() < k
+        or tuple(x.shape[x.dim() - k :]) != shape
+        or not _forge_ok(x, *params)
+        or any(tuple(p.shape) != shape for p in params)
+    ):
         return _forge_fallback(torch.nn.functional.layer_norm, x, shape, weight, bias, eps)
     n_cols = 1
     for s in shape:
@@ -54,6 +69,17 @@ def forge_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, _max
     y = torch.empty_like(x)
     rows = max(1, min(triton.next_power_of_2(n_rows), 2048 // block))
     _forge_layer_norm_rows_kernel[(triton.cdiv(n_rows, rows),)](
-        x, weight if weight is not None else x, bias if bias is not None else x, y, n_rows, n_cols, eps,
-        HAS_W=weight is not None, HAS_B=bias is not None, ROWS=rows, BLOCK=block, num_warps=_forge_warps(rows * block))
+        x,
+        weight if weight is not None else x,
+        bias if bias is not None else x,
+        y,
+        n_rows,
+        n_cols,
+        eps,
+        HAS_W=weight is not None,
+        HAS_B=bias is not None,
+        ROWS=rows,
+        BLOCK=block,
+        num_warps=_forge_warps(rows * block),
+    )
     return y

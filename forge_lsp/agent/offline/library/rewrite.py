@@ -31,8 +31,10 @@ def _forge_install(module, plan, scope):
             node = nodes.get(name)
             if node is None or node.op != op or _forge_target_name(node) != target:
                 found = "nothing" if node is None else f"{node.op} {_forge_target_name(node)}"
-                raise RuntimeError(f"forge offline library: the traced graph differs from the probed one: "
-                                   f"expected {op} {target} at node {name!r}, found {found}")
+                raise RuntimeError(
+                    f"forge offline library: the traced graph differs from the probed one: "
+                    f"expected {op} {target} at node {name!r}, found {found}"
+                )
             old.append(node)
 
         def arg(spec):

@@ -6,6 +6,7 @@ import triton.language as tl
 # forge:dev-only-begin
 from forge_lsp.agent.offline.library.common import _forge_fallback, _forge_ok, _forge_warps
 from forge_lsp.agent.offline.library.seg_norm import _forge_seg_norm
+
 # forge:dev-only-end
 
 #: Longest row normalized from registers; longer rows use the segment kernels.
@@ -13,8 +14,9 @@ FORGE_RMS_NORM_MAX_BLOCK = 8192
 
 
 @triton.jit
-def _forge_rms_norm_rows_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps,
-                                HAS_W: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def _forge_rms_norm_rows_kernel(
+    x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, HAS_W: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr
+):
     # ROWS whole rows per program in registers: one read, one write.
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
@@ -33,8 +35,13 @@ def forge_rms_norm(x, normalized_shape, weight=None, eps=None, _max_block=None, 
     shape = tuple(normalized_shape) if isinstance(normalized_shape, (list, tuple, torch.Size)) else (normalized_shape,)
     k = len(shape)
     params = [weight] if weight is not None else []
-    if (k == 0 or x.dim() < k or tuple(x.shape[x.dim() - k:]) != shape or not _forge_ok(x, *params)
-            or any(tuple(p.shape) != shape for p in params)):
+    if (
+        k == 0
+        or x.dim() < k
+        or tuple(x.shape[x.dim() - k :]) != shape
+        or not _forge_ok(x, *params)
+        or any(tuple(p.shape) != shape for p in params)
+    ):
         return _forge_fallback(torch.nn.functional.rms_norm, x, shape, weight, eps)
     if eps is None:
         eps = torch.finfo(x.dtype).eps
@@ -48,6 +55,15 @@ def forge_rms_norm(x, normalized_shape, weight=None, eps=None, _max_block=None, 
     y = torch.empty_like(x)
     rows = max(1, min(triton.next_power_of_2(n_rows), 2048 // block))
     _forge_rms_norm_rows_kernel[(triton.cdiv(n_rows, rows),)](
-        x, weight if weight is not None else x, y, n_rows, n_cols, eps, HAS_W=weight is not None, ROWS=rows,
-        BLOCK=block, num_warps=_forge_warps(rows * block))
+        x,
+        weight if weight is not None else x,
+        y,
+        n_rows,
+        n_cols,
+        eps,
+        HAS_W=weight is not None,
+        ROWS=rows,
+        BLOCK=block,
+        num_warps=_forge_warps(rows * block),
+    )
     return y

@@ -10,12 +10,29 @@ import triton.language as tl
 
 # forge:dev-only-begin
 from forge_lsp.agent.offline.library.common import _forge_sm_count, _forge_welford
+
 # forge:dev-only-end
 
 
 @triton.jit
-def _forge_seg_apply(x_ptr, w_ptr, b_ptr, y_ptr, base, start, stop, g, HW, cpg, mean, rstd,
-                     HAS_W: tl.constexpr, HAS_B: tl.constexpr, PER_CHANNEL: tl.constexpr, BLOCK: tl.constexpr):
+def _forge_seg_apply(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    base,
+    start,
+    stop,
+    g,
+    HW,
+    cpg,
+    mean,
+    rstd,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    PER_CHANNEL: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     # y = (x - mean) * rstd * w[c] + b[c] over segment elements [start, stop), c = g * cpg + i // HW.
     offs = tl.arange(0, BLOCK)
     if PER_CHANNEL:  # large planes: walk channel by channel, scale and shift are scalars
@@ -60,16 +77,45 @@ def _forge_seg_stats(mean, m2, n, eps, RMS: tl.constexpr):
 
 
 @triton.jit
-def _forge_seg_fused_kernel(x_ptr, w_ptr, b_ptr, y_ptr, HW, cpg, num_groups, seg_size, eps,
-                            RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                            PER_CHANNEL: tl.constexpr, BLOCK: tl.constexpr):
+def _forge_seg_fused_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    HW,
+    cpg,
+    num_groups,
+    seg_size,
+    eps,
+    RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    PER_CHANNEL: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     # One program per segment: Welford pass, then normalize.
     pid = tl.program_id(0)
     base = pid.to(tl.int64) * seg_size
     mean, m2 = _forge_welford(x_ptr + base, seg_size, BLOCK)
     center, rstd = _forge_seg_stats(mean, m2, seg_size, eps, RMS)
-    _forge_seg_apply(x_ptr, w_ptr, b_ptr, y_ptr, base, 0, seg_size, pid % num_groups, HW, cpg, center, rstd,
-                     HAS_W, HAS_B, PER_CHANNEL, BLOCK)
+    _forge_seg_apply(
+        x_ptr,
+        w_ptr,
+        b_ptr,
+        y_ptr,
+        base,
+        0,
+        seg_size,
+        pid % num_groups,
+        HW,
+        cpg,
+        center,
+        rstd,
+        HAS_W,
+        HAS_B,
+        PER_CHANNEL,
+        BLOCK,
+    )
 
 
 @triton.jit
@@ -87,9 +133,26 @@ def _forge_seg_partial_kernel(x_ptr, part_ptr, seg_size, chunk, SPLIT: tl.conste
 
 
 @triton.jit
-def _forge_seg_split_apply_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, HW, cpg, num_groups, seg_size, chunk, used, eps,
-                                  RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                                  PER_CHANNEL: tl.constexpr, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+def _forge_seg_split_apply_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    part_ptr,
+    HW,
+    cpg,
+    num_groups,
+    seg_size,
+    chunk,
+    used,
+    eps,
+    RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    PER_CHANNEL: tl.constexpr,
+    SPLIT: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     # Merge the segment's SPLIT partial states (Chan), then normalize this program's slice.
     pid = tl.program_id(0)
     s = tl.program_id(1)
@@ -103,9 +166,24 @@ def _forge_seg_split_apply_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, HW, cpg,
     m2 = tl.sum(m2s + cnt * d * d, axis=0)
     center, rstd = _forge_seg_stats(mean, m2, seg_size, eps, RMS)
     start = s * chunk
-    _forge_seg_apply(x_ptr, w_ptr, b_ptr, y_ptr, pid.to(tl.int64) * seg_size, start,
-                     tl.minimum(start + chunk, seg_size), pid % num_groups, HW, cpg, center, rstd,
-                     HAS_W, HAS_B, PER_CHANNEL, BLOCK)
+    _forge_seg_apply(
+        x_ptr,
+        w_ptr,
+        b_ptr,
+        y_ptr,
+        pid.to(tl.int64) * seg_size,
+        start,
+        tl.minimum(start + chunk, seg_size),
+        pid % num_groups,
+        HW,
+        cpg,
+        center,
+        rstd,
+        HAS_W,
+        HAS_B,
+        PER_CHANNEL,
+        BLOCK,
+    )
 
 
 def _forge_seg_norm(x, segments, seg_size, hw, cpg, num_groups, weight, bias, eps, rms, split=None, block=None):
@@ -122,8 +200,22 @@ def _forge_seg_norm(x, segments, seg_size, hw, cpg, num_groups, weight, bias, ep
         split = 1 if segments >= target else min(triton.cdiv(target, segments), triton.cdiv(seg_size, block), 64)
     if split <= 1:
         _forge_seg_fused_kernel[(segments,)](
-            x, w, b, y, hw, cpg, num_groups, seg_size, eps, RMS=rms, HAS_W=weight is not None,
-            HAS_B=bias is not None, PER_CHANNEL=per_channel, BLOCK=block, num_warps=warps)
+            x,
+            w,
+            b,
+            y,
+            hw,
+            cpg,
+            num_groups,
+            seg_size,
+            eps,
+            RMS=rms,
+            HAS_W=weight is not None,
+            HAS_B=bias is not None,
+            PER_CHANNEL=per_channel,
+            BLOCK=block,
+            num_warps=warps,
+        )
         return y
     chunk = triton.cdiv(triton.cdiv(seg_size, split), block) * block  # slices start on BLOCK boundaries
     used = triton.cdiv(seg_size, chunk)
@@ -131,9 +223,26 @@ def _forge_seg_norm(x, segments, seg_size, hw, cpg, num_groups, weight, bias, ep
         return _forge_seg_norm(x, segments, seg_size, hw, cpg, num_groups, weight, bias, eps, rms, 1, block)
     split_p2 = triton.next_power_of_2(used)
     parts = torch.empty((segments, split_p2, 3), device=x.device, dtype=torch.float32)
-    _forge_seg_partial_kernel[(segments, used)](x, parts, seg_size, chunk, SPLIT=split_p2, BLOCK=block,
-                                                num_warps=warps)
+    _forge_seg_partial_kernel[(segments, used)](x, parts, seg_size, chunk, SPLIT=split_p2, BLOCK=block, num_warps=warps)
     _forge_seg_split_apply_kernel[(segments, used)](
-        x, w, b, y, parts, hw, cpg, num_groups, seg_size, chunk, used, eps, RMS=rms, HAS_W=weight is not None,
-        HAS_B=bias is not None, PER_CHANNEL=per_channel, SPLIT=split_p2, BLOCK=block, num_warps=warps)
+        x,
+        w,
+        b,
+        y,
+        parts,
+        hw,
+        cpg,
+        num_groups,
+        seg_size,
+        chunk,
+        used,
+        eps,
+        RMS=rms,
+        HAS_W=weight is not None,
+        HAS_B=bias is not None,
+        PER_CHANNEL=per_channel,
+        SPLIT=split_p2,
+        BLOCK=block,
+        num_warps=warps,
+    )
     return y

@@ -5,6 +5,7 @@ import triton.language as tl
 
 # forge:dev-only-begin
 from forge_lsp.agent.offline.library.common import _forge_fallback, _forge_ok, _forge_sm_count, _forge_warps
+
 # forge:dev-only-end
 
 #: Longest row kept whole in registers (fp32 after upcast); longer rows use the online kernels.
@@ -79,8 +80,9 @@ def _forge_softmax_partial_kernel(x_ptr, part_ptr, n_cols, chunk, SPLIT: tl.cons
 
 
 @triton.jit
-def _forge_softmax_split_apply_kernel(x_ptr, y_ptr, part_ptr, n_cols, chunk, used,
-                                      SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+def _forge_softmax_split_apply_kernel(
+    x_ptr, y_ptr, part_ptr, n_cols, chunk, used, SPLIT: tl.constexpr, BLOCK: tl.constexpr
+):
     # Merge the row's partial (max, sum) pairs, then write this program's slice.
     row = tl.program_id(0)
     s = tl.program_id(1)
@@ -105,7 +107,8 @@ def forge_softmax(x, dim, _max_block=None, _split=None, _chunk=None):
     if block <= (_max_block or FORGE_SOFTMAX_MAX_BLOCK):
         rows = max(1, min(triton.next_power_of_2(n_rows), 2048 // block))
         _forge_softmax_rows_kernel[(triton.cdiv(n_rows, rows),)](
-            x, y, n_rows, n_cols, ROWS=rows, BLOCK=block, num_warps=_forge_warps(rows * block))
+            x, y, n_rows, n_cols, ROWS=rows, BLOCK=block, num_warps=_forge_warps(rows * block)
+        )
         return y
     chunk = _chunk or FORGE_SOFTMAX_CHUNK
     split = _split
@@ -119,8 +122,10 @@ def forge_softmax(x, dim, _max_block=None, _split=None, _chunk=None):
         return y
     split_p2 = triton.next_power_of_2(used)
     parts = torch.empty((n_rows, split_p2, 2), device=x.device, dtype=torch.float32)
-    _forge_softmax_partial_kernel[(n_rows, used)](x, parts, n_cols, part, SPLIT=split_p2, BLOCK=chunk,
-                                                  num_warps=_forge_warps(chunk))
-    _forge_softmax_split_apply_kernel[(n_rows, used)](x, y, parts, n_cols, part, used, SPLIT=split_p2, BLOCK=chunk,
-                                                      num_warps=_forge_warps(chunk))
+    _forge_softmax_partial_kernel[(n_rows, used)](
+        x, parts, n_cols, part, SPLIT=split_p2, BLOCK=chunk, num_warps=_forge_warps(chunk)
+    )
+    _forge_softmax_split_apply_kernel[(n_rows, used)](
+        x, y, parts, n_cols, part, used, SPLIT=split_p2, BLOCK=chunk, num_warps=_forge_warps(chunk)
+    )
     return y
