@@ -65,22 +65,22 @@ def main() -> int:
             result = opt.run()
             cands = store.candidates(result.run_id)
             compiled = next((c for c in cands if c.origin == "offline:torch.compile:default" and c.correct), None)
-            compiled_ms = compiled.verdict["timing"]["candidate"]["median_ms"] if compiled else None
+            compiled_ms = compiled.verdict.timing.candidate.median_ms if compiled and compiled.verdict.timing else None
             for c in cands:
-                t = (c.verdict or {}).get("timing")
-                ms = t["candidate"]["median_ms"] if t else None
+                t = c.verdict.timing if c.verdict else None
+                ms = t.candidate.median_ms if t else None
                 row = {
                     "task": label,
                     "candidate": c.origin.removeprefix("offline:"),
-                    "status": c.verdict["status"],
-                    "eager_ms": t["reference"]["median_ms"] if t else None,
+                    "status": c.verdict.status.value if c.verdict else c.status,
+                    "eager_ms": t.reference.median_ms if t else None,
                     "ms": ms,
                     "speedup": c.speedup,
                     "vs_compile": (compiled_ms / ms) if (compiled_ms and ms and c.correct) else None,
                     "roofline_pct": 100 * min_bytes / (ms * 1e-3) / peaks.dram_bytes_per_s
                     if ms and c.correct
                     else None,
-                    "reason": (c.verdict or {}).get("reason", "")[:100],
+                    "reason": c.verdict.reason[:100] if c.verdict else "",
                 }
                 rows.append(row)
             results[label] = {

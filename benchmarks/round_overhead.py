@@ -29,10 +29,10 @@ from fake_openai import FakeOpenAI  # noqa: E402
 
 from forge_lsp.agent.config import ModelSettings  # noqa: E402
 from forge_lsp.agent.optimize import OptimizeOptions, Optimizer  # noqa: E402
-from forge_lsp.agent.profiling import make_profile_fn  # noqa: E402
 from forge_lsp.agent.provider import ChatModel  # noqa: E402
 from forge_lsp.agent.store import RunStore  # noqa: E402
 from forge_lsp.engine import Evaluator, load_task  # noqa: E402
+from forge_lsp.usecases.explain import judge_feedback as make_profile_fn  # noqa: E402
 
 PLAN = json.dumps({"bottleneck": "DRAM bandwidth", "method": "single pass", "plan": "keep the row in registers"})
 

@@ -89,7 +89,7 @@ def test_linear_round_repairs_a_scripted_compile_error(tmp_path, evaluator, fake
     result = opt.run()
     cands = opt.store.candidates(result.run_id)
     assert [c.origin for c in cands] == ["coder", "repair"]
-    assert cands[0].verdict["status"] == "compile_error" and cands[1].correct
+    assert cands[0].verdict.status == "compile_error" and cands[1].correct
     assert cands[1].parent_id == cands[0].id and "stray" in cands[1].instruction
     judge_request = next(r for r in fake_openai.chat_requests if is_judge(r.body))
     assert "compile_error" in judge_request.messages[1]["content"]  # the Judge saw the failing verdict
@@ -119,7 +119,8 @@ def test_mcts_expands_more_than_one_branch_with_concurrent_expansions(tmp_path, 
     assert len(roots) >= 2, [(c.id, c.parent_id) for c in cands]  # several branches from the reference
     assert any(c.parent_id is not None for c in cands)  # and deeper refinement of one of them
     assert len(cands) == 6 and all(c.correct for c in cands), [
-        (c.id, c.parent_id, (c.verdict or {}).get("status"), (c.verdict or {}).get("reason", "")[:200]) for c in cands
+        (c.id, c.parent_id, c.verdict.status if c.verdict else None, c.verdict.reason[:200] if c.verdict else "")
+        for c in cands
     ]
     assert result.rounds == 3
 

@@ -7,6 +7,21 @@ import sqlite3
 import pytest
 
 from forge_lsp.agent.store import REDACTED, RunStore, scrub
+from forge_lsp.engine import Status, Timing, TimingStats, Verdict
+
+
+def timing(speedup: float, ref_ms: float, cand_ms: float) -> Timing:
+    def stats(ms: float) -> TimingStats:
+        return TimingStats(median_ms=ms, mean_ms=ms, min_ms=ms, p10_ms=ms, p90_ms=ms, n=10)
+
+    return Timing(
+        mode="cpu",
+        reference=stats(ref_ms),
+        candidate=stats(cand_ms),
+        speedup=speedup,
+        speedup_ci95=(speedup * 0.9, speedup * 1.1),
+        l2_flush=False,
+    )
 
 
 def test_runs_candidates_calls_and_events_round_trip(tmp_path):
@@ -14,7 +29,7 @@ def test_runs_candidates_calls_and_events_round_trip(tmp_path):
     run = store.create_run(tmp_path / "t.py", "Model", "class Model: ...", {"search": "mcts"})
     a = store.add_candidate(run, "class ModelNew: pass", parent_id=None, origin="coder", summary="first")
     b = store.add_candidate(run, "class ModelNew: pass  # 2", parent_id=a.id, origin="repair", summary="fix")
-    store.set_verdict(a.id, {"status": "correct"}, correct=True, speedup=1.7)
+    store.set_verdict(a.id, Verdict(status=Status.correct, timing=timing(1.7, 1.7, 1.0)), correct=True, speedup=1.7)
     store.add_call(
         run,
         role="coder",
@@ -31,6 +46,7 @@ def test_runs_candidates_calls_and_events_round_trip(tmp_path):
     assert [c.id for c in store.candidates(run)] == [a.id, b.id] and store.get_candidate(b.id).parent_id == a.id
     got = store.get_candidate(a.id)
     assert got.correct is True and got.speedup == 1.7 and got.status == "evaluated"
+    assert isinstance(got.verdict, Verdict) and got.verdict.timing.speedup == 1.7  # typed again, not a dict
     assert store.get_candidate(b.id).status == "queued"
     assert store.evaluated_by_source(run, "class ModelNew: pass").id == a.id
     assert store.evaluated_by_source(run, "class ModelNew: pass  # 2") is None
@@ -80,27 +96,33 @@ def test_scrub_replaces_only_secret_looking_variables():
 
 
 def test_run_details_carries_the_candidates_a_details_view_shows(tmp_path):
-    from forge_lsp.agent.store import run_details
+    from forge_lsp.server.protocol import RunResult, wire
+    from forge_lsp.usecases import UseCaseError
+    from forge_lsp.usecases.runs import run_details
 
     store = RunStore.for_workspace(tmp_path)
     run = store.create_run("t.py", "Model", "src", {})
     c = store.add_candidate(run, "class ModelNew: ...", parent_id=None, origin="coder", summary="first")
-    store.set_verdict(
-        c.id,
-        {
-            "status": "correct",
-            "timing": {"speedup": 2.0, "reference": {"median_ms": 2.0}, "candidate": {"median_ms": 1.0}, "mode": "cpu"},
-        },
-        correct=True,
-        speedup=2.0,
-    )
+    store.set_verdict(c.id, Verdict(status=Status.correct, timing=timing(2.0, 2.0, 1.0)), correct=True, speedup=2.0)
     store.set_findings(c.id, [{"title": "Memory bound", "rule": "memory_bound", "suggestion": "fuse"}])
     d = run_details(store, run[:12])
-    assert d["run"]["id"] == run and d["run"]["modelClass"] == "Model"
-    (cand,) = d["candidates"]
-    assert (
-        cand["verdict"]["candidate_ms"] == 1.0
-        and cand["speedup"] == 2.0
-        and cand["findings"][0]["rule"] == "memory_bound"
+    assert d.run.id == run and d.run.model_class == "Model" and d.final is None
+    (cand,) = d.candidates
+    assert cand.verdict.timing.candidate.median_ms == 1.0 and cand.speedup == 2.0
+    # the wire casing is the protocol's alone
+    w = wire(RunResult.of(d))
+    assert w["run"]["modelClass"] == "Model" and w["candidates"][0]["verdict"]["candidateMs"] == 1.0
+    assert w["candidates"][0]["findings"][0]["rule"] == "memory_bound"
+    with pytest.raises(UseCaseError, match="no run 'nope'"):
+        run_details(store, "nope")
+
+
+def test_a_verdict_this_version_cannot_read_leaves_the_candidate_without_one(tmp_path):
+    store = RunStore.for_workspace(tmp_path)
+    run = store.create_run("t.py", "Model", "src", {})
+    c = store.add_candidate(run, "class ModelNew: ...", parent_id=None, origin="coder", summary="first")
+    store._db.execute(
+        "UPDATE candidates SET verdict_json = ?, status = 'evaluated' WHERE id = ?",
+        ('{"status": "from-the-future"}', c.id),
     )
-    assert run_details(store, "nope") == {"error": "no run 'nope'"}
+    assert store.get_candidate(c.id).verdict is None and store.get_candidate(c.id).status == "evaluated"

@@ -18,7 +18,7 @@ def test_agent_and_profiler_front_doors_import_neither_torch_nor_editor_librarie
     """The language server imports these: they must not pull torch, Triton or editor libraries."""
     code = (
         "import sys, forge_lsp.agent.optimize, forge_lsp.agent.store, forge_lsp.agent.provider, "
-        "forge_lsp.agent.narrative, forge_lsp.agent.profiling, forge_lsp.profiler.ncu, forge_lsp.profiler.analyze, "
+        "forge_lsp.agent.narrative, forge_lsp.usecases.explain, forge_lsp.usecases.optimize, forge_lsp.profiler.ncu, forge_lsp.profiler.analyze, "
         "forge_lsp.cli.optimize_cmd, forge_lsp.cli.profile_cmd, forge_lsp.workspace.cuda_source; "
         "bad = [m for m in ('torch', 'pygls', 'lsprotocol', 'triton') if m in sys.modules]; "
         "print(','.join(bad))"

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..engine import Candidate, Evaluator, Task, Verdict
-from ..engine.verdict import Status
+from ..engine.verdict import Status, Timing
 from .events import EventBus
 from .progress import speedup_label
 from .roles import (
@@ -104,7 +104,7 @@ class RunOutcome:
     notes: list[str] = field(default_factory=list)
     final_speedup: float | None = None  # the best candidate re-timed at the end (None: not re-timed)
     final_failure: str | None = None  # why the best candidate failed its final re-check
-    final_timing: dict[str, Any] | None = None  # the final re-timing's `Timing`, as data
+    final_timing: Timing | None = None  # the final re-timing of `best` against the reference
 
     @property
     def answer_speedup(self) -> float | None:
@@ -249,7 +249,7 @@ class Optimizer:
                     node.id,
                     correct=bool(rec.correct),
                     speedup=rec.speedup,
-                    reason=(rec.verdict or {}).get("reason", ""),
+                    reason=rec.verdict.reason if rec.verdict else "",
                 )
         self.rounds = sum(1 for e in self.store.events(run.id) if e.kind == "round")
 
@@ -333,18 +333,18 @@ class Optimizer:
             if parent_rec is not None and target.failed:
                 origin = "repair"
                 messages = judge_repair_messages(
-                    self.prompts, ctx, candidate=_cand_ctx(parent_rec), verdict=parent_rec.verdict or {}
+                    self.prompts, ctx, candidate=_cand_ctx(parent_rec), verdict=_as_data(parent_rec.verdict)
                 )
                 advice = self._call("judge", self.judge, messages, RepairAdvice, target.id)
                 instruction = instruction_from(advice) if advice else None
             elif parent_rec is not None:
                 prof = self._profile(parent_rec)
-                verdict = parent_rec.verdict or {}
+                timing = parent_rec.verdict.timing if parent_rec.verdict else None
                 messages = judge_optimize_messages(
                     self.prompts,
                     ctx,
                     candidate=_cand_ctx(parent_rec),
-                    timing=verdict.get("timing"),
+                    timing=timing.model_dump(mode="json") if timing else None,
                     roofline=(prof or {}).get("roofline"),
                     findings=(prof or {}).get("findings", [])[:6],
                     profiled_on=(prof or {}).get("inherited_from"),
@@ -440,7 +440,7 @@ class Optimizer:
             self._check_cancel()
             done = self.store.evaluated_by_source(self.run_id, rec.source)
             if done is not None and done.id != rec.id:  # the same source was evaluated already: reuse
-                self._finish(rec, Verdict.model_validate(done.verdict), reused=done.id)
+                self._finish(rec, done.verdict, reused=done.id)
             else:
                 todo.append(rec)
         if not todo:
@@ -468,9 +468,8 @@ class Optimizer:
     def _finish(self, rec: CandidateRecord, verdict: Verdict, reused: str | None = None) -> None:
         correct = verdict.status == Status.correct
         speedup = verdict.speedup if correct else None
-        data = verdict.model_dump(mode="json")
-        self.store.set_verdict(rec.id, data, correct=correct, speedup=speedup)
-        rec.status, rec.verdict, rec.correct, rec.speedup = "evaluated", data, correct, speedup
+        self.store.set_verdict(rec.id, verdict, correct=correct, speedup=speedup)
+        rec.status, rec.verdict, rec.correct, rec.speedup = "evaluated", verdict, correct, speedup
         previous = self.tree.best()
         self.tree.record(rec.id, correct=correct, speedup=speedup, reason=verdict.reason)
         if correct:
@@ -532,9 +531,9 @@ class Optimizer:
             )
             self._final = {"failure": verdict.reason}
             return [f"the best candidate failed its final re-check: {verdict.reason}"]
-        timing = verdict.timing.model_dump(mode="json") if verdict.timing else None
-        self._final = {"speedup": verdict.speedup, "timing": timing}
+        self._final = {"speedup": verdict.speedup, "timing": verdict.timing}
         self._publish("candidate_timed", candidate=best.id, speedup=verdict.speedup, final=True)
+        timing = verdict.timing.model_dump(mode="json") if verdict.timing else None
         self.store.add_event(
             self.run_id, "final_timing", {"candidate": best.id, "speedup": verdict.speedup, "timing": timing}
         )
@@ -561,10 +560,10 @@ class Optimizer:
     def _inputs(self) -> list[dict[str, Any]]:
         """The real inputs (dtype, shape) of the first input set, from any verdict of this run."""
         for rec in self.records.values():
-            specs = (rec.verdict or {}).get("inputs") or []
+            specs = rec.verdict.inputs if rec.verdict else []
             if specs:
-                first = specs[0]["case"]
-                return [s for s in specs if s["case"] == first]
+                first = specs[0].case
+                return [s.model_dump(mode="json") for s in specs if s.case == first]
         return []
 
     def _examples(self) -> list[str]:
@@ -576,6 +575,11 @@ class Optimizer:
 
 class FatalModelError(Exception):
     """The model endpoint cannot serve this run (bad key, unknown model, unreachable)."""
+
+
+def _as_data(verdict: Verdict | None) -> dict[str, Any]:
+    """A verdict as the prompt templates read it (plain data)."""
+    return verdict.model_dump(mode="json") if verdict is not None else {}
 
 
 def _cand_ctx(rec: CandidateRecord) -> dict[str, Any]:

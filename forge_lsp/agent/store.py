@@ -8,7 +8,8 @@ and the tree (each candidate's parent). Text fields pass through `scrub`, which 
 values of secret-looking environment variables, so a key that leaked into a prompt or a log
 never reaches the disk.
 
-Plain data in, plain data out (dataclasses); nothing here knows about editors or models.
+Typed data in, typed data out (dataclasses; a candidate's verdict is the engine's `Verdict`, read
+back from its JSON); nothing here knows about editors or models.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
+
+from ..engine.verdict import Verdict
 
 SCHEMA_VERSION = 1
 
@@ -138,7 +143,7 @@ class CandidateRecord:
     source: str
     source_sha: str
     status: str  # queued | evaluated
-    verdict: dict[str, Any] | None = None
+    verdict: Verdict | None = None
     speedup: float | None = None
     correct: bool | None = None
     findings: list[dict[str, Any]] | None = None
@@ -273,12 +278,12 @@ class RunStore:
             )
         return self.get_candidate(f"{run_id}/{cid}")
 
-    def set_verdict(self, candidate_id: str, verdict: dict[str, Any], *, correct: bool, speedup: float | None) -> None:
+    def set_verdict(self, candidate_id: str, verdict: Verdict, *, correct: bool, speedup: float | None) -> None:
         with self._lock, self._db:
             self._db.execute(
                 "UPDATE candidates SET status = 'evaluated', verdict_json = ?, correct = ?, speedup = ?,"
                 " evaluated = ? WHERE id = ?",
-                (self._json(verdict), int(correct), speedup, time.time(), candidate_id),
+                (self._json(verdict.model_dump(mode="json")), int(correct), speedup, time.time(), candidate_id),
             )
 
     def set_findings(self, candidate_id: str, findings: list[dict[str, Any]]) -> None:
@@ -430,7 +435,7 @@ def _candidate(row: sqlite3.Row) -> CandidateRecord:
         source=row["source"],
         source_sha=row["source_sha"],
         status=row["status"],
-        verdict=json.loads(row["verdict_json"]) if row["verdict_json"] else None,
+        verdict=_verdict(row["verdict_json"]),
         speedup=row["speedup"],
         correct=None if row["correct"] is None else bool(row["correct"]),
         findings=json.loads(row["findings_json"]) if row["findings_json"] else None,
@@ -439,84 +444,14 @@ def _candidate(row: sqlite3.Row) -> CandidateRecord:
     )
 
 
-def run_details(store: RunStore, run_id: str, *, source_limit: int = 200_000) -> dict[str, Any]:
-    """One run and its candidates as JSON-able data (what a run-details view shows), or {"error": ...}."""
+def _verdict(text: str | None) -> Verdict | None:
+    """A stored verdict, typed again; a row this version cannot read (a newer format) has none."""
+    if not text:
+        return None
     try:
-        run = store.get_run(run_id)
-    except KeyError as exc:
-        return {"error": str(exc.args[0])}
-
-    def verdict(v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if not v:
-            return None
-        t = v.get("timing") or {}
-        return {
-            "status": v.get("status"),
-            "reason": (v.get("reason") or "")[:2000],
-            "failed_check": v.get("failed_check"),
-            "backend": v.get("backend"),
-            "device": v.get("device_name") or v.get("device"),
-            "reference_ms": (t.get("reference") or {}).get("median_ms"),
-            "candidate_ms": (t.get("candidate") or {}).get("median_ms"),
-            "speedup": t.get("speedup"),
-            "ci95": t.get("speedup_ci95"),
-            "timing_mode": t.get("mode"),
-            "checks": [
-                {"name": c.get("name"), "passed": c.get("passed"), "detail": (c.get("detail") or "")[:300]}
-                for c in (v.get("checks") or [])
-            ],
-            "stages": v.get("stages") or {},
-        }
-
-    candidates = [
-        {
-            "id": c.id,
-            "parent": c.parent_id,
-            "origin": c.origin,
-            "summary": c.summary,
-            "status": c.status,
-            "speedup": c.speedup,
-            "correct": c.correct,
-            "verdict": verdict(c.verdict),
-            "findings": [
-                {"title": f.get("title"), "rule": f.get("rule"), "suggestion": f.get("suggestion")}
-                for f in (c.findings or [])
-            ][:8],
-            "source": c.source[:source_limit],
-            "created": c.created,
-            "evaluated": c.evaluated,
-        }
-        for c in store.candidates(run.id)
-    ]
-    spent, tokens_in, tokens_out = store.spent(run.id)
-    final = None
-    for event in store.events(run.id):
-        if event.kind == "final_timing" and event.data.get("speedup") is not None:
-            t = event.data.get("timing") or {}
-            final = {
-                "candidate": event.data.get("candidate"),
-                "speedup": event.data["speedup"],
-                "ci95": t.get("speedup_ci95"),
-                "referenceMs": (t.get("reference") or {}).get("median_ms"),
-                "candidateMs": (t.get("candidate") or {}).get("median_ms"),
-            }
-    return {
-        "run": {
-            "id": run.id,
-            "status": run.status,
-            "message": run.message,
-            "task": run.task_path,
-            "modelClass": run.model_class,
-            "best": run.best_candidate,
-            "created": run.created,
-            "updated": run.updated,
-            "spentUsd": spent,
-            "tokensIn": tokens_in,
-            "tokensOut": tokens_out,
-            "final": final,
-        },
-        "candidates": candidates,
-    }
+        return Verdict.model_validate_json(text)
+    except ValidationError:
+        return None
 
 
 def costs_by_round(store: RunStore, run_id: str) -> list[dict[str, Any]]:

@@ -12,8 +12,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..engine import TaskError, load_task
-
 
 def add_parsers(sub) -> None:
     p = sub.add_parser(
@@ -57,15 +55,6 @@ def add_parsers(sub) -> None:
     s.set_defaults(func=run_show)
 
 
-def find_workspace(path: Path) -> Path:
-    """The nearest folder above `path` with pyproject.toml, forge.toml, .forge or .git; else its folder."""
-    start = path.resolve().parent if path.is_file() or path.suffix else path.resolve()
-    for folder in (start, *start.parents):
-        if any((folder / marker).exists() for marker in ("forge.toml", "pyproject.toml", ".forge", ".git")):
-            return folder
-    return start
-
-
 def _split_target(target: str) -> tuple[Path, str | None]:
     if "::" in target:
         path, cls = target.split("::", 1)
@@ -74,157 +63,103 @@ def _split_target(target: str) -> tuple[Path, str | None]:
 
 
 def run_optimize(args: argparse.Namespace) -> int:
-    from ..agent.config import HOW_TO_CONFIGURE, ConfigError, load_config
-    from ..agent.events import EventBus
-    from ..agent.optimize import OptimizeOptions, Optimizer, models_from_config
-    from ..agent.store import RunStore
-    from ..engine import Evaluator
+    from ..agent.config import HOW_TO_CONFIGURE
+    from ..usecases import UseCaseError
+    from ..usecases.optimize import ModuleOptimization, OptimizeRequest
 
     console = Console(stderr=True)
-    if not args.target and not args.resume:
-        print("forge optimize: name a task file (FILE.py[::Class]) or --resume RUN", file=sys.stderr)
-        return 2
-    if args.resume:
-        workspace = args.workspace or Path.cwd()
-        store = RunStore.for_workspace(workspace)
-        try:
-            run = store.get_run(args.resume)
-        except KeyError as exc:
-            print(f"forge optimize: {exc.args[0]} in {store.path}", file=sys.stderr)
-            return 2
-        path, cls = Path(run.task_path), run.model_class
-    else:
-        path, cls = _split_target(args.target)
-        workspace = args.workspace or find_workspace(path)
-        store = RunStore.for_workspace(workspace)
-    try:
-        task = load_task(path, model_class=cls)
-    except (TaskError, OSError) as exc:
-        print(f"forge optimize: {exc}", file=sys.stderr)
-        return 2
+    path, cls = _split_target(args.target) if args.target else (None, None)
     overrides = {
-        k: v
-        for k, v in {
-            "model": args.model,
-            "base_url": args.base_url,
-            "search": args.search,
-            "rounds": args.rounds,
-            "budget_usd": args.budget_usd,
-            "wall_s": args.wall_s,
-            "concurrency": args.concurrency,
-        }.items()
-        if v is not None
+        "model": args.model,
+        "base_url": args.base_url,
+        "search": args.search,
+        "rounds": args.rounds,
+        "budget_usd": args.budget_usd,
+        "wall_s": args.wall_s,
+        "concurrency": args.concurrency,
     }
+    request = OptimizeRequest(
+        task_file=path,
+        model_class=cls,
+        workspace=args.workspace or (Path.cwd() if args.resume else None),
+        resume=args.resume,
+        overrides={k: v for k, v in overrides.items() if v is not None},
+        device=args.device,
+        offline=not args.no_offline,
+        cache_dir=args.cache_dir,
+    )
     try:
-        config = load_config(workspace, overrides)
-    except ConfigError as exc:
+        optimization = ModuleOptimization(request, on_event=None if args.quiet else _printer(console))
+    except UseCaseError as exc:
         print(f"forge optimize: {exc}", file=sys.stderr)
         return 2
-    coder, judge = models_from_config(config)
-    if coder is None:
+    if not optimization.model_configured:
         console.print(
             "[yellow bold]No model configured[/]: running the offline candidates only "
             "(torch.compile variants and forge's built-in Triton kernels)."
         )
         console.print(HOW_TO_CONFIGURE, markup=False, highlight=False)
-    options = OptimizeOptions.from_config(config, offline=not args.no_offline)
-    from ..agent.profiling import make_profile_fn
-
-    def offline_candidates(t):
-        from ..agent.offline import offline_candidates as generate
-
-        return generate(t, device=evaluator.device)
-
-    evaluator = Evaluator(args.device if args.device != "auto" else config.device, cache_dir=args.cache_dir)
-    bus = EventBus(store)
-    if not args.quiet:
-        bus.subscribe(_printer(console))
-    optimizer = Optimizer(
-        task,
-        store=store,
-        evaluator=evaluator,
-        options=options,
-        coder=coder,
-        judge=judge,
-        bus=bus,
-        offline=offline_candidates,
-        profile=make_profile_fn(evaluator.device, args.cache_dir),
-        config_record=config.redacted(),
-    )
-    from ..agent.roles import Prompts
-
-    optimizer.prompts = Prompts(workspace)
     try:
-        result = optimizer.run(resume=args.resume)
+        result = optimization.run()
     except KeyboardInterrupt:
-        optimizer.cancel()
-        console.print(f"[yellow]interrupted[/]: resume with `forge optimize --resume {optimizer.run_id}`")
-        store.set_run_status(optimizer.run_id, "interrupted", "interrupted (Ctrl-C)")
+        optimization.interrupted("interrupted (Ctrl-C)")
+        console.print(f"[yellow]interrupted[/]: resume with `forge optimize --resume {optimization.run_id}`")
         return 130
-    finally:
-        evaluator.close()
+    outcome = result.outcome
     out = Console()
-    _summary(out, store, result.run_id)
+    _summary(out, optimization.store, result.run_id)
     out.print(
-        f"run {result.run_id}: {result.status} ({result.stop_reason}); {_count(result.rounds, 'round')}, "
-        f"{_count(result.candidates, 'candidate')}, ${result.spent_usd:.4f}"
+        f"run {result.run_id}: {outcome.status} ({outcome.stop_reason}); {_count(outcome.rounds, 'round')}, "
+        f"{_count(outcome.candidates, 'candidate')}, ${outcome.spent_usd:.4f}"
     )
-    for note in result.notes:
+    for note in outcome.notes:
         out.print(f"  {note}")
-    if result.best is not None and not result.improves:
-        why = (
-            f"it failed its final re-check ({result.final_failure})"
-            if result.final_failure is not None
-            else f"it runs at {result.answer_speedup:.2f}x the reference"
-        )
-        out.print(
-            f"no verified candidate is faster than the reference: the best, {result.best.id}, was not "
-            f"{'applied' if args.apply else 'written'} because {why}. Inspect it with `forge show {result.run_id}`."
-        )
-        return 1 if result.status != "cancelled" else 130
-    if result.best is not None:
-        out.print(f"best: {result.best.id} {result.answer_speedup:.2f}x — {result.best.summary}")
-        if args.apply:
-            return _apply(out, task, result)
-        dest = task.path.with_name(f"{task.path.stem}_forge_best.py")
-        dest.write_text(result.best.source)
-        out.print(f"written to {dest}")
-        return 0
-    out.print("no verified candidate faster than nothing was found")
-    return 1 if result.status != "cancelled" else 130
+    if result.reference_failure is not None:
+        where = f" (line {result.reference_failure.line})" if result.reference_failure.line else ""
+        out.print(f"[red]your module failed in the worker{where}[/]: {result.reference_failure.reason}")
+    best = outcome.best
+    if result.answer is None:
+        done = "applied" if args.apply else "written"
+        if result.withheld in ("not_faster", "recheck_failed") and best is not None:
+            why = (
+                f"it failed its final re-check ({outcome.final_failure})"
+                if result.withheld == "recheck_failed"
+                else f"it runs at {outcome.answer_speedup:.2f}x the reference"
+            )
+            out.print(
+                f"no verified candidate is faster than the reference: the best, {best.id}, was not {done} "
+                f"because {why}. Inspect it with `forge show {result.run_id}`."
+            )
+        elif result.withheld == "state_dict":
+            out.print(
+                f"[red]not {done}[/]: the candidate does not load the module's state_dict (strict), so user "
+                "checkpoints would not load into it"
+            )
+        else:
+            out.print(result.message)
+        return 130 if outcome.status == "cancelled" else 1
+    answer = result.answer
+    out.print(f"best: {answer.candidate.id} {answer.speedup:.2f}x — {answer.candidate.summary}")
+    if args.apply:
+        return _apply(out, result)
+    dest = result.task.path.with_name(f"{result.task.path.stem}_forge_best.py")
+    dest.write_text(answer.candidate.source)
+    out.print(f"written to {dest}")
+    return 0
 
 
-def _apply(out: Console, task, result) -> int:
-    """Rewrite the task's class in place with the best candidate (the same rewrite the editor's Accept uses)."""
-    from ..reintegrate import RewriteError, domain_from_verdict, rewrite_module
+def _apply(out: Console, result) -> int:
+    """Rewrite the task's class in place with the answer (the same rewrite the editor's Accept uses)."""
+    from ..usecases import UseCaseError
+    from ..usecases.apply import apply_to_file
 
-    verdict = result.best.verdict or {}
-    if not verdict.get("checkpoint_compatible"):
-        out.print(
-            "[red]not applied[/]: the candidate does not load the module's state_dict (strict), so user "
-            "checkpoints would not load into it"
-        )
-        return 1
-    text = task.path.read_text()
-    if task.sha and text != task.source:
-        out.print(f"[red]not applied[/]: {task.path} changed during the run; nothing was changed")
-        return 1
     try:
-        rewrite = rewrite_module(
-            text,
-            task.model_class,
-            result.best.source,
-            domain_from_verdict(verdict),
-            run_id=result.run_id,
-            candidate_id=result.best.id,
-            speedup=result.answer_speedup,
-        )
-    except RewriteError as exc:
+        rewrite = apply_to_file(result.task, result.answer, result.run_id)
+    except UseCaseError as exc:
         out.print(f"[red]not applied[/]: {exc}")
         return 1
-    task.path.write_text(rewrite.new_text)
     out.print(
-        f"applied to {task.path} ({rewrite.summary}); the original class is kept as "
+        f"applied to {result.task.path} ({rewrite.summary}); the original class is kept as "
         f"{rewrite.reference_class} and runs for inputs outside what was verified"
     )
     return 0
@@ -287,15 +222,14 @@ def _summary(console: Console, store, run_id: str, top: int = 8) -> None:
 
 def run_runs(args: argparse.Namespace) -> int:
     from ..agent.store import RunStore
+    from ..usecases.runs import list_runs
 
-    store = RunStore.for_workspace(args.workspace)
     table = Table(box=None, header_style="bold")
     for col in ("run", "started", "status", "task", "best", "candidates", "cost"):
         table.add_column(col)
     rows = []
-    for run in store.list_runs():
-        cands = store.candidates(run.id)
-        best = next((c for c in cands if c.id == run.best_candidate), None)
+    for d in list_runs(RunStore.for_workspace(args.workspace)):
+        run, best = d.run, d.best
         rows.append(
             {
                 "run": run.id,
@@ -306,8 +240,8 @@ def run_runs(args: argparse.Namespace) -> int:
                 "model_class": run.model_class,
                 "best": run.best_candidate,
                 "best_speedup": best.speedup if best else None,
-                "candidates": len(cands),
-                "spent_usd": store.spent(run.id)[0],
+                "candidates": len(d.candidates),
+                "spent_usd": d.spent_usd,
             }
         )
         table.add_row(
@@ -316,8 +250,8 @@ def run_runs(args: argparse.Namespace) -> int:
             run.status,
             f"{Path(run.task_path).name}::{run.model_class}",
             f"{best.speedup:.2f}x" if best and best.speedup else "-",
-            str(len(cands)),
-            f"${store.spent(run.id)[0]:.4f}",
+            str(len(d.candidates)),
+            f"${d.spent_usd:.4f}",
         )
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -328,40 +262,41 @@ def run_runs(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     from ..agent.store import RunStore
+    from ..usecases import UseCaseError
+    from ..usecases.runs import run_details
 
     store = RunStore.for_workspace(args.workspace)
     try:
-        run = store.get_run(args.run)
-    except KeyError as exc:
-        print(f"forge show: {exc.args[0]}", file=sys.stderr)
+        d = run_details(store, args.run)
+    except UseCaseError as exc:
+        print(f"forge show: {exc}", file=sys.stderr)
         return 2
+    run = d.run
     console = Console()
     if args.source:
         cid = args.source if "/" in args.source else f"{run.id}/{args.source}"
-        try:
-            console.print(store.get_candidate(cid).source, markup=False, highlight=False)
-        except KeyError as exc:
-            print(f"forge show: {exc.args[0]}", file=sys.stderr)
+        cand = next((c for c in d.candidates if c.id == cid), None)
+        if cand is None:
+            print(f"forge show: no candidate {cid!r}", file=sys.stderr)
             return 2
+        console.print(cand.source, markup=False, highlight=False)
         return 0
-    spent, tin, tout = store.spent(run.id)
     age = time.time() - run.updated
     console.print(
         f"[bold]{run.id}[/] {run.status} — {run.message}\ntask {run.task_path}::{run.model_class}\n"
-        f"model calls: {len(store.calls(run.id))}, tokens {tin} in / {tout} out, ${spent:.4f}; "
+        f"model calls: {len(store.calls(run.id))}, tokens {d.tokens_in} in / {d.tokens_out} out, ${d.spent_usd:.4f}; "
         f"updated {age:.0f} s ago",
         highlight=False,
     )
     table = Table(box=None, header_style="bold")
     for col in ("id", "parent", "origin", "verdict", "speedup", "summary"):
         table.add_column(col)
-    for c in store.candidates(run.id):
-        verdict = (c.verdict or {}).get("status", c.status)
+    for c in d.candidates:
         table.add_row(
             c.id.split("/")[-1],
             (c.parent_id or "root").split("/")[-1],
             c.origin,
-            verdict,
+            c.verdict.status.value if c.verdict else c.status,
             f"{c.speedup:.2f}x" if c.speedup else "-",
             c.summary[:70],
         )

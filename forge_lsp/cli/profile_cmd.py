@@ -10,7 +10,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..engine import TaskError, load_candidate, load_task, resolve_device
 from ..profiler.metrics import METRICS
 from ..profiler.model import ProfileResult
 
@@ -74,23 +73,23 @@ def render(console: Console, result: ProfileResult) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profiler.ncu import profile
+    from ..usecases import UseCaseError
+    from ..usecases.explain import ProfileRequest, profile_target
 
-    try:
-        task = load_task(args.task)
-        cand = load_candidate(args.candidate) if args.candidate else None
-    except (TaskError, OSError) as exc:
-        print(f"forge profile: {exc}", file=sys.stderr)
-        return 2
-    result = profile(
-        task,
-        cand,
-        device=resolve_device(args.device),
+    request = ProfileRequest(
+        target=args.task,
+        candidate=args.candidate,
         kernel=args.kernel,
+        device=args.device,
         full=args.full,
         timeout=args.timeout,
         cache_dir=args.cache_dir,
     )
+    try:
+        result = profile_target(request).result
+    except UseCaseError as exc:
+        print(f"forge profile: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         json.dump(result.model_dump(mode="json"), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -125,82 +124,28 @@ def add_explain_parser(sub) -> None:
     p.set_defaults(func=run_explain, full=False)
 
 
-class _UsageError(Exception):
-    pass
-
-
-def _cu_target(args: argparse.Namespace) -> tuple[str, Path]:
-    """(kernel name, entry script) for `forge explain FILE.cu`, or a usage error that says what to pass."""
-    from ..workspace.cuda_source import global_kernels, python_files_loading
-
-    try:
-        text = args.target.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise _UsageError(str(exc)) from exc
-    names = list(dict.fromkeys(k.name for k in global_kernels(text)))
-    if args.kernel:
-        if names and args.kernel not in names:
-            raise _UsageError(f"{args.target} has no __global__ kernel {args.kernel!r} (it has: {', '.join(names)})")
-        kernel = args.kernel
-    elif len(names) == 1:
-        kernel = names[0]
-    elif not names:
-        raise _UsageError(f"{args.target} defines no __global__ kernel")
-    else:
-        raise _UsageError(f"{args.target} defines several kernels; pick one with --kernel ({', '.join(names)})")
-    if args.entry:
-        return kernel, args.entry
-    loaders = python_files_loading(args.target)
-    if not loaders:
-        raise _UsageError(
-            f"no Python file beside {args.target} names it; pass the script that launches "
-            f"{kernel!r} with --entry SCRIPT.py"
-        )
-    return kernel, loaders[0]
-
-
 def run_explain(args: argparse.Namespace) -> int:
-    from ..profiler.analyze import analyze
-    from ..profiler.model import Explanation
-    from ..profiler.ncu import device_peaks, profile, profile_cu_kernel
-    from ..profiler.roofline import place
+    from ..usecases import UseCaseError
+    from ..usecases.explain import ProfileRequest, explain
 
-    device = resolve_device(args.device)
+    request = ProfileRequest(
+        target=args.target,
+        candidate=args.candidate,
+        kernel=args.kernel,
+        entry=args.entry,
+        launch_skip=args.launch_skip,
+        device=args.device,
+        timeout=args.timeout,
+        cache_dir=args.cache_dir,
+    )
+    on_start = None if args.json else (lambda what: print(what, file=sys.stderr))
     try:
-        if args.target.suffix in (".cu", ".cuh"):
-            kernel, entry = _cu_target(args)
-            if not args.json:
-                print(f"profiling {kernel!r} as launched by {entry}", file=sys.stderr)
-            result = profile_cu_kernel(
-                args.target,
-                kernel,
-                entry,
-                device=device,
-                launch_skip=args.launch_skip,
-                timeout=args.timeout,
-                cache_dir=args.cache_dir,
-            )
-        else:
-            task = load_task(args.target)
-            cand = load_candidate(args.candidate) if args.candidate else None
-            result = profile(
-                task, cand, device=device, kernel=args.kernel, timeout=args.timeout, cache_dir=args.cache_dir
-            )
-    except (TaskError, OSError, _UsageError) as exc:
+        explained = explain(request, narrative=not args.no_narrative, on_start=on_start)
+    except UseCaseError as exc:
         print(f"forge explain: {exc}", file=sys.stderr)
         return 2
-    peaks, peaks_note = (
-        device_peaks(device, result.device_name, cache_dir=args.cache_dir) if result.kernels else (None, "")
-    )
-    explanations = (
-        [
-            Explanation(kernel=k, peaks=peaks, roofline=place(k, peaks), findings=analyze(k, peaks))
-            for k in result.kernels
-        ]
-        if peaks
-        else []
-    )
-    narrative_note = _add_narratives(args, explanations)
+    result, explanations = explained.result, explained.explanations
+    peaks, peaks_note, narrative_note = explained.peaks, explained.peaks_note, explained.narrative_note
     if args.json:
         json.dump(
             {
@@ -244,32 +189,3 @@ def run_explain(args: argparse.Namespace) -> int:
     if narrative_note and explanations:
         console.print(f"[dim]{narrative_note}[/]", highlight=False)
     return 0 if (explanations or result.wall_ms is not None) else 1
-
-
-def _add_narratives(args: argparse.Namespace, explanations: list) -> str:
-    """The Judge's narrative for each explanation when a model is configured; a note saying what happened."""
-    if not explanations or args.no_narrative:
-        return ""
-    from ..agent.config import ConfigError, api_key, load_config
-    from .optimize_cmd import find_workspace
-
-    try:
-        config = load_config(find_workspace(args.target))
-    except ConfigError as exc:
-        return f"no narrative: {exc}"
-    settings = config.judge or config.coder
-    if settings is None:
-        return "no narrative: no model configured (the findings above are rule-based)"
-    from ..agent.narrative import narrate
-    from ..agent.provider import ChatModel
-
-    model = ChatModel(settings, api_key=api_key(settings), prices=config.prices)
-    source = (
-        args.target.read_text(errors="replace")
-        if args.target.suffix in (".cu", ".cuh")
-        else (args.candidate.read_text(errors="replace") if args.candidate else args.target.read_text(errors="replace"))
-    )
-    note = ""
-    for e in explanations:
-        e.narrative, note = narrate(model, e, source=source[:12000])
-    return note

@@ -8,10 +8,15 @@ for a method lsprotocol does not know (a dict, or its namedtuple-like objects).
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
+
+if TYPE_CHECKING:
+    from ..agent.store import CandidateRecord
+    from ..engine.verdict import Verdict
+    from ..usecases.runs import RunDetails
 
 REQUESTS = ("forge/runs", "forge/run")
 COMMANDS = (
@@ -131,6 +136,24 @@ class VerdictSummary(Message):
     checks: list[Check]
     stages: dict[str, float]  # seconds per stage
 
+    @classmethod
+    def of(cls, v: Verdict) -> VerdictSummary:
+        t = v.timing
+        return cls(
+            status=v.status.value,
+            reason=v.reason[:2000],
+            failed_check=v.failed_check,
+            backend=v.backend,
+            device=v.device_name or v.device,
+            reference_ms=t.reference.median_ms if t else None,
+            candidate_ms=t.candidate.median_ms if t else None,
+            speedup=t.speedup if t else None,
+            ci95=list(t.speedup_ci95) if t else None,
+            timing_mode=t.mode if t else None,
+            checks=[Check(name=c.name, passed=c.passed, detail=c.detail[:300]) for c in v.checks],
+            stages=v.stages,
+        )
+
 
 class Finding(Message):
     title: str | None
@@ -151,6 +174,26 @@ class CandidateSummary(Message):
     source: str
     created: float
     evaluated: float | None
+
+    @classmethod
+    def of(cls, c: CandidateRecord, source_limit: int = 200_000) -> CandidateSummary:
+        return cls(
+            id=c.id,
+            parent=c.parent_id,
+            origin=c.origin,
+            summary=c.summary,
+            status=c.status,
+            speedup=c.speedup,
+            correct=c.correct,
+            verdict=VerdictSummary.of(c.verdict) if c.verdict else None,
+            findings=[
+                Finding(title=f.get("title"), rule=f.get("rule"), suggestion=f.get("suggestion"))
+                for f in (c.findings or [])[:8]
+            ],
+            source=c.source[:source_limit],
+            created=c.created,
+            evaluated=c.evaluated,
+        )
 
 
 class FinalTiming(Message):
@@ -182,6 +225,35 @@ class RunResult(Message):
     run: RunSummary | None = None
     candidates: list[CandidateSummary] = []
     error: str | None = None  # set instead of run/candidates
+
+    @classmethod
+    def of(cls, d: RunDetails) -> RunResult:
+        run, final = d.run, d.final
+        return cls(
+            run=RunSummary(
+                id=run.id,
+                status=run.status,
+                message=run.message,
+                task=run.task_path,
+                model_class=run.model_class,
+                best=run.best_candidate,
+                created=run.created,
+                updated=run.updated,
+                spent_usd=d.spent_usd,
+                tokens_in=d.tokens_in,
+                tokens_out=d.tokens_out,
+                final=FinalTiming(
+                    candidate=final.candidate,
+                    speedup=final.speedup,
+                    ci95=list(final.ci95) if final.ci95 else None,
+                    reference_ms=final.reference_ms,
+                    candidate_ms=final.candidate_ms,
+                )
+                if final
+                else None,
+            ),
+            candidates=[CandidateSummary.of(c) for c in d.candidates],
+        )
 
 
 # -------------------------------------------------------------------------------- commands

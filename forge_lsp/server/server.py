@@ -171,7 +171,13 @@ class ForgeServer(LanguageServer):
         except Exception as exc:  # noqa: BLE001 - a failed job is reported, never raised into the server
             if job.status != "cancelled":
                 log.exception("job %s failed", job.id)
-                job.status, job.message = "failed", f"{type(exc).__name__}: {exc}"
+                from ..usecases import UseCaseError
+
+                # a request the user can fix says just what to fix; anything else names the error's type
+                job.status, job.message = (
+                    "failed",
+                    str(exc) if isinstance(exc, UseCaseError) else f"{type(exc).__name__}: {exc}",
+                )
                 self.message(f"forge: {job.title} failed: {job.message}", t.MessageType.Error)
         finally:
             job.finished = time.time()

@@ -24,19 +24,22 @@ def _proposal(ls: ForgeServer, uri: str, target: str, candidate_id: str) -> Prop
 
 
 def _rewrite(ls: ForgeServer, prop: Proposal, text: str):
-    from ...reintegrate import RewriteError, VerifiedDomain, rewrite_module
+    """(the rewrite of the proposal's class in `text`, None) or (None, why it cannot be rewritten)."""
+    from ...usecases import UseCaseError
+    from ...usecases.apply import rewrite_for
 
     try:
-        return rewrite_module(
+        rewrite = rewrite_for(
             text,
             prop.target,
             prop.source,
-            VerifiedDomain(**prop.domain),
+            prop.domain,
             run_id=prop.run_id,
             candidate_id=prop.candidate_id,
             speedup=prop.speedup,
-        ), None
-    except RewriteError as exc:
+        )
+        return rewrite, None
+    except UseCaseError as exc:
         return None, str(exc)
 
 
@@ -77,7 +80,7 @@ async def accept(ls: ForgeServer, args: CandidateArgs) -> AcceptResult:
         )
     rewrite, error = _rewrite(ls, prop, text)
     if rewrite is None:
-        return _refuse(ls, f"cannot rewrite {target}: {error}")
+        return _refuse(ls, error or "cannot rewrite")
     version = ls.doc_version(uri)
     rng = t.Range(
         start=t.Position(line=rewrite.start_line, character=0), end=t.Position(line=rewrite.end_line, character=0)

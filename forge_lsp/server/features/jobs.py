@@ -1,4 +1,8 @@
-"""Background jobs: optimize a module, profile or explain a module or kernel; `forge/runs` lists them."""
+"""Background jobs: optimize a module, profile or explain a module or kernel; `forge/runs` lists them.
+
+Each job is the use case of the same name (`forge_lsp.usecases`) run on a job thread; this module
+turns the editor's document into its request, its events into `$/progress`, and its typed result
+into proposals, diagnostics and hover numbers."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from typing import Any
 
 from lsprotocol import types as t
 
-from ...agent.progress import RunProgress, speedup_label
+from ...agent.progress import RunProgress
 from ..protocol import Job, JobProposal, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
 from ..state import BackgroundJob, Proposal, Result, text_sha
@@ -28,7 +32,8 @@ def register(ls: ForgeServer) -> None:
     @ls.feature("forge/run")
     def run(ls: ForgeServer, params: Any = None) -> dict[str, Any]:
         """One run and its candidates from the run store."""
-        from ...agent.store import run_details
+        from ...usecases import UseCaseError
+        from ...usecases.runs import run_details
 
         try:
             run_id = read(RunParams, params).run_id
@@ -36,7 +41,10 @@ def register(ls: ForgeServer) -> None:
             return wire(RunResult(error=f"forge/run: {exc}"))
         if ls.store is None:
             return wire(RunResult(error="this workspace has no run store"))
-        return wire(RunResult.model_validate(run_details(ls.store, run_id)))
+        try:
+            return wire(RunResult.of(run_details(ls.store, run_id)))
+        except UseCaseError as exc:
+            return wire(RunResult(error=str(exc)))
 
 
 def job_info(job: BackgroundJob, proposal: Proposal | None) -> Job:
@@ -123,51 +131,22 @@ def _optimize(
     doc_sha: str,
     version: int | None,
 ) -> None:
-    from ...agent.config import load_config
-    from ...agent.events import EventBus
-    from ...agent.optimize import OptimizeOptions, Optimizer, models_from_config
-    from ...agent.profiling import make_profile_fn
-    from ...agent.roles import Prompts
-    from ...engine import Evaluator, load_task
+    from ...usecases.optimize import ModuleOptimization, OptimizeRequest
 
     s = ls.settings
-    config = load_config(ls.root or task_file.parent, s.agent_overrides())
-    coder, judge = models_from_config(config)
-    if coder is None:
-        ls.message(
-            "forge: no model configured, so only the offline candidates (torch.compile and built-in "
-            "Triton kernels) are tried. Set forge.model (and forge.baseUrl) and the API key.",
-            once=True,
-        )
-    task = load_task(task_file, model_class=model_class)
     if ls.store is None:  # no workspace folder, or its .forge/ could not be opened: keep runs beside the file
         from ...agent.store import RunStore
 
         ls.store = RunStore.for_workspace(Path(ls.path_of(job.uri) or task_file).parent)
-    evaluator = Evaluator(s.device, cache_dir=None)
-    bus = EventBus(ls.store)
-    options = OptimizeOptions.from_config(config, offline=s.offline)
-
-    def offline(task_):
-        from ...agent.offline import offline_candidates
-
-        return offline_candidates(task_, device=evaluator.device)
-
-    optimizer = Optimizer(
-        task,
-        store=ls.store,
-        evaluator=evaluator,
-        options=options,
-        coder=coder,
-        judge=judge,
-        bus=bus,
-        offline=offline if s.offline else None,
-        profile=make_profile_fn(evaluator.device) if s.profile else None,
-        config_record=config.redacted(),
-        prompts=Prompts(ls.root),
+    request = OptimizeRequest(
+        task_file=task_file,
+        model_class=model_class,
+        workspace=ls.root or task_file.parent,
+        overrides=s.agent_overrides(),
+        device=s.device,
+        offline=s.offline,
+        profile=s.profile,
     )
-    job.cancel = optimizer.cancel
-    tracker = RunProgress(rounds=options.rounds, model=coder is not None, offline=s.offline)
 
     def on_event(ev) -> None:
         if ev.kind == "run_started":
@@ -175,84 +154,75 @@ def _optimize(
         if tracker.update(ev.kind, ev.data):
             ls.progress(job, tracker.message(), tracker.percentage())
 
-    bus.subscribe(on_event)
+    optimization = ModuleOptimization(request, store=ls.store, on_event=on_event)
+    tracker = RunProgress(
+        rounds=optimization.options.rounds, model=optimization.model_configured, offline=request.offline
+    )
+    if not optimization.model_configured:
+        ls.message(
+            "forge: no model configured, so only the offline candidates (torch.compile and built-in "
+            "Triton kernels) are tried. Set forge.model (and forge.baseUrl) and the API key.",
+            once=True,
+        )
+    job.cancel = optimization.cancel
     ls.progress_begin(job)
-    try:
-        result = optimizer.run()
-    finally:
-        evaluator.close()
+    result = optimization.run()
+    outcome = result.outcome
     job.run_id = result.run_id
-    if job.status == "cancelled" or result.status == "cancelled":
+    if job.status == "cancelled" or outcome.status == "cancelled":
         job.status, job.message = "cancelled", "cancelled"
         return
-    _reference_failures(ls, job, module.name, result.run_id, task_file)
-    job.message = result.stop_reason
-    best = result.best
-    ls.record_result(_optimize_result(job, module.name, doc_sha, result))
-    if best is not None and result.improves and (best.verdict or {}).get("checkpoint_compatible"):
-        proposal = Proposal(
-            uri=job.uri,
-            target=module.name,
-            run_id=result.run_id,
-            candidate_id=best.id,
-            speedup=result.answer_speedup,
-            search_speedup=result.best_speedup,
-            summary=best.summary,
-            doc_sha=doc_sha,
-            version=version,
-            source=best.source,
-            domain=domain_of(best.verdict),
-            line=module.line,
-            job_id=job.id,
+    _reference_failure(ls, job, module.name, result.reference_failure)
+    ls.record_result(_optimize_result(job, module.name, doc_sha, outcome))
+    job.message = result.message
+    if result.answer is not None:
+        answer = result.answer
+        ls.offer(
+            Proposal(
+                uri=job.uri,
+                target=module.name,
+                run_id=result.run_id,
+                candidate_id=answer.candidate.id,
+                speedup=answer.speedup,
+                search_speedup=answer.search_speedup,
+                summary=answer.candidate.summary,
+                doc_sha=doc_sha,
+                version=version,
+                source=answer.candidate.source,
+                domain=answer.domain.model_dump(),
+                line=module.line,
+                job_id=job.id,
+            )
         )
-        job.message = f"{proposal.label} faster candidate found"
-        ls.offer(proposal)
-    elif result.status == "failed":
+    elif result.withheld == "failed":
         job.status = "failed"
-        ls.message(f"forge: optimizing {module.name} failed: {result.stop_reason}", t.MessageType.Error)
-    elif result.final_failure is not None:
-        job.message = f"the best candidate failed its final re-check: {result.final_failure[:200]}"
-    elif best is not None and result.improves:
-        job.message = (
-            f"{speedup_label(result.answer_speedup, result.best_speedup)} faster, but not offered: its "
-            "state_dict does not load into the module, so it cannot replace it in place"
-        )
-    elif not result.model_configured:
+        ls.message(f"forge: optimizing {module.name} failed: {outcome.stop_reason}", t.MessageType.Error)
+    elif not optimization.model_configured and result.withheld in ("not_faster", "no_candidate"):
         job.message = (
             "no offline candidate beat the reference; set forge.model (and forge.baseUrl) for Coder/Judge rounds"
         )
-    else:
-        job.message = f"no verified candidate faster than the reference ({result.stop_reason})"
 
 
-_REFERENCE_FAILED = ("the reference model failed", "the reference constructor failed", "the task file failed to load")
-
-
-def _reference_failures(ls: ForgeServer, job: BackgroundJob, target: str, run_id: str, task_file: Path) -> None:
-    """When the user's own module fails in the workers (not a candidate), point at its line."""
-    from ...engine.logparse import traceback_error, worker_module_name
-
-    names = [task_file, worker_module_name(task_file.read_text(encoding="utf-8"), "task")]
+def _reference_failure(ls: ForgeServer, job: BackgroundJob, target: str, failure: Any) -> None:
+    """When the user's own module failed in the workers (not a candidate), point at its line."""
     diags = []
-    for rec in ls.store.candidates(run_id):
-        v = rec.verdict or {}
-        if str(v.get("reason", "")).startswith(_REFERENCE_FAILED):
-            e = traceback_error((v.get("traceback") or "") + "\n" + (v.get("log_excerpt") or ""), names)
-            if e is not None:
-                diags.append(
-                    t.Diagnostic(
-                        range=ls.line_range(job.uri, max(e.line - 1, 0)),
-                        message=f"forge: {v['reason']}",
-                        source=SOURCE,
-                        code="reference-failed",
-                        severity=t.DiagnosticSeverity.Error,
-                    )
-                )
-            break
+    if failure is not None and failure.line is not None:
+        diags.append(
+            t.Diagnostic(
+                range=ls.line_range(job.uri, max(failure.line - 1, 0)),
+                message=f"forge: {failure.reason}",
+                source=SOURCE,
+                code="reference-failed",
+                severity=t.DiagnosticSeverity.Error,
+            )
+        )
     ls.set_diagnostics(job.uri, f"reference:{target}", diags)
 
 
-def _optimize_result(job: BackgroundJob, target: str, doc_sha: str, result: Any) -> Result:
+_TIMING_MODES = {"cpu": "wall clock on the CPU", "events": "CUDA events", "graph": "CUDA-graph replays"}
+
+
+def _optimize_result(job: BackgroundJob, target: str, doc_sha: str, outcome: Any) -> Result:
     """What hover shows for an optimize run: the reference and the best candidate as the final re-timing
     (else the search) timed them, and how."""
     res = Result(
@@ -261,59 +231,51 @@ def _optimize_result(job: BackgroundJob, target: str, doc_sha: str, result: Any)
         kind="optimize",
         doc_sha=doc_sha,
         when=time.time(),
-        run_id=result.run_id,
-        speedup=result.answer_speedup,
-        search_speedup=result.best_speedup if result.answer_speedup is not None else None,
-        note=result.stop_reason,
+        run_id=outcome.run_id,
+        speedup=outcome.answer_speedup,
+        search_speedup=outcome.best_speedup if outcome.answer_speedup is not None else None,
+        note=outcome.stop_reason,
     )
-    timing = result.final_timing or ((result.best.verdict or {}).get("timing") if result.best is not None else None)
-    if timing and result.answer_speedup is not None:
-        res.reference_ms, res.candidate_ms = timing["reference"]["median_ms"], timing["candidate"]["median_ms"]
-        which = "final re-timing" if result.final_timing else "search"
-        mode = {"cpu": "wall clock on the CPU", "events": "CUDA events", "graph": "CUDA-graph replays"}.get(
-            timing.get("mode"), timing.get("mode") or ""
-        )
-        res.timing = (
-            f"{which}: medians of {timing['reference']['n']} and {timing['candidate']['n']} interleaved calls, {mode}"
-        )
+    best_verdict = outcome.best.verdict if outcome.best is not None else None
+    timing = outcome.final_timing or (best_verdict.timing if best_verdict else None)
+    if timing and outcome.answer_speedup is not None:
+        res.reference_ms, res.candidate_ms = timing.reference.median_ms, timing.candidate.median_ms
+        which = "final re-timing" if outcome.final_timing else "search"
+        mode = _TIMING_MODES.get(timing.mode, timing.mode)
+        res.timing = f"{which}: medians of {timing.reference.n} and {timing.candidate.n} interleaved calls, {mode}"
     return res
-
-
-def domain_of(verdict: dict[str, Any]) -> dict[str, Any]:
-    """What the candidate was verified on (device type, input dtypes and ranks, contiguity), as plain data."""
-    from ...reintegrate import domain_from_verdict
-
-    return domain_from_verdict(verdict).model_dump()
 
 
 # ---------------------------------------------------------------------------- profile / explain
 def _module_profile(
     ls: ForgeServer, job: BackgroundJob, kind: str, task_file: Path, module: Any, model_class: str, doc_sha: str
 ) -> None:
-    from ...engine import load_task, resolve_device
-    from ...profiler.ncu import profile
+    from ...usecases.explain import ProfileRequest
 
-    ls.progress_begin(job)
-    ls.progress(job, "profiling under Nsight Compute", 10)
-    task = load_task(task_file, model_class=model_class)
-    result = profile(task, None, device=resolve_device(ls.settings.device))
-    _compile_diagnostics(ls, job, module.name, result, task_file)
-    _record_profile(ls, job, kind, module.name, module.line, result, doc_sha, None)
+    request = ProfileRequest(target=task_file, model_class=model_class, device=ls.settings.device)
+    _explain_job(ls, job, kind, request, module.name, module.line, doc_sha)
 
 
 def _kernel_job(ls: ForgeServer, job: BackgroundJob, cu: Path, kernel: Any, doc_sha: str) -> None:
-    from ...engine import resolve_device
-    from ...profiler.ncu import profile_cu_kernel
-    from ...workspace.cuda_source import python_files_loading
+    from ...usecases.explain import ProfileRequest
 
-    loaders = python_files_loading(cu)
-    if not loaders:
-        raise JobError(f"no Python file near {cu.name} loads it: forge needs a script that launches {kernel.name}")
+    request = ProfileRequest(target=cu, kernel=kernel.name, device=ls.settings.device)
+    _explain_job(ls, job, job.kind, request, kernel.name, kernel.line, doc_sha)
+
+
+def _explain_job(
+    ls: ForgeServer, job: BackgroundJob, kind: str, request: Any, target: str, line: int, doc_sha: str
+) -> None:
+    """Profile and Explain: the explain use case (no narrative in the editor); its numbers to hover, its
+    compiler errors and (Explain) its findings to diagnostics."""
+    from ...usecases.explain import explain
+
     ls.progress_begin(job)
-    ls.progress(job, f"profiling {kernel.name} as launched by {loaders[0].name}", 10)
-    result = profile_cu_kernel(cu, kernel.name, loaders[0], device=resolve_device(ls.settings.device))
-    _compile_diagnostics(ls, job, kernel.name, result, cu)
-    _record_profile(ls, job, job.kind, kernel.name, kernel.line, result, doc_sha, cu)
+    explained = explain(request, on_start=lambda what: ls.progress(job, what, 10))
+    source = explained.profiled.source_file
+    _compile_diagnostics(ls, job, target, explained.result, source)
+    # hot lines of a module's kernels are in the worker's copies, not in the user's file: only a .cu file's
+    _record_profile(ls, job, kind, target, line, explained, doc_sha, source if request.is_cuda_source else None)
 
 
 def _compile_diagnostics(ls: ForgeServer, job: BackgroundJob, target: str, result: Any, source_file: Path) -> None:
@@ -343,14 +305,11 @@ def _record_profile(
     kind: str,
     target: str,
     line: int,
-    result: Any,
+    explained: Any,
     doc_sha: str,
     source_file: Path | None,
 ) -> None:
-    from ...profiler.analyze import analyze
-    from ...profiler.ncu import device_peaks
-    from ...profiler.roofline import place
-
+    result = explained.result
     res = Result(uri=job.uri, target=target, kind=kind, doc_sha=doc_sha, when=time.time(), note=result.reason)
     if not result.kernels:
         res.latency_ms = result.wall_ms
@@ -362,18 +321,17 @@ def _record_profile(
         ls.record_result(res)
         ls.message(f"forge: {target}: {job.message}", t.MessageType.Warning)
         return
-    kernel = max(result.kernels, key=lambda k: k.duration_ns)
     res.latency_ms = sum(k.duration_ns for k in result.kernels) / 1e6
     res.measured = (
         f"{len(result.kernels)} kernel{'s' if len(result.kernels) != 1 else ''} of one call under "
         "Nsight Compute, summed"
     )
-    peaks, _ = device_peaks(resolve(ls), result.device_name)
-    findings = analyze(kernel, peaks) if peaks else []
-    roof = place(kernel, peaks) if peaks else None
-    if roof is not None:
-        res.roofline_pct, res.bound = roof.pct_of_roof, roof.bound
+    top = explained.top
+    findings = top.findings if top else []
+    if top is not None and top.roofline is not None:
+        res.roofline_pct, res.bound = top.roofline.pct_of_roof, top.roofline.bound
     res.findings = [{"title": f.title, "rule": f.rule, "suggestion": f.suggestion} for f in findings[:3]]
+    kernel = max(result.kernels, key=lambda k: k.duration_ns)
     res.stalls = sorted({h.dominant_stall for h in kernel.hot_lines if h.dominant_stall})[:4]
     ls.record_result(res)
     job.message = findings[0].title if findings else "profiled"
@@ -403,9 +361,3 @@ def _record_profile(
                 )
             )
         ls.set_diagnostics(job.uri, f"explain:{target}", diags)
-
-
-def resolve(ls: ForgeServer) -> str:
-    from ...engine import resolve_device
-
-    return resolve_device(ls.settings.device)

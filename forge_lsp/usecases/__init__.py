@@ -1,0 +1,17 @@
+"""The use cases: what a person asks forge to do, written once for every front end.
+
+`forge_lsp.cli` (commands) and `forge_lsp.server` (editor jobs) are thin adapters over these:
+they parse their inputs, call one use case, and render its typed result (rich text, LSP types).
+No rule of the product lives in an adapter: which candidate is offered, how an explanation is
+built, how a candidate is written back, where a run is kept.
+
+- `optimize`: search for a faster verified implementation of a module (`ModuleOptimization`).
+- `explain`: profile a module, candidate or `.cu` kernel, place it on the roofline, find its
+  bottlenecks (`profile_target`, `explain`, and the Judge's feedback `judge_feedback`).
+- `apply`: write a verified candidate back into the user's class (`rewrite_for`, `apply_to_file`).
+- `runs`: the run store read for people (`list_runs`, `run_details`).
+"""
+
+from .common import UseCaseError, find_workspace
+
+__all__ = ["UseCaseError", "find_workspace"]

@@ -1,0 +1,220 @@
+"""Profile and explain: what a module, a candidate or a `.cu` kernel spends its time on, and why.
+
+`profile_target` profiles one call of a task's module (or a candidate's `ModelNew`), or the
+launches of one `__global__` kernel of a `.cu` file by the script that runs it, under Nsight
+Compute (degraded to wall-clock timing where counters are unavailable, with the reason).
+`explain` goes on: the device's peaks, each kernel on the roofline, ranked findings, and — when
+asked and a model is configured — the Judge's narrative. `judge_feedback` is the same
+explanation as the optimizer's Judge reads it. `forge profile`, `forge explain`, the editor's
+Profile / Explain and the Judge all go through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engine import Candidate, Task, TaskError, load_candidate, load_task, resolve_device
+from ..profiler.model import DevicePeaks, Explanation, KernelProfile, ProfileResult
+from .common import UseCaseError, find_workspace
+
+CUDA_SUFFIXES = (".cu", ".cuh")
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    target: Path  # a KernelBench-style task file, or a CUDA source file (.cu/.cuh)
+    candidate: Path | None = None  # with a task: profile this candidate's ModelNew instead of the module
+    model_class: str | None = None  # with a task: the module class (default: the task's Model)
+    kernel: str | None = None  # a task: a kernel-name regex; a .cu file: the kernel (needed when it has several)
+    entry: Path | None = None  # a .cu file: the script that launches it (default: the Python file beside it naming it)
+    launch_skip: int = 0  # a .cu file: launches to skip (warm-up)
+    device: str = "auto"
+    full: bool = False  # ncu's full set, and keep the report
+    timeout: float = 300.0
+    cache_dir: Path | None = None
+
+    @property
+    def is_cuda_source(self) -> bool:
+        return self.target.suffix in CUDA_SUFFIXES
+
+
+@dataclass
+class Profiled:
+    """One profile, with what it is of."""
+
+    result: ProfileResult
+    device: str  # the device it ran on (resolved)
+    source_file: Path  # the user's file hot lines point into (the .cu file, or the task/candidate file)
+    kernel: str | None = None  # a .cu file: the kernel profiled
+    entry: Path | None = None  # a .cu file: the script that launched it
+
+
+@dataclass
+class ExplainResult:
+    profiled: Profiled
+    peaks: DevicePeaks | None
+    peaks_note: str  # where the peaks come from, or why there are none
+    explanations: list[Explanation] = field(default_factory=list)  # one per profiled kernel, in profile order
+    narrative_note: str = ""  # what became of the narrative (by which model, or why there is none)
+
+    @property
+    def result(self) -> ProfileResult:
+        return self.profiled.result
+
+    @property
+    def top(self) -> Explanation | None:
+        """The explanation of the kernel that took longest."""
+        return max(self.explanations, key=lambda e: e.kernel.duration_ns) if self.explanations else None
+
+
+def cuda_target(req: ProfileRequest) -> tuple[str, Path]:
+    """(kernel, entry script) of a `.cu` request, or a `UseCaseError` saying what to pass."""
+    from ..workspace.cuda_source import global_kernels, python_files_loading
+
+    try:
+        text = req.target.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UseCaseError(str(exc)) from exc
+    names = list(dict.fromkeys(k.name for k in global_kernels(text)))
+    if req.kernel:
+        if names and req.kernel not in names:
+            raise UseCaseError(f"{req.target} has no __global__ kernel {req.kernel!r} (it has: {', '.join(names)})")
+        kernel = req.kernel
+    elif len(names) == 1:
+        kernel = names[0]
+    elif not names:
+        raise UseCaseError(f"{req.target} defines no __global__ kernel")
+    else:
+        raise UseCaseError(f"{req.target} defines several kernels; pick one with --kernel ({', '.join(names)})")
+    if req.entry:
+        return kernel, req.entry
+    loaders = python_files_loading(req.target)
+    if not loaders:
+        raise UseCaseError(
+            f"no Python file beside {req.target} names it; pass the script that launches {kernel!r} with --entry SCRIPT.py"
+        )
+    return kernel, loaders[0]
+
+
+def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None = None) -> Profiled:
+    """Profile what `req` names; `on_start` hears what is about to be profiled (it takes seconds)."""
+    from ..profiler.ncu import profile, profile_cu_kernel
+
+    device = resolve_device(req.device)
+    if req.is_cuda_source:
+        kernel, entry = cuda_target(req)
+        if on_start:
+            on_start(f"profiling {kernel} as launched by {entry.name}")
+        result = profile_cu_kernel(
+            req.target,
+            kernel,
+            entry,
+            device=device,
+            launch_skip=req.launch_skip,
+            timeout=req.timeout,
+            cache_dir=req.cache_dir,
+        )
+        return Profiled(result, device, req.target, kernel, entry)
+    try:
+        task = load_task(req.target, model_class=req.model_class)
+        cand = load_candidate(req.candidate) if req.candidate else None
+    except (TaskError, OSError) as exc:
+        raise UseCaseError(str(exc)) from exc
+    if on_start:
+        on_start("profiling under Nsight Compute")
+    result = profile(
+        task, cand, device=device, kernel=req.kernel, full=req.full, timeout=req.timeout, cache_dir=req.cache_dir
+    )
+    return Profiled(result, device, req.candidate or req.target)
+
+
+def explain(
+    req: ProfileRequest,
+    *,
+    narrative: bool = False,
+    workspace: Path | None = None,
+    on_start: Callable[[str], None] | None = None,
+) -> ExplainResult:
+    """Profile, then place each kernel on the roofline and rank its bottlenecks; with `narrative`, the
+    Judge's narrative when the workspace configures a model."""
+    profiled = profile_target(req, on_start)
+    peaks, note, explanations = _explanations(profiled, req.cache_dir)
+    out = ExplainResult(profiled, peaks, note, explanations)
+    if narrative and explanations:
+        out.narrative_note = _narrate(out, workspace or find_workspace(req.target))
+    return out
+
+
+def _explanations(profiled: Profiled, cache_dir: Path | None) -> tuple[DevicePeaks | None, str, list[Explanation]]:
+    from ..profiler.ncu import device_peaks
+
+    result = profiled.result
+    if not result.kernels:
+        return None, "", []
+    peaks, note = device_peaks(profiled.device, result.device_name, cache_dir=cache_dir)
+    if peaks is None:
+        return None, note, []
+    return peaks, note, [explain_kernel(k, peaks) for k in result.kernels]
+
+
+def explain_kernel(kernel: KernelProfile, peaks: DevicePeaks) -> Explanation:
+    """One kernel on the device's roofline, with its ranked findings."""
+    from ..profiler.analyze import analyze
+    from ..profiler.roofline import place
+
+    return Explanation(kernel=kernel, peaks=peaks, roofline=place(kernel, peaks), findings=analyze(kernel, peaks))
+
+
+def _narrate(result: ExplainResult, workspace: Path) -> str:
+    """The Judge's narrative on each explanation (in place); a note saying what happened."""
+    from ..agent.config import ConfigError, api_key, load_config
+    from ..agent.narrative import narrate
+    from ..agent.provider import ChatModel
+    from ..agent.roles import Prompts
+
+    try:
+        config = load_config(workspace)
+    except ConfigError as exc:
+        return f"no narrative: {exc}"
+    settings = config.judge or config.coder
+    if settings is None:
+        return "no narrative: no model configured (the findings are rule-based)"
+    model = ChatModel(settings, api_key=api_key(settings), prices=config.prices)
+    source = result.profiled.source_file.read_text(errors="replace")[:12000]
+    note = ""
+    prompts = Prompts(workspace)
+    for e in result.explanations:
+        e.narrative, note = narrate(model, e, prompts=prompts, source=source)
+    return note
+
+
+ProfileFn = Callable[[Task, Candidate], "dict[str, Any] | None"]
+
+
+def judge_feedback(device: str, cache_dir: Path | None = None, timeout: float = 300.0) -> ProfileFn | None:
+    """The optimizer's hardware feedback for the Judge: a candidate explained under Nsight Compute (its
+    longest kernel), as plain data; None on the CPU, where there are no counters."""
+    if device == "cpu":
+        return None
+
+    def feedback(task: Task, candidate: Candidate) -> dict[str, Any] | None:
+        from ..profiler.ncu import device_peaks, profile
+
+        result = profile(task, candidate, device=device, cache_dir=cache_dir, timeout=timeout)
+        if not result.kernels:
+            return {"mode": result.mode, "reason": result.reason, "findings": [], "roofline": None}
+        peaks, _ = device_peaks(device, result.device_name, cache_dir=cache_dir)
+        kernel = max(result.kernels, key=lambda k: k.duration_ns)
+        top = explain_kernel(kernel, peaks) if peaks else None
+        return {
+            "mode": "ncu",
+            "kernel": kernel.name,
+            "kernels": len(result.kernels),
+            "roofline": top.roofline.model_dump() if top and top.roofline else None,
+            "findings": [f.model_dump(mode="json") for f in top.findings] if top else [],
+        }
+
+    return feedback

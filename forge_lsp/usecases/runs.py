@@ -1,0 +1,64 @@
+"""The run store, read for people: the runs of a workspace, and one run with its candidates.
+
+`forge runs`, `forge show` and the editor's run details (`forge/run`) read runs through here, as
+typed records; each front end renders them its own way (rich tables, the LSP wire types).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..agent.store import CandidateRecord, RunRecord, RunStore
+from .common import UseCaseError
+
+
+@dataclass
+class FinalTiming:
+    """The run's answer: its best candidate re-timed against the reference after the search."""
+
+    candidate: str
+    speedup: float
+    ci95: tuple[float, float] | None
+    reference_ms: float | None
+    candidate_ms: float | None
+
+
+@dataclass
+class RunDetails:
+    run: RunRecord
+    candidates: list[CandidateRecord]  # in creation order
+    spent_usd: float  # known model cost
+    tokens_in: int
+    tokens_out: int
+    final: FinalTiming | None  # None: not re-timed (yet), or the best candidate failed its re-check
+
+    @property
+    def best(self) -> CandidateRecord | None:
+        return next((c for c in self.candidates if c.id == self.run.best_candidate), None)
+
+
+def run_details(store: RunStore, run_id: str) -> RunDetails:
+    """One run (an id or a unique prefix of one) with its candidates and its final re-timing."""
+    try:
+        run = store.get_run(run_id)
+    except KeyError as exc:
+        raise UseCaseError(str(exc.args[0])) from exc
+    final = None
+    for event in store.events(run.id):
+        if event.kind == "final_timing" and event.data.get("speedup") is not None:
+            timing = event.data.get("timing") or {}
+            ci = timing.get("speedup_ci95")
+            final = FinalTiming(
+                candidate=str(event.data.get("candidate")),
+                speedup=float(event.data["speedup"]),
+                ci95=(float(ci[0]), float(ci[1])) if ci else None,
+                reference_ms=(timing.get("reference") or {}).get("median_ms"),
+                candidate_ms=(timing.get("candidate") or {}).get("median_ms"),
+            )
+    spent, tokens_in, tokens_out = store.spent(run.id)
+    return RunDetails(run, store.candidates(run.id), spent, tokens_in, tokens_out, final)
+
+
+def list_runs(store: RunStore, limit: int = 50) -> list[RunDetails]:
+    """The workspace's latest runs, newest first."""
+    return [run_details(store, run.id) for run in store.list_runs(limit)]
