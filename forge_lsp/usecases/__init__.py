@@ -14,4 +14,12 @@ built, how a candidate is written back, where a run is kept.
 
 from .common import UseCaseError, find_workspace
 
-__all__ = ["UseCaseError", "find_workspace"]
+__all__ = ["UseCaseError", "find_workspace", "preload"]
+
+
+def preload() -> None:
+    """Import what the use cases import when they first run (the model SDK, the agent, the engine's front
+    door), for a long-lived front end that wants that done up front (the language server freezes its heap
+    after it). Nothing here imports torch."""
+    from ..agent import events, provider, store  # noqa: F401
+    from . import apply, explain, optimize, runs  # noqa: F401

@@ -80,8 +80,9 @@ def _freeze_long_lived_objects() -> None:
     collection over ~150k objects paused the event loop 100-250 ms (benchmarks/lsp_latency.py)."""
     import gc
 
-    from ...agent import events, optimize, provider, store  # noqa: F401 - imported now so they are frozen too
+    from ...usecases import preload
 
+    preload()  # what a run imports, imported now so that it is frozen too
     gc.collect()
     gc.freeze()
 

@@ -1,0 +1,164 @@
+"""The layers of ARCHITECTURE.md, checked over every import of every module of the package — including
+imports inside functions, which an import-time check never sees.
+
+Each rule names the modules it constrains and what they may not import, and says why; the rules are the
+"Architecture Invariant" lines of ARCHITECTURE.md that are about dependencies.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "forge_lsp"
+
+#: Modules that run only in child processes (workers, profiled and probe subprocesses, candidates, examples):
+#: the only ones that may import torch or triton. The server, the CLI and the agent never do.
+CHILD_PROCESS_MODULES = (
+    "forge_lsp.engine.worker",
+    "forge_lsp.engine.harness",
+    "forge_lsp.runtime",
+    "forge_lsp.profiler.target",
+    "forge_lsp.profiler.peaks",
+    "forge_lsp.agent.offline.probe",
+    "forge_lsp.agent.offline.library",
+    "forge_lsp.examples",
+)
+
+#: What the front ends reach only through the use cases (forge_lsp.usecases).
+BEHIND_THE_USE_CASES = (
+    "forge_lsp.agent.optimize",
+    "forge_lsp.agent.provider",
+    "forge_lsp.agent.offline",
+    "forge_lsp.agent.narrative",
+    "forge_lsp.agent.roles",
+    "forge_lsp.profiler.ncu",
+    "forge_lsp.profiler.analyze",
+    "forge_lsp.profiler.roofline",
+    "forge_lsp.reintegrate",
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    applies_to: tuple[str, ...]  # module prefixes the rule constrains ("*": every module)
+    forbidden: tuple[str, ...]  # module prefixes those may not import
+    exempt: tuple[str, ...] = ()  # module prefixes the rule does not constrain
+    allowed: tuple[str, ...] = ()  # with forbidden=("forge_lsp",): the forge_lsp modules that are allowed
+
+
+RULES = (
+    Rule("only the language server speaks LSP", ("*",), ("pygls", "lsprotocol"), exempt=("forge_lsp.server",)),
+    Rule("only the provider talks to models", ("*",), ("openai",), exempt=("forge_lsp.agent.provider",)),
+    Rule("torch and triton only in child processes", ("*",), ("torch", "triton"), exempt=CHILD_PROCESS_MODULES),
+    Rule("the sandbox stands alone", ("forge_lsp.sandbox",), ("forge_lsp",)),
+    Rule(
+        "the engine knows nothing above it",
+        ("forge_lsp.engine",),
+        ("forge_lsp",),
+        allowed=("forge_lsp.engine", "forge_lsp.runtime", "forge_lsp.sandbox"),
+    ),
+    Rule("the workspace index is AST only", ("forge_lsp.workspace",), ("forge_lsp",), allowed=("forge_lsp.workspace",)),
+    Rule(
+        "reintegration is text in, text out",
+        ("forge_lsp.reintegrate",),
+        ("forge_lsp",),
+        allowed=("forge_lsp.reintegrate", "forge_lsp.engine.verdict"),
+    ),
+    Rule(
+        "the profiler sits on the engine",
+        ("forge_lsp.profiler",),
+        ("forge_lsp",),
+        allowed=("forge_lsp.profiler", "forge_lsp.engine", "forge_lsp.runtime", "forge_lsp.sandbox"),
+    ),
+    Rule(
+        "the agent knows no front end and no use case",
+        ("forge_lsp.agent",),
+        ("forge_lsp",),
+        allowed=("forge_lsp.agent", "forge_lsp.engine", "forge_lsp.profiler", "forge_lsp.sandbox", "forge_lsp.runtime"),
+    ),
+    Rule("the use cases know no front end", ("forge_lsp.usecases",), ("forge_lsp.server", "forge_lsp.cli")),
+    Rule("the CLI is an adapter over the use cases", ("forge_lsp.cli",), ("forge_lsp.server", *BEHIND_THE_USE_CASES)),
+    Rule(
+        "the server is an adapter over the use cases", ("forge_lsp.server",), ("forge_lsp.cli", *BEHIND_THE_USE_CASES)
+    ),
+)
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(p == "*" or name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def modules(package: Path = PACKAGE) -> dict[str, tuple[str, bool]]:
+    """Every module of the package: name -> (source, is a package)."""
+    out = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        is_pkg = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_pkg else parts)] = (path.read_text(encoding="utf-8"), is_pkg)
+    return out
+
+
+def imports(name: str, source: str, is_pkg: bool, known: set[str]) -> list[tuple[str, int]]:
+    """(imported module, line) for every import statement anywhere in the module, relative ones resolved;
+    `from pkg import sub` counts `pkg.sub` when that is a module."""
+    found = []
+    here = name.split(".") if is_pkg else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = (
+                ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+                if node.level
+                else node.module
+            )
+            found.append((base, node.lineno))
+            found += [(f"{base}.{a.name}", node.lineno) for a in node.names if f"{base}.{a.name}" in known]
+    return found
+
+
+def violations(mods: dict[str, tuple[str, bool]]) -> list[str]:
+    known = set(mods)
+    out = []
+    for name, (source, is_pkg) in sorted(mods.items()):
+        for target, line in imports(name, source, is_pkg, known):
+            for rule in RULES:
+                if not _under(name, rule.applies_to) or _under(name, rule.exempt):
+                    continue
+                if _under(target, rule.forbidden) and not _under(target, rule.allowed):
+                    out.append(f"{name}:{line} imports {target}: {rule.name}")
+    return out
+
+
+def test_the_package_keeps_its_layers():
+    assert violations(modules()) == []
+
+
+def test_every_rule_constrains_something_that_exists():
+    mods = modules()
+    for rule in RULES:
+        assert rule.applies_to == ("*",) or any(_under(m, rule.applies_to) for m in mods), rule.name
+    for prefix in CHILD_PROCESS_MODULES + BEHIND_THE_USE_CASES:
+        assert any(_under(m, (prefix,)) for m in mods), f"{prefix} names no module (renamed?)"
+
+
+def test_a_forbidden_import_is_caught_even_inside_a_function():
+    """The check is not vacuous: add an engine module that imports the server lazily, and a server module
+    that reaches the optimizer around the use cases, and both are reported with their lines."""
+    mods = modules()
+    mods["forge_lsp.engine._injected"] = ("def f():\n    from ..server import server\n    return server\n", False)
+    mods["forge_lsp.server.features._injected"] = (
+        "import os\n\n\ndef g():\n    import forge_lsp.agent.optimize\n",
+        False,
+    )
+    found = violations(mods)
+    assert "forge_lsp.engine._injected:2 imports forge_lsp.server: the engine knows nothing above it" in found
+    assert any(v.startswith("forge_lsp.engine._injected:2 imports forge_lsp.server.server:") for v in found)
+    assert (
+        "forge_lsp.server.features._injected:5 imports forge_lsp.agent.optimize: "
+        "the server is an adapter over the use cases"
+    ) in found
+    assert len([v for v in found if "_injected" not in v]) == 0
