@@ -1,7 +1,8 @@
 """Worker processes seen from the engine: spawn, talk, time out, kill, respawn.
 
 A `Worker` owns one subprocess (``python -m forge_lsp.engine.worker``) bound to one device.
-The subprocess gets a scrubbed environment (no API keys), its own process group, two pipes
+The subprocess gets a scrubbed environment (no API keys), its own process group (both from
+`forge_lsp.sandbox`, which also kills that group on timeout or cancel), two pipes
 for typed messages, and a log file for everything it prints. Whatever the candidate does —
 crash, hang, exhaust memory, print forever — the caller gets a `Verdict`, never an exception.
 """
@@ -17,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..sandbox import child_env, default_cache_dir, kill_group
 from . import pipe
 from .candidate import Candidate
 from .options import EvalOptions
@@ -24,8 +26,9 @@ from .pipe import BuildRequest, BuildResult, EvaluateRequest, EvaluateResult, He
 from .task import Task
 from .verdict import Status, Verdict
 
-#: Environment variables never passed to workers (the candidate could read or print them).
-SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.IGNORECASE)
+#: The worker's environment (`forge_lsp.sandbox.child_env`); the name stays importable from here
+#: because benchmarks/profile_flawed.py imports it from this module.
+worker_env = child_env
 _EXCERPT = 6000
 _ERROR_LINE = re.compile(r"\berror\b|Error:|FAILED", re.IGNORECASE)
 
@@ -36,31 +39,6 @@ class EvaluationCancelled(Exception):
 
 class WorkerStartError(RuntimeError):
     """A worker process could not start (bad interpreter, no GPU, torch missing)."""
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge-lsp")
-
-
-def worker_env(device: str, cache_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)}
-    env.update(
-        {
-            "PYTHONUNBUFFERED": "1",
-            "FORGE_CACHE_DIR": str(cache_dir),
-            "TRITON_CACHE_DIR": str(cache_dir / "triton"),
-            "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
-        }
-    )
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-    else:
-        env.pop("TRITON_INTERPRET", None)
-    # the package must be importable in the worker even when run from a source checkout
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(extra or {})
-    return env
 
 
 def _signal_name(returncode: int | None) -> str:
@@ -125,7 +103,7 @@ class Worker:
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
-                env=worker_env(self.device, self.cache_dir, self.extra_env),
+                env=child_env(self.device, self.cache_dir, self.extra_env),
                 start_new_session=True,
                 cwd=str(self.cache_dir),
             )
@@ -161,16 +139,8 @@ class Worker:
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
         if proc is not None:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+            kill_group(proc, wait=10)
         for fd in ("_to", "_from"):
             if getattr(self, fd, None) is not None:
                 try:
@@ -195,11 +165,8 @@ class Worker:
         """Stop the request in flight now: the worker is killed and restarted on next use."""
         self._cancelled.set()
         proc = self.proc
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if proc is not None:
+            kill_group(proc)
 
     # --------------------------------------------------------------- requests
     def _tail(self, offset: int) -> str:

@@ -13,8 +13,6 @@ import glob
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +20,7 @@ from pathlib import Path
 
 from ..engine.candidate import Candidate
 from ..engine.task import Task
-from ..engine.worker_client import default_cache_dir, worker_env
+from ..sandbox import child_env, default_cache_dir, run_sandboxed
 from .metrics import METRICS
 from .model import DevicePeaks, OpTime, ProfileResult
 from .target import NVTX_RANGE
@@ -86,28 +84,9 @@ def ncu_command(
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float, cwd: Path) -> tuple[int | None, str, bool]:
-    """Run in its own process group; (returncode or None on timeout, output tail, timed_out)."""
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=str(cwd),
-            start_new_session=True,
-        )
-        try:
-            code: int | None = proc.wait(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code, timed_out = None, True
-        out.seek(0, os.SEEK_END)
-        size = out.tell()
-        out.seek(max(0, size - _EXCERPT))
-        return code, out.read().decode("utf-8", errors="replace"), timed_out
+    """`run_sandboxed` as (returncode or None on timeout, output tail, timed_out)."""
+    r = run_sandboxed(cmd, env=env, cwd=cwd, timeout=timeout, excerpt=_EXCERPT)
+    return r.returncode, r.output, r.timed_out
 
 
 def profile(
@@ -132,7 +111,7 @@ def profile(
         "candidate_source": candidate.source if candidate else None,
         "class_name": candidate.class_name if candidate else "ModelNew",
     }
-    env = worker_env(device, cache)
+    env = child_env(device, cache)
     python = python or sys.executable
     t0 = time.perf_counter()
     ncu = find_ncu() if device != "cpu" else None
@@ -252,7 +231,7 @@ def device_peaks(
         with tempfile.TemporaryDirectory() as tmp:
             code, out, timed_out = _run(
                 [python or sys.executable, "-m", "forge_lsp.profiler.peaks", device, str(cache)],
-                worker_env(device, cache),
+                child_env(device, cache),
                 timeout,
                 Path(tmp),
             )
@@ -290,7 +269,7 @@ def profile_script(
     cache = Path(cache_dir or default_cache_dir())
     work = Path(tempfile.mkdtemp(prefix="profile-", dir=_mkdir(cache / "profiles")))
     entry = Path(entry).resolve()
-    env = worker_env(device, cache)
+    env = child_env(device, cache)
     env["CUDA_VISIBLE_DEVICES"] = env.get("CUDA_VISIBLE_DEVICES", device.split(":")[-1] if ":" in device else "0")
     python = python or sys.executable
     t0 = time.perf_counter()

@@ -4,8 +4,8 @@
 
 The caller (`probe_task`, or `probe_tasks` for several tasks in one child; used by the CLI and
 the language server) never imports the task module or torch: it writes a request, runs this
-module in a child process with the engine's scrubbed worker environment (CUDA hidden: tracing
-needs no GPU), its own process group and a timeout, and reads the JSON answer.
+module in a child process with `forge_lsp.sandbox` (the scrubbed worker environment with CUDA
+hidden, as tracing needs no GPU; its own process group; a timeout), and reads the JSON answer.
 The child loads the task with the engine's `exec_module`, builds ``Model(*get_init_inputs())``,
 traces it with ``torch.fx.symbolic_trace`` and, when it can, propagates shapes with fake
 tensors (no real compute). A model that does not trace is reported with ``traced: false``.
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ...engine.task import Task
-from ...engine.worker_client import default_cache_dir, worker_env
+from ...sandbox import child_env, default_cache_dir, run_sandboxed
 
 _EXCERPT = 4000
 
@@ -63,33 +61,6 @@ class ProbeReport(BaseModel):
     @property
     def kinds(self) -> list[str]:
         return [n.kind for n in self.nodes if n.kind]
-
-
-def _run(cmd: list[str], env: dict[str, str], timeout: float, cwd: Path) -> tuple[int | None, str]:
-    """Run in its own process group; (returncode or None on timeout, output tail)."""
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=str(cwd),
-            start_new_session=True,
-        )
-        try:
-            code: int | None = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            code = None
-        out.seek(0, os.SEEK_END)
-        size = out.tell()
-        out.seek(max(0, size - _EXCERPT))
-        return code, out.read().decode("utf-8", errors="replace")
 
 
 def probe_tasks(
@@ -129,9 +100,10 @@ def probe_tasks(
         }
         (work / "request.json").write_text(json.dumps(request))
         # tracing needs no GPU: keep the probe off it (it may run while a worker is timing)
-        env = worker_env(device, cache, {"CUDA_VISIBLE_DEVICES": ""})
+        env = child_env(device, cache, {"CUDA_VISIBLE_DEVICES": ""})
         cmd = [python or sys.executable, "-m", "forge_lsp.agent.offline.probe", str(work / "request.json")]
-        code, log = _run(cmd, env, timeout, work)
+        run = run_sandboxed(cmd, env=env, cwd=work, timeout=timeout, excerpt=_EXCERPT)
+        code, log = run.returncode, run.output
         seconds = time.perf_counter() - t0
         out = work / "graph.json"
         if code is None or not out.exists():
