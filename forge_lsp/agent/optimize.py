@@ -307,12 +307,13 @@ class Optimizer:
             else:
                 targets = select_mcts(self.tree, max(1, self.opt.concurrency), self.params)
             self.rounds += 1
+            best = self.tree.best()
             self._publish(
                 "round",
                 round=self.rounds,
                 of=self.opt.rounds,
                 targets=[t.id for t in targets],
-                best_speedup=(self.tree.best().speedup if self.tree.best() else None),
+                best_speedup=best.speedup if best else None,
             )
             with ThreadPoolExecutor(max_workers=len(targets)) as pool:
                 outcomes = list(pool.map(self._expand, targets))
@@ -439,7 +440,7 @@ class Optimizer:
         for rec in recs:
             self._check_cancel()
             done = self.store.evaluated_by_source(self.run_id, rec.source)
-            if done is not None and done.id != rec.id:  # the same source was evaluated already: reuse
+            if done is not None and done.id != rec.id and done.verdict is not None:  # evaluated already: reuse
                 self._finish(rec, done.verdict, reused=done.id)
             else:
                 todo.append(rec)

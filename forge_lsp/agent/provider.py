@@ -254,10 +254,10 @@ class ChatModel:
                         {"role": "user", "content": _REASK.format(reason=reason)},
                     ]
                     continue
-                return ChatResult[schema](
+                return ChatResult[schema](  # type: ignore[valid-type]  # a schema chosen at run time
                     parsed=parsed,
                     text=text,
-                    usage=call.usage,  # type: ignore[valid-type]
+                    usage=call.usage,
                     model=response.model or self.settings.model,
                     attempts=call.attempts,
                     latency_s=time.monotonic() - start,

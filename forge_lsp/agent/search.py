@@ -45,7 +45,8 @@ class Node:
         return sum(1 for c in self.children if c.repair)
 
     def path(self) -> list[Node]:
-        node, out = self, []
+        node: Node | None = self
+        out: list[Node] = []
         while node is not None:
             out.append(node)
             node = node.parent
@@ -84,7 +85,7 @@ class Tree:
 
     def best(self) -> Node | None:
         done = [n for n in self.order if n.correct and n.speedup is not None]
-        return max(done, key=lambda n: n.speedup) if done else None
+        return max(done, key=lambda n: n.speedup or 0.0) if done else None
 
     def branches(self) -> int:
         """Root children with descendants or siblings: how many distinct lines of work exist."""

@@ -352,7 +352,7 @@ class RunStore:
                     time.time(),
                 ),
             )
-            return int(cur.lastrowid)
+            return cur.lastrowid or 0
 
     def calls(self, run_id: str) -> list[CallRecord]:
         with self._lock:
@@ -394,7 +394,7 @@ class RunStore:
                 "INSERT INTO events (run_id, ts, kind, data_json) VALUES (?, ?, ?, ?)",
                 (run_id, ts or time.time(), kind, self._json(data)),
             )
-            return int(cur.lastrowid)
+            return cur.lastrowid or 0
 
     def events(self, run_id: str, after: int = 0) -> list[EventRecord]:
         with self._lock:

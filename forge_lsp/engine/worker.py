@@ -192,7 +192,7 @@ class Evaluation:
             return self.to_device(inputs), init
 
         trials = self.opt.trials or self.task.trials
-        base_init = None
+        base_init: list[Any] = []
         for t in range(trials):
             inputs, init = gen(self.task.seed + 1 + t, {})
             base_init = init
@@ -372,8 +372,10 @@ class Evaluation:
         def cand_fn() -> Any:
             return call_model(models.cand, cand_in)
 
-        opt, notes = self.opt, []
-        kw = dict(warmup=opt.warmup, min_reps=opt.min_reps, max_reps=opt.max_reps, budget_s=opt.timing_budget_s)
+        opt, notes = self.opt, list[str]()
+        kw: dict[str, Any] = dict(
+            warmup=opt.warmup, min_reps=opt.min_reps, max_reps=opt.max_reps, budget_s=opt.timing_budget_s
+        )
         if not self.is_cuda:
             ref, cand = T.run_interleaved(T.cpu_sampler(ref_fn), T.cpu_sampler(cand_fn), **kw)
             self.timing = T.summarize("cpu", ref, cand, False, notes)

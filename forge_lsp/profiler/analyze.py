@@ -516,9 +516,9 @@ def _coalescing_rule(ctx: _Context) -> Iterator[Finding]:
             evidence=_with_optional(
                 {"l2_sectors": theoretical, "ideal_l2_sectors": ideal, "ratio": ratio},
                 **{
-                    f"{kind}_sectors_per_request": ctx.metric(m) / r
+                    f"{kind}_sectors_per_request": sectors / r
                     for kind, m in GLOBAL_SECTORS.items()
-                    if ctx.metric(m) is not None and (r := ctx.metric(GLOBAL_REQUESTS[kind]))
+                    if (sectors := ctx.metric(m)) is not None and (r := ctx.metric(GLOBAL_REQUESTS[kind]))
                 },
             ),
             lines=lines,

@@ -67,19 +67,18 @@ def read_report(path: str | Path, *, ncu: str | None = None) -> list[KernelProfi
 
 def _launch(metrics: dict[str, float]) -> LaunchConfig | None:
     def dim(prefix: str) -> tuple[int, int, int] | None:
-        vals = [metrics.get(f"{prefix}_{a}") for a in "xyz"]
-        return tuple(int(v) for v in vals) if all(v is not None for v in vals) else None  # type: ignore[return-value]
+        x, y, z = (metrics.get(f"{prefix}_{a}") for a in "xyz")
+        return (int(x), int(y), int(z)) if x is not None and y is not None and z is not None else None
 
     grid, block = dim("launch__grid_dim"), dim("launch__block_dim")
     if grid is None or block is None:
         return None
     get = metrics.get
+    registers = get("launch__registers_per_thread")
     return LaunchConfig(
         grid=grid,
         block=block,
-        registers_per_thread=int(get("launch__registers_per_thread"))
-        if get("launch__registers_per_thread") is not None
-        else None,
+        registers_per_thread=int(registers) if registers is not None else None,
         shared_mem_static=int(get("launch__shared_mem_per_block_static", 0)),
         shared_mem_dynamic=int(get("launch__shared_mem_per_block_dynamic", 0)),
     )
@@ -207,7 +206,7 @@ _NO_DEST = re.compile(
 
 
 def _regs(operand: str, width_hint: int = 1) -> list[int]:
-    regs = []
+    regs: list[int] = []
     for m in _REG.finditer(operand):
         n = {"64": 2, "128": 4}.get(m.group(2) or "", width_hint)
         regs += range(int(m.group(1)), int(m.group(1)) + n)

@@ -508,7 +508,9 @@ def _closing(text: str, start: int) -> int:
 
 def _split_top_level(text: str, sep: str) -> list[str]:
     """Split at ``sep`` outside (), [], {} and <> nesting."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "([{<":
             depth += 1
@@ -726,7 +728,7 @@ def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
     if (
         not isinstance(dims, Sequence)
         or not 1 <= len(dims) <= 3
-        or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 1 for d in dims)
+        or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and int(d) >= 1 for d in dims)
     ):
         raise ValueError(f"{what} must be a positive int or a tuple of 1 to 3 positive ints, got {value!r}")
     x, y, z = (*(int(d) for d in dims), 1, 1, 1)[:3]
@@ -875,7 +877,7 @@ class Kernel:
                 pointer = ctypes.c_void_p(value.data_ptr())
             elif value is None:
                 pointer = ctypes.c_void_p(None)
-            elif isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value < 2**64:
+            elif isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= int(value) < 2**64:
                 pointer = ctypes.c_void_p(int(value))
             else:
                 raise KernelArgumentError(
@@ -904,7 +906,7 @@ class Kernel:
             if kind != "bool":
                 bits = int(kind[1:])
                 low, high = (0, 2**bits) if kind[0] == "u" else (-(2 ** (bits - 1)), 2 ** (bits - 1))
-                if not low <= value < high:
+                if not low <= int(value) < high:
                     raise KernelArgumentError(f"{where}: {value} is out of range [{low}, {high - 1}]")
             return _CTYPES[kind](int(value))
         if not isinstance(value, numbers.Real):

@@ -212,7 +212,7 @@ class ForgeServer(LanguageServer):
 
         self.call_soon(begin)
 
-    def progress(self, job: BackgroundJob, message: str, percentage: int | None = None) -> None:
+    def job_progress(self, job: BackgroundJob, message: str, percentage: int | None = None) -> None:
         if job.ended or job.status == "cancelled":  # a reply in flight when the job was cancelled
             return
         job.message = message

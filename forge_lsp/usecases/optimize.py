@@ -95,9 +95,13 @@ def answer_of(outcome: RunOutcome) -> tuple[Answer | None, Withheld | None, str]
         assert speedup is not None  # improves implies it
         label = speedup_label(speedup, outcome.best_speedup)
         if not best.verdict.checkpoint_compatible:
-            return None, "state_dict", (
-                f"{label} faster, but not offered: its state_dict does not load into the module, so it cannot "
-                "replace it in place"
+            return (
+                None,
+                "state_dict",
+                (
+                    f"{label} faster, but not offered: its state_dict does not load into the module, so it cannot "
+                    "replace it in place"
+                ),
             )
         domain = domain_from_verdict(best.verdict.model_dump(mode="json"))
         answer = Answer(best, best.verdict, speedup, outcome.best_speedup, domain)

@@ -368,16 +368,16 @@ class _Analysis:
         self.locals: dict[str, ast.expr] = {}
         self.layer_order: list[ast.Call] = []
         if self.init is not None:
-            for node in ast.walk(self.init):
-                if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for assign in ast.walk(self.init):
+                if isinstance(assign, ast.Assign | ast.AnnAssign) and assign.value is not None:
+                    targets = assign.targets if isinstance(assign, ast.Assign) else [assign.target]
                     for t in targets:
                         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                            self.self_alias.setdefault(t.attr, node.value)
-                            if isinstance(node.value, ast.Call):
-                                self.layers.setdefault(t.attr, node.value)
+                            self.self_alias.setdefault(t.attr, assign.value)
+                            if isinstance(assign.value, ast.Call):
+                                self.layers.setdefault(t.attr, assign.value)
                         elif isinstance(t, ast.Name) and t.id not in self.param_names:
-                            self.locals.setdefault(t.id, node.value)
+                            self.locals.setdefault(t.id, assign.value)
             calls = [n for n in ast.walk(self.init) if isinstance(n, ast.Call)]
             self.layer_order = sorted(
                 (c for c in calls if self.layer_kind(c) in _LAYER_ARGS), key=lambda c: (c.lineno, c.col_offset)
@@ -717,12 +717,15 @@ class _Skeleton:
                 q = qualify(_unparse(node.func), self.a.aliases)
                 if q in ("torch.matmul", "torch.mm", "torch.bmm"):
                     pair, batched = (node.args[0], node.args[1]), q == "torch.bmm"
-            if pair is None or not all(isinstance(x, ast.Name) and x.id in inputs for x in pair):
+            if pair is None:
+                continue
+            left, right = pair
+            if not (isinstance(left, ast.Name) and isinstance(right, ast.Name)) or not {left.id, right.id} <= inputs:
                 continue
             lead = [self.dim("batch_size")] if batched else []
             m, k, n = self.dim("M"), self.dim("K"), self.dim("N")
-            out.setdefault(pair[0].id, self.randn([*lead, m, k]))  # type: ignore[union-attr]
-            out.setdefault(pair[1].id, self.randn([*lead, k, n]))  # type: ignore[union-attr]
+            out.setdefault(left.id, self.randn([*lead, m, k]))
+            out.setdefault(right.id, self.randn([*lead, k, n]))
         return out
 
     # -- values -----------------------------------------------------------------------------------
@@ -741,6 +744,7 @@ class _Skeleton:
             return "None", "set a real value (the default is not a literal)"
         wants_tuple = p.name in self.param_forced_tuple or self.a.is_tuple_param(p.name)
         kind, role = self.a.roles.get(p.name, ("", ""))
+        v: object
         if role:
             v = _POOL_ROLE_VALUES.get(role) if "Pool" in kind else None
             v = v if v is not None else _ROLE_VALUES.get(role)
@@ -820,15 +824,15 @@ class _Skeleton:
                     f"{self.cls}(*get_init_inputs()) cannot pass keyword-only argument(s) {', '.join(a.kw_required)}"
                 )
         for p in positional:  # shape constants of parameters get_init_inputs does not pass
-            const = self.name(p.name) if p.name in self.shape_params else None
-            if const and const not in param_values:
-                param_values[const] = self.value_for(p)
+            shape_const = self.name(p.name) if p.name in self.shape_params else None
+            if shape_const and shape_const not in param_values:
+                param_values[shape_const] = self.value_for(p)
 
         out: list[str] = []
         funcs: list[str] = []
         used: set[str] = set()
         if want_inputs:
-            items = []
+            items: list[tuple[str, str | None]] = []
             for _, inp in inputs:
                 if isinstance(inp, str):
                     items.append((inp, None))

@@ -171,7 +171,7 @@ def _layer_norm(g: _Graph, n: ProbeNode) -> Match | None:
     xs = _input_shape(g, x)
     if xs is not None and xs[len(xs) - len(shape) :] != shape:
         return None
-    affine = ", ".join(p for p, s in (("weight", w), ("bias", bias)) if s) or "no affine"
+    affine_parts = ", ".join(name for name, spec in (("weight", w), ("bias", bias)) if spec) or "no affine"
     return Match(
         family="layer_norm",
         nodes=[n.name],
@@ -179,7 +179,7 @@ def _layer_norm(g: _Graph, n: ProbeNode) -> Match | None:
         fn="forge_layer_norm",
         args=[x, shape, w, bias, eps],
         ops=["layer_norm"],
-        detail=f"{n.name}: {what} over {tuple(shape)} ({affine})",
+        detail=f"{n.name}: {what} over {tuple(shape)} ({affine_parts})",
     )
 
 
@@ -264,7 +264,7 @@ def _explicit_rms_norm(g: _Graph, r: ProbeNode) -> Match | None:
                 nodes.append(m2)
                 weight = other[0]
     if weight is not None:
-        d = g.by_name[weight["node"]].attr["shape"][0]
+        d = (g.by_name[weight["node"]].attr or {})["shape"][0]
     elif xs is not None:
         d = xs[-1]
     else:
@@ -409,28 +409,28 @@ def _epilogue(g: _Graph, act: ProbeNode) -> Match | None:
         if first is None or second is None:
             return None
         if second.op == "get_attr" and first.op != "get_attr":
-            data, bias = first, second
+            data, bias_node = first, second
         elif first.op == "get_attr" and second.op != "get_attr":
-            data, bias = second, first
+            data, bias_node = second, first
         else:
             return None
-        if not bias.attr or bias.attr.get("kind") not in ("parameter", "buffer"):
+        if not bias_node.attr or bias_node.attr.get("kind") not in ("parameter", "buffer"):
             return None
-        if data.dtype is not None and bias.attr.get("dtype") != data.dtype:
+        if data.dtype is not None and bias_node.attr.get("dtype") != data.dtype:
             return None
         if data.shape is not None:
             if p.shape is not None and p.shape != data.shape:
                 return None  # the bias would broadcast the data to a bigger shape
-            if _bias_layout(data.shape, bias.attr["shape"]) is None:
+            if _bias_layout(data.shape, bias_node.attr["shape"]) is None:
                 return None
         return Match(
             family="bias_act",
             nodes=[p.name, act.name],
             expect=[_expect(p), _expect(act)],
             fn="forge_bias_act",
-            args=[{"node": data.name}, {"node": bias.name}, act_name],
+            args=[{"node": data.name}, {"node": bias_node.name}, act_name],
             ops=["add", act.kind or act_name],
-            detail=f"{p.name} -> {act.name}: + {bias.target} {tuple(bias.attr['shape'])} + {act_name}",
+            detail=f"{p.name} -> {act.name}: + {bias_node.target} {tuple(bias_node.attr['shape'])} + {act_name}",
         )
     return None
 

@@ -88,7 +88,7 @@ async def accept(ls: ForgeServer, args: CandidateArgs) -> AcceptResult:
     caps = ls.client_capabilities.workspace
     annotated = bool(caps and caps.workspace_edit and caps.workspace_edit.change_annotation_support)
     label = f"forge: {prop.label} candidate for {target} (run {run_id})"
-    edit_item: t.TextEdit = (
+    edit_item: t.TextEdit | t.AnnotatedTextEdit = (
         t.AnnotatedTextEdit(range=rng, new_text=rewrite.replacement, annotation_id="forge-accept")
         if annotated
         else t.TextEdit(range=rng, new_text=rewrite.replacement)

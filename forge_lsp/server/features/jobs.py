@@ -103,12 +103,13 @@ def _plan(ls: ForgeServer, kind: str, uri: str, target: str):
     doc_sha, version = text_sha(text), ls.doc_version(uri)
     if kernel is not None:
         return (lambda job: _kernel_job(ls, job, Path(path), kernel, doc_sha)), f"forge: {kind} kernel {target}"
+    assert module is not None
     if module.inputs is None:
         raise JobError(
             f"{target} has no example inputs: add get_inputs()/get_init_inputs() (quick fix available) "
             "or a [tool.forge.modules] entry in pyproject.toml"
         )
-    if module.inputs.kind == "kernelbench":
+    if module.inputs.kind == "kernelbench" or module.inputs.task_file is None:
         task_file, model_class = ls.snapshot(uri, text), module.name
     else:  # a [tool.forge.modules] entry names the task file and its class
         task_file, model_class = Path(module.inputs.task_file), module.inputs.model_class or "Model"
@@ -152,7 +153,7 @@ def _optimize(
         if ev.kind == "run_started":
             job.run_id = ev.run_id
         if tracker.update(ev.kind, ev.data):
-            ls.progress(job, tracker.message(), tracker.percentage())
+            ls.job_progress(job, tracker.message(), tracker.percentage())
 
     optimization = ModuleOptimization(request, store=ls.store, on_event=on_event)
     tracker = RunProgress(
@@ -271,7 +272,7 @@ def _explain_job(
     from ...usecases.explain import explain
 
     ls.progress_begin(job)
-    explained = explain(request, on_start=lambda what: ls.progress(job, what, 10))
+    explained = explain(request, on_start=lambda what: ls.job_progress(job, what, 10))
     source = explained.profiled.source_file
     _compile_diagnostics(ls, job, target, explained.result, source)
     # hot lines of a module's kernels are in the worker's copies, not in the user's file: only a .cu file's

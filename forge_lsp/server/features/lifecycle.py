@@ -19,7 +19,7 @@ def register(ls: ForgeServer) -> None:
     @ls.feature(t.INITIALIZE)
     def initialize(ls: ForgeServer, params: t.InitializeParams) -> None:
         ls.loop = asyncio.get_running_loop()
-        folder = (params.workspace_folders or [None])[0]
+        folder = params.workspace_folders[0] if params.workspace_folders else None
         root = ls.path_of(folder.uri) if folder else (ls.path_of(params.root_uri) if params.root_uri else None)
         ls.root = Path(root) if root else None
         _apply_settings(ls, params.initialization_options)
@@ -152,8 +152,9 @@ def _watch(ls: ForgeServer) -> None:
     from ...workspace.index import SKIP_DIRS
     from ..server import uri_of
 
-    root = ls.root
-    assert root is not None
+    if ls.root is None:
+        return
+    root: Path = ls.root
     observer = Observer()
     scheduled: set[str] = set()
 
