@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from ..sandbox import child_env, default_cache_dir, kill_group
 from . import pipe
@@ -85,7 +86,7 @@ class Worker:
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
-        self._log = open(self._log_path, "wb")
+        self._log: BinaryIO | None = open(self._log_path, "wb")
         try:
             self.proc = subprocess.Popen(
                 [
@@ -148,8 +149,9 @@ class Worker:
                 except OSError:
                     pass
                 setattr(self, fd, None)
-        if getattr(self, "_log", None) is not None:
-            self._log.close()
+        log = getattr(self, "_log", None)
+        if log is not None:
+            log.close()
             self._log = None
 
     def close(self) -> None:

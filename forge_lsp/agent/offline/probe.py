@@ -29,7 +29,7 @@ from ...sandbox import child_env, default_cache_dir, run_sandboxed
 _EXCERPT = 4000
 
 
-class ProbeNode(BaseModel):
+class ProbeNode(BaseModel):  # type: ignore[no-redef]  # pydantic's mypy plugin clashes with a field named kwargs
     """One FX node. `args`/`kwargs` hold constants, ``{"node": name}`` for node inputs,
     ``{"dtype": "float32"}`` for dtypes and ``{"repr": text}`` for anything else."""
 
