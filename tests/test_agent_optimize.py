@@ -102,6 +102,7 @@ def test_linear_round_repairs_a_scripted_compile_error(tmp_path, evaluator, fake
     assert "float32 tensor of shape (16, 100)" in coder_prompts[1]
 
 
+@pytest.mark.slow
 def test_mcts_expands_more_than_one_branch_with_concurrent_expansions(tmp_path, evaluator, fake_openai):
     counter = iter(range(100))
 
@@ -141,6 +142,7 @@ def test_dollar_budget_stops_the_run(tmp_path, evaluator, fake_openai):
     assert result.spent_usd >= 0.5 and result.rounds < 10
 
 
+@pytest.mark.slow
 def test_resume_continues_a_killed_run_without_repeating_evaluations(tmp_path, evaluator, fake_openai):
     fake_openai.script(coder_reply(variant(C.TRITON_CORRECT, "r1"), "first"))
     opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=1)
@@ -171,6 +173,7 @@ def test_resume_continues_a_killed_run_without_repeating_evaluations(tmp_path, e
     assert seen == [queued.source, variant(C.TRITON_CORRECT, "r2")]
 
 
+@pytest.mark.slow
 def test_model_failures_are_recorded_and_the_run_goes_on(tmp_path, evaluator, fake_openai):
     fake_openai.script(
         {"status": 429, "headers": {"Retry-After": "0"}},
@@ -196,6 +199,7 @@ def test_a_bad_key_ends_the_run_with_a_clear_reason(tmp_path, evaluator, fake_op
     assert result.status == "failed" and "401" in result.stop_reason and SECRET not in result.stop_reason
 
 
+@pytest.mark.slow
 def test_no_api_key_in_database_logs_or_worker_environment(tmp_path, evaluator, fake_openai, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     env_dump = tmp_path / "worker_env.json"
@@ -284,6 +288,7 @@ def optimize_apply_one_round(tmp_path, task, fake) -> subprocess.CompletedProces
     )
 
 
+@pytest.mark.slow
 def test_forge_optimize_apply_rewrites_the_class_in_place(tmp_path, fake_openai):
     """`forge optimize --apply`: the same guarded rewrite the editor's Accept uses, written to the task file."""
     task = tmp_path / "softmax_mod.py"
@@ -307,6 +312,7 @@ def test_forge_optimize_apply_rewrites_the_class_in_place(tmp_path, fake_openai)
     assert out.stdout.split() == ["True", "1"], out.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_forge_optimize_apply_refuses_a_best_candidate_slower_than_the_reference(tmp_path, fake_openai):
     """The best *verified* candidate can still be slower than the user's code: nothing is applied or written."""
     task = tmp_path / "softmax_mod.py"
@@ -325,6 +331,7 @@ def test_forge_optimize_apply_refuses_a_best_candidate_slower_than_the_reference
     assert task.read_text() == original and not (tmp_path / "softmax_mod_forge_best.py").exists()
 
 
+@pytest.mark.slow
 def test_a_best_candidate_that_fails_its_final_recheck_is_not_the_answer(tmp_path, evaluator, fake_openai):
     """A candidate that passes in the search and lies afterwards: the final re-check catches it."""
     armed = tmp_path / "armed"
@@ -349,6 +356,7 @@ class ModelNew(nn.Module):
     assert any("failed its final re-check" in n for n in result.notes)
 
 
+@pytest.mark.slow
 def test_judge_profiles_at_most_once_per_interval_and_says_when_findings_are_inherited(
     tmp_path, evaluator, fake_openai
 ):
@@ -379,6 +387,7 @@ def test_judge_profiles_at_most_once_per_interval_and_says_when_findings_are_inh
     assert all("Finding for" in p for p in judge_prompts)
 
 
+@pytest.mark.slow
 def test_cost_is_reported_per_call_per_round_and_per_run(tmp_path, evaluator, fake_openai):
     from forge_lsp.agent.store import costs_by_round
 
@@ -405,6 +414,7 @@ def test_cost_is_reported_per_call_per_round_and_per_run(tmp_path, evaluator, fa
     assert "model calls per round" in out.stdout and out.returncode == 0
 
 
+@pytest.mark.slow
 def test_wall_time_budget_stops_the_run(tmp_path, evaluator, fake_openai):
     fake_openai.script(
         *[

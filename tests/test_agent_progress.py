@@ -84,6 +84,7 @@ def evaluator(cache_dir, fast_options):
     ev.close()
 
 
+@pytest.mark.slow
 def test_an_offline_only_run_never_speaks_of_rounds(tmp_path, evaluator):
     """No model configured: the run is the offline seeds and the final re-timing; "round 0/10" would be a lie."""
     store = RunStore.for_workspace(tmp_path)

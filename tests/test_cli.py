@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import candidates as C
+import pytest
 from conftest import FIXTURES
 
 
@@ -20,6 +21,7 @@ def forge(*args: str, cache: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_correct_candidate_exits_zero_and_prints_a_verdict_table(tmp_path, cache_dir):
     cand = tmp_path / "softmax_small_torch.py"
     cand.write_text(C.TORCH_CORRECT)
@@ -46,6 +48,7 @@ def test_bad_task_is_a_usage_error(tmp_path, cache_dir):
     assert r.returncode == 2 and "no class 'Model'" in r.stderr
 
 
+@pytest.mark.slow
 def test_directory_of_pairs(tmp_path, cache_dir):
     (tmp_path / "softmax_small.py").write_text((FIXTURES / "softmax_small.py").read_text())
     (tmp_path / "softmax_small_good.py").write_text(C.TORCH_CORRECT)

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import FIXTURES
 
 from forge_lsp.workspace.cuda_source import global_kernels, python_files_loading
@@ -79,6 +80,7 @@ def test_explain_cu_without_a_loader_says_to_pass_entry(tmp_path):
     assert r.returncode == 2 and "--entry" in r.stderr
 
 
+@pytest.mark.slow
 def test_explain_cu_on_cpu_runs_the_entry_and_reports_why_nothing_was_profiled(tmp_path, cache_dir):
     (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y) {}')
     (tmp_path / "launch_k.py").write_text(

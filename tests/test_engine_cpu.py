@@ -20,6 +20,7 @@ def ev_cand(evaluator, task, source, name="cand", **opts):
 
 
 # ----------------------------------------------------------------------------- C++ (load_inline)
+@pytest.mark.slow
 def test_cpp_correct_candidate_is_verified_and_timed(cpu_evaluator, softmax_task):
     v = ev_cand(cpu_evaluator, softmax_task, C.CPP_CORRECT)
     assert v.status is Status.correct, v.reason + v.traceback + v.log_excerpt
@@ -42,6 +43,7 @@ def test_cpp_correct_candidate_is_verified_and_timed(cpu_evaluator, softmax_task
     assert {"load_task", "compile", "first_call", "verify", "time"} <= set(v.stages)
 
 
+@pytest.mark.slow
 def test_cpp_cached_build_is_fast(cpu_evaluator, softmax_task):
     ev_cand(cpu_evaluator, softmax_task, C.CPP_CORRECT)  # built (or cached) already
     v = ev_cand(cpu_evaluator, softmax_task, C.CPP_CORRECT, timing=False)
@@ -49,6 +51,7 @@ def test_cpp_cached_build_is_fast(cpu_evaluator, softmax_task):
     assert v.stages["compile"] < 5.0  # a cached extension loads; a rebuild takes ~30 s here
 
 
+@pytest.mark.slow
 def test_cpp_incorrect_candidate_names_the_failed_check(cpu_evaluator, softmax_task):
     v = ev_cand(cpu_evaluator, softmax_task, C.CPP_INCORRECT)
     assert v.status is Status.incorrect
@@ -57,12 +60,14 @@ def test_cpp_incorrect_candidate_names_the_failed_check(cpu_evaluator, softmax_t
     assert v.mismatch.index is not None and v.timing is None
 
 
+@pytest.mark.slow
 def test_cpp_compile_error_carries_the_compiler_log(cpu_evaluator, softmax_task):
     v = ev_cand(cpu_evaluator, softmax_task, C.CPP_COMPILE_ERROR)
     assert v.status is Status.compile_error
     assert re.search(r"main\.cpp:5:\d+: error: expected .;. before", v.log_excerpt), v.log_excerpt
 
 
+@pytest.mark.slow
 def test_cpp_crash_is_a_verdict_and_the_worker_comes_back(cpu_evaluator, softmax_task):
     before = cpu_evaluator.worker.restarts
     v = ev_cand(cpu_evaluator, softmax_task, C.CPP_CRASH)
@@ -73,6 +78,7 @@ def test_cpp_crash_is_a_verdict_and_the_worker_comes_back(cpu_evaluator, softmax
     assert cpu_evaluator.worker.restarts == before + 1
 
 
+@pytest.mark.slow
 def test_cpp_hang_times_out_per_stage(cpu_evaluator, softmax_task):
     opts = cpu_evaluator.options.model_copy(update={"timeouts": StageTimeouts(compile=300, first_call=3)})
     t0 = time.monotonic()
@@ -113,6 +119,7 @@ CALLS = "CALLS_BEFORE_DRIFT"
         "triton-in-place",
     ],
 )
+@pytest.mark.slow
 def test_cheats_are_rejected_for_the_right_reason(cpu_evaluator, source, task_file, failed_check, words):
     task = load_task(FIXTURES / task_file)
     v = ev_cand(cpu_evaluator, task, source, timing=False)
@@ -122,6 +129,7 @@ def test_cheats_are_rejected_for_the_right_reason(cpu_evaluator, source, task_fi
     assert any(c.name == failed_check and not c.passed for c in v.checks)
 
 
+@pytest.mark.slow
 def test_monkeypatching_candidate_does_not_poison_the_next_evaluation(cpu_evaluator, softmax_task):
     v = ev_cand(cpu_evaluator, softmax_task, C.CHEAT_MONKEYPATCH, timing=False)
     assert v.failed_check == "no_monkeypatch"
@@ -162,6 +170,7 @@ def test_triton_crash(cpu_evaluator, softmax_task):
     assert v.status is Status.crashed and "SIGSEGV" in v.reason
 
 
+@pytest.mark.slow
 def test_triton_hang(cpu_evaluator, softmax_task):
     opts = cpu_evaluator.options.model_copy(update={"timeouts": StageTimeouts(first_call=3)})
     v = cpu_evaluator.evaluate(softmax_task, Candidate.from_source(C.TRITON_HANG, "hang"), opts)
@@ -246,6 +255,7 @@ def test_runtime_error_reports_the_exception(cpu_evaluator, softmax_task):
     assert "mat1 and mat2 shapes cannot be multiplied" in v.traceback
 
 
+@pytest.mark.slow
 def test_cancel_kills_the_worker_promptly(cache_dir, fast_options, softmax_task):
     with Evaluator("cpu", options=fast_options, cache_dir=cache_dir) as ev:
         stages: list[str] = []
@@ -277,6 +287,7 @@ def test_cancel_kills_the_worker_promptly(cache_dir, fast_options, softmax_task)
         assert ev.evaluate(softmax_task, Candidate.from_source(C.TORCH_CORRECT, "ok")).correct
 
 
+@pytest.mark.slow
 def test_evaluate_many_prebuilds_and_reports_compile_errors_early(cpu_evaluator, softmax_task):
     cands = [
         Candidate.from_source(C.CPP_COMPILE_ERROR, "broken"),

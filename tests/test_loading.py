@@ -220,6 +220,7 @@ def _host_pass_view(src: str) -> str:
     return _preprocessor_view(src, device=False)
 
 
+@pytest.mark.slow
 def test_slim_source_with_hidden_host_code_builds_with_nvcc(tmp_path):
     """Compile-only with load_inline's nvcc flags: kernel, device stub and launcher all end up in the object."""
     import subprocess

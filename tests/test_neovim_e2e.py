@@ -62,6 +62,7 @@ def nvim_version(nvim: Path) -> str:
     return out.stdout.splitlines()[0] if out.stdout else ""
 
 
+@pytest.mark.slow
 def test_neovim_optimize_accept(tmp_path: Path, capsys):
     assert nvim_version(NVIM).startswith("NVIM v0.11"), nvim_version(NVIM)
     workspace = tmp_path / "ws"

@@ -225,6 +225,7 @@ def _strict(source: str) -> str:
 
 
 @pytest.mark.parametrize("name,cand_name", LIBRARY_CASES, ids=[f"{n}-{c}" for n, c in LIBRARY_CASES])
+@pytest.mark.slow
 def test_library_candidate_is_correct_in_the_engine(probed, cpu_evaluator, name, cand_name):
     task, rep = probed[0][name]
     cand = next(c for c in candidates_for(task, rep, device="cpu") if c.name == cand_name)
@@ -279,6 +280,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_library_candidates_keep_the_reference_state_dict_keys_and_pickle(probed, tmp_path):
     paths = []
     for name, cand_name in LIBRARY_CASES:
@@ -300,6 +302,7 @@ def test_library_candidates_keep_the_reference_state_dict_keys_and_pickle(probed
     assert ["scale"] in [got[p][0] for p in paths]  # the softmax fixture's buffer is kept too
 
 
+@pytest.mark.slow
 def test_torch_compile_default_is_correct_in_the_engine(probed, cpu_evaluator):
     task, rep = probed[0]["group_norm_task"]
     cand = next(c for c in candidates_for(task, rep, device="cpu") if c.name == "torch.compile:default")
@@ -314,6 +317,7 @@ def test_torch_compile_default_is_correct_in_the_engine(probed, cpu_evaluator):
     assert v.checkpoint_compatible is True
 
 
+@pytest.mark.slow
 def test_torch_compile_default_matches_the_reference_when_run_directly(probed, tmp_path):
     task, rep = probed[0]["group_norm_task"]
     cand = next(c for c in candidates_for(task, rep, device="cpu") if c.name == "torch.compile:default")
@@ -461,6 +465,7 @@ def test_softmax_kernels(lib, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.slow
 def test_layer_norm_kernels(lib, dtype):
     import torch
     import torch.nn.functional as F
@@ -494,6 +499,7 @@ def test_layer_norm_kernels(lib, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.slow
 def test_rms_norm_kernels(lib, dtype):
     import torch
     import torch.nn.functional as F
@@ -515,6 +521,7 @@ def test_rms_norm_kernels(lib, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.slow
 def test_group_norm_kernels(lib, dtype):
     import torch
     import torch.nn.functional as F
@@ -539,6 +546,7 @@ def test_group_norm_kernels(lib, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.slow
 def test_adaptive_avg_pool2d_kernels(lib, dtype):
     import torch
     import torch.nn.functional as F
@@ -717,6 +725,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_kernels_compile_for_sm90_with_vectorized_access(tmp_path):
     """The interpreter is lenient: compile every kernel with the real backend for sm_90a (no GPU
     needed; in a fresh process, as the interpreter patches triton.language), at H200-sized

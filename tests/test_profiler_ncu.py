@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import stat
 
+import pytest
 from conftest import FIXTURES
 
 from forge_lsp.engine import Candidate, load_task
@@ -22,6 +23,7 @@ def test_ncu_command_profiles_only_the_measured_range_and_never_touches_clocks(t
     assert "--set full" in " ".join(ncu_command("/x/ncu", tmp_path / "r", [], full=True))
 
 
+@pytest.mark.slow
 def test_cpu_profile_degrades_to_timing_and_torch_profiler_with_the_reason(cache_dir):
     task = load_task(FIXTURES / "softmax_small.py")
     result = profile(task, device="cpu", cache_dir=cache_dir)
@@ -30,6 +32,7 @@ def test_cpu_profile_degrades_to_timing_and_torch_profiler_with_the_reason(cache
     assert any("softmax" in op.name for op in result.ops)
 
 
+@pytest.mark.slow
 def test_candidate_profile_runs_the_candidate_not_the_reference(cache_dir):
     task = load_task(FIXTURES / "softmax_small.py")
     cand = Candidate.from_source(
@@ -49,6 +52,7 @@ def _fake_ncu(tmp_path, body: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_missing_ncu_says_how_to_get_it(monkeypatch, tmp_path, cache_dir):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.delenv("NCU", raising=False)
@@ -60,6 +64,7 @@ def test_missing_ncu_says_how_to_get_it(monkeypatch, tmp_path, cache_dir):
     assert result.mode == "degraded" and "Nsight Compute (ncu) was not found" in result.reason
 
 
+@pytest.mark.slow
 def test_counter_permission_error_explains_how_to_enable_counters(monkeypatch, tmp_path, cache_dir):
     monkeypatch.setenv(
         "NCU",
@@ -81,6 +86,7 @@ def test_hanging_profiler_is_killed_at_the_timeout(monkeypatch, tmp_path, cache_
     assert result.seconds < 10
 
 
+@pytest.mark.slow
 def test_profiled_process_gets_no_secrets(monkeypatch, cache_dir, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     out = tmp_path / "env.txt"
@@ -108,6 +114,7 @@ def test_raw_csv_reader_skips_the_units_row():
     assert k.launch.grid == (4096, 1, 1) and k.launch.block == (256, 1, 1)
 
 
+@pytest.mark.slow
 def test_forge_explain_on_cpu_reports_the_degraded_profile(cache_dir):
     import json
     import subprocess

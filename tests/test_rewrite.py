@@ -96,6 +96,7 @@ def fp32_tol(task_file: Path) -> tuple[float, float]:
 
 
 # ----------------------------------------------------------------------------- the rewritten module
+@pytest.mark.slow
 def test_linear_rewrite_keeps_interface_state_dict_and_runs_the_kernels(tmp_path, ext_dir):
     rw = rewrite_module(LINEAR, "Model", LINEAR_TRITON, CPU_FP32_2D, run_id="r1", candidate_id="c3", speedup=1.42)
     atol, rtol = fp32_tol(FIXTURES / "linear_task.py")
@@ -168,6 +169,7 @@ def test_weights_changed_after_the_first_call_are_used_by_the_kernels(tmp_path, 
     assert r["calls"] == {"optimized": 5, "reference": 0} and r["launches"] == 5
 
 
+@pytest.mark.slow
 def test_pickle_and_deepcopy_hold_the_module_not_the_kernels_instance(tmp_path, ext_dir):
     rw = rewrite_module(LINEAR, "Model", LINEAR_TRITON, CPU_FP32_2D)
     r = run_rewritten(
@@ -267,6 +269,7 @@ def test_softmax_triton_candidate_other_dtype_or_rank_falls_back(tmp_path, ext_d
     }
 
 
+@pytest.mark.slow
 def test_forge_disable_forces_the_original_path(tmp_path, ext_dir):
     rw = rewrite_module(LINEAR, "Model", LINEAR_TRITON, CPU_FP32_2D)
     r = run_rewritten(
@@ -289,6 +292,7 @@ def test_forge_disable_forces_the_original_path(tmp_path, ext_dir):
     assert r["match"] and r["calls"] == {"optimized": 0, "reference": 1} and r["launches"] == 0
 
 
+@pytest.mark.slow
 def test_user_names_survive_clashing_candidate_names_and_old_style_super(tmp_path, ext_dir):
     rw = rewrite_module(BLOCK_USER, "Block", BLOCK_CAND, CPU_FP32_2D)
     assert rw.renamed == {"BLOCK": "_forge_BLOCK", "bias_relu_": "_forge_bias_relu_"}
@@ -332,6 +336,7 @@ def test_user_names_survive_clashing_candidate_names_and_old_style_super(tmp_pat
     assert r["eval"] == [True, {"optimized": 2, "reference": 1}]
 
 
+@pytest.mark.slow
 def test_class_without_init_keeps_its_signature(tmp_path, ext_dir):
     user = textwrap.dedent("""
         import torch
@@ -358,6 +363,7 @@ def test_class_without_init_keeps_its_signature(tmp_path, ext_dir):
     assert r["sig"] and r["match"] and r["calls"] == {"optimized": 1, "reference": 0}
 
 
+@pytest.mark.slow
 def test_private_attribute_names_keep_their_state_dict_keys(tmp_path, ext_dir):
     user = textwrap.dedent("""
         import torch
@@ -534,6 +540,7 @@ class B(nn.Module):
 """
 
 
+@pytest.mark.slow
 def test_two_rewritten_classes_in_one_file_can_be_reverted_independently(tmp_path, ext_dir):
     cand_b = C.TRITON_CORRECT.replace("return softmax(x)", "return softmax(x) * 2")
     both = rewrite_module(
@@ -566,6 +573,7 @@ def test_revert_refuses_when_other_code_uses_the_block():
         revert_module(SOFTMAX, "Model")
 
 
+@pytest.mark.slow
 def test_forges_offline_library_candidate_applies(tmp_path, ext_dir, monkeypatch):
     """What `forge optimize --apply` writes without a model: ModelNew derives from the task's
     class and traces its forward with torch.fx; the rewrite maps it onto the original class."""

@@ -203,6 +203,7 @@ async def job_of(client: LanguageClient, job_id: str) -> dict:
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_optimize_progress_diagnostic_lens_accept(client: LanguageClient, tmp_path, fake_openai):
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     original = client.docs[uri]["text"]
@@ -262,6 +263,7 @@ async def test_optimize_progress_diagnostic_lens_accept(client: LanguageClient, 
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_reject_removes_the_proposal_and_does_not_offer_it_again(client: LanguageClient, tmp_path, fake_openai):
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     source = FAST + "\n# e2e reject\n"
@@ -293,6 +295,7 @@ async def test_reject_removes_the_proposal_and_does_not_offer_it_again(client: L
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_show_diff_writes_the_candidate_under_forge_and_shows_it(client: LanguageClient, tmp_path, fake_openai):
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     original = client.docs[uri]["text"]
@@ -320,6 +323,7 @@ async def test_show_diff_writes_the_candidate_under_forge_and_shows_it(client: L
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_forge_run_returns_the_typed_run_details(client: LanguageClient, tmp_path, fake_openai):
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     started = await optimize(client, uri, fake_openai, FAST + "\n# e2e run details\n", "vectorized")
@@ -338,6 +342,7 @@ async def test_forge_run_returns_the_typed_run_details(client: LanguageClient, t
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_stale_accept_is_refused_and_nothing_is_lost(client: LanguageClient, tmp_path, fake_openai):
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     await optimize(client, uri, fake_openai, FAST + "\n# e2e stale\n", "stale one")
@@ -378,6 +383,7 @@ async def test_cancel_mid_run_stops_the_job(client: LanguageClient, tmp_path, fa
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_change_outside_the_editor_marks_results_stale(client: LanguageClient, tmp_path, fake_openai):
     other = tmp_path / "softmax_closed.py"
     other.write_text(TASK)
@@ -408,6 +414,7 @@ async def test_change_outside_the_editor_marks_results_stale(client: LanguageCli
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_kernel_compile_error_becomes_a_diagnostic_on_its_line(client: LanguageClient, tmp_path):
     cu = tmp_path / "bad_kernel.cu"
     cu.write_text(
@@ -471,6 +478,7 @@ async def test_module_without_inputs_gets_a_quick_fix_resolved_on_demand(client:
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_a_failing_reference_module_is_pointed_at_in_the_users_file(
     client: LanguageClient, tmp_path, fake_openai
 ):
@@ -494,6 +502,7 @@ async def test_a_failing_reference_module_is_pointed_at_in_the_users_file(
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_explain_on_the_cpu_labels_its_numbers_next_to_an_optimize_runs(
     client: LanguageClient, tmp_path, fake_openai
 ):

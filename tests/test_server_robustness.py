@@ -122,6 +122,7 @@ def _worker_pids(cache: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_client_that_disappears_mid_run_leaves_no_workers(tmp_path, fake_openai):
     cache = str(tmp_path / "cache")
     (tmp_path / "softmax_mod.py").write_text((FIXTURES / "slow_softmax.py").read_text())

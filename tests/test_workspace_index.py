@@ -667,6 +667,7 @@ def test_skeleton_sizes_are_inferred_from_the_constructor():
     assert "TODO" not in linear + conv + ln + mlp + emb + mm + bmm + red
 
 
+@pytest.mark.slow
 def test_skeleton_runs_with_torch(tmp_path):
     """Each file + its skeleton, executed with torch in a subprocess: construct and call forward."""
     pytest.importorskip("torch")
