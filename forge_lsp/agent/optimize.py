@@ -337,7 +337,7 @@ class Optimizer:
                     self.prompts, ctx, candidate=_cand_ctx(parent_rec), verdict=_as_data(parent_rec.verdict)
                 )
                 advice = self._call("judge", self.judge, messages, RepairAdvice, target.id)
-                instruction = instruction_from(advice) if advice else None
+                instruction = instruction_from(advice, self.prompts) if advice else None
             elif parent_rec is not None:
                 prof = self._profile(parent_rec)
                 timing = parent_rec.verdict.timing if parent_rec.verdict else None
@@ -352,7 +352,7 @@ class Optimizer:
                     tried=[{"summary": c.summary, "outcome": _outcome(c)} for c in target.children],
                 )
                 advice = self._call("judge", self.judge, messages, OptimizeAdvice, target.id)
-                instruction = instruction_from(advice) if advice else None
+                instruction = instruction_from(advice, self.prompts) if advice else None
             self._check_cancel()
             failed_siblings = [
                 {"summary": c.summary, "reason": c.reason or "not evaluated"} for c in target.children if c.failed

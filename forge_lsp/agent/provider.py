@@ -50,17 +50,23 @@ BACKOFF_CAP_S = 30.0
 RETRY_AFTER_CAP_S = 60.0
 MAX_REASKS = 2
 
-_INSTRUCTION = (
-    "Reply with one JSON object only (no prose, no Markdown code fences) that conforms to this JSON schema:\n{schema}"
-)
-_REASK = (
-    "Your previous reply was not valid JSON for the required schema: {reason}. Reply again with one JSON "
-    "object only that conforms to the schema given above."
-)
+
 _FORMAT_WORDS = ("response_format", "response format", "json_schema", "json_object", "structured output")
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
 _KEY_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_*\-]{6,})")
 _BEARER = re.compile(r"(Bearer\s+)\S+", re.IGNORECASE)
+
+
+@functools.cache
+def _prompts() -> Any:
+    from .roles import Prompts
+
+    return Prompts()
+
+
+def _template(name: str, **context: Any) -> str:
+    """One of forge's own templates (the reply format and the re-ask are protocol, not per-workspace text)."""
+    return str(_prompts().render(name, **context)).strip()
 
 
 class Usage(BaseModel):
@@ -251,7 +257,7 @@ class ChatModel:
                     reasks += 1
                     convo += [
                         {"role": "assistant", "content": text},
-                        {"role": "user", "content": _REASK.format(reason=reason)},
+                        {"role": "user", "content": _template("reask.j2", reason=reason)},
                     ]
                     continue
                 return ChatResult[schema](  # type: ignore[valid-type]  # a schema chosen at run time
@@ -311,7 +317,9 @@ class ChatModel:
     ) -> dict[str, Any]:
         messages = list(convo)
         if mode != "json_schema":
-            instruction = _INSTRUCTION.format(schema=json.dumps(schema.model_json_schema(), separators=(",", ":")))
+            instruction = _template(
+                "reply_format.j2", schema=json.dumps(schema.model_json_schema(), separators=(",", ":"))
+            )
             if anchor is None:
                 messages.append({"role": "user", "content": instruction})
             else:
