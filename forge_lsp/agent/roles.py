@@ -121,7 +121,7 @@ class Prompts:
 
 
 def _common(task_ctx: dict[str, Any]) -> dict[str, Any]:
-    base = {
+    base: dict[str, Any] = {
         "model_class": "Model",
         "vary": [],
         "device_name": "the GPU",

@@ -5,15 +5,9 @@ constructor and `state_dict` keys; the original forward kept for inputs outside 
 verified) and `revert_module` undoes it exactly. Pure text in, text out: no torch, no engine.
 """
 
-from .rewrite import (
-    Rewrite,
-    RewriteError,
-    VerifiedDomain,
-    domain_from_verdict,
-    revert_module,
-    rewrite_module,
-    source_fingerprint,
-)
+from .domain import VerifiedDomain, domain_from_verdict
+from .result import Rewrite, RewriteError
+from .rewrite import revert_module, rewrite_module, source_fingerprint
 
 __all__ = [
     "Rewrite",
