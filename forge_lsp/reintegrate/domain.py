@@ -4,9 +4,10 @@ and its derivation from an engine verdict."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from pydantic import BaseModel, field_validator
+
+from ..engine.verdict import Verdict
 
 #: dtype names accepted in a VerifiedDomain (torch attribute names).
 DTYPES = frozenset(
@@ -106,14 +107,14 @@ class VerifiedDomain(BaseModel):
         return ", ".join(parts)
 
 
-def domain_from_verdict(verdict: dict[str, Any]) -> VerifiedDomain:
+def domain_from_verdict(verdict: Verdict) -> VerifiedDomain:
     """What a verdict covered: its device type, the dtypes of its tensor inputs, each input's rank (first
     input set), and whether all inputs were contiguous. The guard of a rewrite admits exactly this."""
-    specs = verdict.get("inputs") or []
-    first = specs[0]["case"] if specs else None
+    specs = verdict.inputs
+    first = specs[0].case if specs else None
     return VerifiedDomain(
-        device_types=[str(verdict.get("device") or "cpu").split(":")[0]],
-        dtypes=sorted({s["dtype"] for s in specs if s.get("dtype")}),
-        ranks=[len(s["shape"]) for s in specs if s["case"] == first and s.get("shape") is not None],
-        contiguous=all(s.get("contiguous", True) for s in specs if s.get("dtype")),
+        device_types=[(verdict.device or "cpu").split(":")[0]],
+        dtypes=sorted({s.dtype for s in specs if s.dtype}),
+        ranks=[len(s.shape) for s in specs if s.case == first and s.shape is not None],
+        contiguous=all(s.contiguous is not False for s in specs if s.dtype),
     )

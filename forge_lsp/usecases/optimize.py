@@ -103,7 +103,7 @@ def answer_of(outcome: RunOutcome) -> tuple[Answer | None, Withheld | None, str]
                     "replace it in place"
                 ),
             )
-        domain = domain_from_verdict(best.verdict.model_dump(mode="json"))
+        domain = domain_from_verdict(best.verdict)
         answer = Answer(best, best.verdict, speedup, outcome.best_speedup, domain)
         return answer, None, f"{label} faster candidate found"
     withheld: Withheld = "not_faster" if best is not None else "no_candidate"
