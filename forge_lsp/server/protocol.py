@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..agent.store import CandidateRecord
     from ..engine.verdict import Verdict
     from ..usecases.runs import RunDetails
+    from .state import BackgroundJob, Proposal
 
 REQUESTS = ("forge/runs", "forge/run")
 COMMANDS = (
@@ -101,6 +102,36 @@ class Job(Message):
     percentage: int  # 0-100
     proposal: JobProposal | None = None  # the job's open proposal, if any (also when its file is closed)
     decision: Literal["accepted", "rejected", "stale"] | None = None  # what became of the job's proposal
+
+    @classmethod
+    def of(cls, job: BackgroundJob, proposal: Proposal | None) -> Job:
+        return cls.model_validate(
+            {
+                "id": job.id,
+                "kind": job.kind,
+                "uri": job.uri,
+                "target": job.target,
+                "title": job.title,
+                "status": job.status,
+                "message": job.message,
+                "started": job.started,
+                "finished": job.finished,
+                "run_id": job.run_id,
+                "percentage": job.percentage,
+                "decision": job.decision,
+                "proposal": JobProposal(
+                    uri=proposal.uri,
+                    class_name=proposal.target,
+                    run_id=proposal.run_id,
+                    candidate_id=proposal.candidate_id,
+                    speedup=proposal.speedup,
+                    search_speedup=proposal.search_speedup,
+                    summary=proposal.summary,
+                )
+                if proposal is not None
+                else None,
+            }
+        )
 
 
 class RunsParams(Message):

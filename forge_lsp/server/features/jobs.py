@@ -13,7 +13,7 @@ from typing import Any
 from lsprotocol import types as t
 
 from ...agent.progress import RunProgress
-from ..protocol import Job, JobProposal, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
+from ..protocol import Job, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
 from ..state import BackgroundJob, Proposal, Result, text_sha
 
@@ -27,7 +27,7 @@ def register(ls: ForgeServer) -> None:
     def runs(ls: ForgeServer, params: Any = None) -> dict[str, Any]:
         with ls.state.lock:
             offers = {p.job_id: p for p in ls.state.proposals.values() if p.job_id}
-            return wire(RunsResult(runs=[job_info(j, offers.get(j.id)) for j in ls.state.jobs.values()]))
+            return wire(RunsResult(runs=[Job.of(j, offers.get(j.id)) for j in ls.state.jobs.values()]))
 
     @ls.feature("forge/run")
     def run(ls: ForgeServer, params: Any = None) -> dict[str, Any]:
@@ -45,34 +45,6 @@ def register(ls: ForgeServer) -> None:
             return wire(RunResult.of(run_details(ls.store, run_id)))
         except UseCaseError as exc:
             return wire(RunResult(error=str(exc)))
-
-
-def job_info(job: BackgroundJob, proposal: Proposal | None) -> Job:
-    return Job(
-        id=job.id,
-        kind=job.kind,
-        uri=job.uri,
-        target=job.target,
-        title=job.title,
-        status=job.status,
-        message=job.message,
-        started=job.started,
-        finished=job.finished,
-        run_id=job.run_id,
-        percentage=job.percentage,
-        decision=job.decision,
-        proposal=JobProposal(
-            uri=proposal.uri,
-            class_name=proposal.target,
-            run_id=proposal.run_id,
-            candidate_id=proposal.candidate_id,
-            speedup=proposal.speedup,
-            search_speedup=proposal.search_speedup,
-            summary=proposal.summary,
-        )
-        if proposal is not None
-        else None,
-    )
 
 
 def start(ls: ForgeServer, kind: str, uri: str, target: str) -> JobStarted:
