@@ -103,7 +103,7 @@ CALLS = "CALLS_BEFORE_DRIFT"
         (C.CHEAT_NONDETERMINISTIC.replace(CALLS, "5"), "softmax_small.py", "repeatable", "disagree"),
         (C.CHEAT_WRONG_DTYPE, "softmax_small.py", "outputs_match", "dtype torch.float64"),
         (C.CHEAT_FIRST_OUTPUT_ONLY, "two_outputs.py", "outputs_match", "out[1]"),
-        (C.CHEAT_SHAPE_SPECIALIZED, "softmax_small.py", "outputs_match", "batch_size=7"),
+        (C.CHEAT_SHAPE_SPECIALIZED, "softmax_small.py", "other_sizes", "batch_size=7"),
         (C.TRITON_CHEAT_IN_PLACE, "softmax_small.py", "inputs_unchanged", "modified input"),
     ],
     ids=[

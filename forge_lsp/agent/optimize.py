@@ -522,7 +522,8 @@ class Optimizer:
             return ["no verified candidate"]
         self._check_cancel()
         self._publish("final_retime", candidate=best.id, search_speedup=best.speedup)
-        verdict = self.evaluator.evaluate(self.task, Candidate.from_source(best.source, "final"))
+        # the final acceptance: verified and timed again, and (CUDA) run under compute-sanitizer
+        verdict = self.evaluator.evaluate(self.task, Candidate.from_source(best.source, "final"), sanitize=True)
         if verdict.status != Status.correct or verdict.speedup is None:
             self._publish(
                 "candidate_failed",

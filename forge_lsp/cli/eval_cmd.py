@@ -34,6 +34,11 @@ def add_parser(sub) -> None:
         help="also verify with module constant NAME set to each value",
     )
     p.add_argument("--no-timing", action="store_true", help="verify only")
+    p.add_argument(
+        "--sanitize",
+        action="store_true",
+        help="CUDA: also run each correct candidate once under compute-sanitizer (racecheck, memcheck, initcheck)",
+    )
     p.add_argument("--timing-mode", choices=["auto", "events", "graph"], default="auto")
     p.add_argument("--cache-dir", type=Path, help="compile cache (default ~/.cache/forge-lsp)")
     p.set_defaults(func=run)
@@ -153,9 +158,11 @@ def run(args: argparse.Namespace) -> int:
                     print(f"forge eval: cannot read {p}: {exc}", file=sys.stderr)
                     return 2
 
-            def show(c: Candidate, v: Verdict, task_name=task.name) -> None:
+            def show(c: Candidate, v: Verdict, task=task) -> None:
+                if args.sanitize and v.correct and ev.device != "cpu":
+                    ev.sanitize_into(v, task, c)
                 if not args.json:
-                    render(console, task_name, c.name, v)
+                    render(console, task.name, c.name, v)
 
             verdicts = ev.evaluate_many(task, cands, on_verdict=show)
             for c, v in zip(cands, verdicts, strict=True):

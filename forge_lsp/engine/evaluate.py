@@ -89,14 +89,34 @@ class Evaluator:
         candidate: Candidate,
         options: EvalOptions | None = None,
         on_stage: StageCallback | None = None,
+        sanitize: bool = False,
     ) -> Verdict:
+        """One candidate, verified and timed. With `sanitize` (final acceptance), a correct candidate on CUDA is
+        also run once under compute-sanitizer; its findings fail the `sanitizer` check."""
         opts = (options or self.options).model_copy(update={"device": self.device})
         t0 = time.perf_counter()
         verdict = self.worker.evaluate(
             task, candidate, opts, on_stage=(lambda s: on_stage(candidate, s)) if on_stage else None
         )
         verdict.stages["total"] = round(time.perf_counter() - t0, 4)
+        if sanitize and verdict.correct and self.device != "cpu":
+            self.sanitize_into(verdict, task, candidate, on_stage)
         return verdict
+
+    def sanitize_into(
+        self, verdict: Verdict, task: Task, candidate: Candidate, on_stage: StageCallback | None = None
+    ) -> None:
+        """Add compute-sanitizer's word to a verdict (its time is reported apart, as the `sanitize` stage)."""
+        from .sanitize import sanitize
+
+        if on_stage:
+            on_stage(candidate, "sanitize")
+        report = sanitize(task, candidate, self.device, cache_dir=self.cache_dir, python=self.python)
+        check = report.check()
+        verdict.checks.append(check)
+        verdict.stages["sanitize"] = round(sum(report.seconds.values()), 4)
+        if not check.passed:
+            verdict.status, verdict.failed_check, verdict.reason = Status.incorrect, "sanitizer", check.detail
 
     # ------------------------------------------------------------ overlapped batch
     def _builder_env(self) -> dict[str, str]:

@@ -5,6 +5,8 @@ It may also carry a literal ``FORGE = {...}`` dict with verification settings::
 
     FORGE = {
         "vary": {"batch_size": [7, 33]},          # module constants verified at other sizes
+                                                  # (default: the int constants only get_inputs() uses,
+                                                  # at a smaller odd size and a larger one; {} opts out)
         "tolerances": {"float32": [1e-4, 1e-4]},  # dtype -> [atol, rtol]
         "input_sets": ["captured/batch0.pt"],     # torch.save'd lists of input tensors
         "trials": 3,
@@ -65,6 +67,7 @@ class Task(BaseModel):
         default_factory=dict,
         description="module-level size constants and the other values to verify them at",
     )
+    vary_default: bool = Field(False, description="`vary` was chosen by forge (the task did not say)")
     trials: int = 3
     seed: int = 42
 
@@ -90,6 +93,58 @@ def _module_constants(tree: ast.Module) -> dict[str, object]:
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 consts[node.targets[0].id] = None
     return consts
+
+
+#: At most this many constants are varied by default (each at two other sizes).
+MAX_DEFAULT_VARY = 3
+
+
+def default_sizes(value: int) -> list[int]:
+    """Two other sizes for a size constant: a smaller odd one and a larger odd one (odd sizes break
+    hard-coded tile and vector-width assumptions; the larger one breaks hard-coded buffers)."""
+    smaller = max(1, value // 2)
+    smaller += 1 if smaller % 2 == 0 and smaller + 1 < value else 0
+    larger = value + max(1, value // 4)
+    larger += 1 if larger % 2 == 0 else 0
+    return [v for v in (smaller, larger) if v != value]
+
+
+def _names_used_by(tree: ast.Module, function: str) -> list[str]:
+    """Module-level names read inside a top-level function, in order of first use."""
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    if fn is None:
+        return []
+    seen: dict[str, None] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            seen.setdefault(node.id, None)
+    return list(seen)
+
+
+def _names_read_outside(tree: ast.Module, function: str) -> set[str]:
+    """Names read anywhere in the module except inside the top-level function `function`."""
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == function:
+            continue
+        names.update(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+    return names
+
+
+def default_vary(tree: ast.Module, consts: dict[str, object]) -> dict[str, list[int]]:
+    """The input-only size constants, each at `default_sizes`: module-level ints (not bools) that
+    `get_inputs()` reads and nothing else does — not the constructor's arguments, not the Model's code.
+    Those are the sizes a module is called at (a batch, a sequence length); the others shape the module
+    itself, so a module at another value is another module."""
+    elsewhere = _names_read_outside(tree, "get_inputs")
+    out: dict[str, list[int]] = {}
+    for name in _names_used_by(tree, "get_inputs"):
+        value = consts.get(name)
+        if name in elsewhere or not isinstance(value, int) or isinstance(value, bool) or value < 2:
+            continue
+        if len(out) < MAX_DEFAULT_VARY:
+            out[name] = default_sizes(value)
+    return out
 
 
 def load_task(
@@ -133,7 +188,12 @@ def load_task(
     if not isinstance(settings, dict):
         raise TaskError(f"{path}: FORGE must be a literal dict")
 
-    task_vary: dict[str, list[int]] = {k: list(v) for k, v in (vary or settings.get("vary") or {}).items()}
+    explicit = vary if vary is not None else settings.get("vary")
+    if explicit is False:  # FORGE = {"vary": False}: verify at the task's own sizes only
+        explicit = {}
+    task_vary: dict[str, list[int]] = (
+        {k: list(v) for k, v in explicit.items()} if explicit is not None else default_vary(tree, consts)
+    )
     for name, values in task_vary.items():
         if name not in consts:
             raise TaskError(f"{path}: vary names {name!r}, which is not a module-level constant")
@@ -163,5 +223,6 @@ def load_task(
         tolerances=tol,
         input_sets=sets,
         vary=task_vary,
+        vary_default=explicit is None,
         trials=n_trials,
     )

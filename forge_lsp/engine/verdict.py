@@ -39,6 +39,9 @@ class Mismatch(BaseModel):
     expected: float | None = None
     actual: float | None = None
     bad_fraction: float | None = None
+    near_miss: bool = Field(
+        False, description="every error is within a few times the tolerance, spread over many elements: systematic"
+    )
 
 
 class TimingStats(BaseModel):

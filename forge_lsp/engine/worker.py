@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import random
 import sys
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +50,19 @@ _STICKY = (
 )
 
 
+@contextmanager
+def task_constants(mod: Any, overrides: dict[str, int]) -> Iterator[None]:
+    """The task module's constants set to other values for a while (its functions and its Model read them)."""
+    saved = {k: getattr(mod, k) for k in overrides}
+    try:
+        for k, v in overrides.items():
+            setattr(mod, k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+
+
 class StageFailed(Exception):
     def __init__(
         self,
@@ -71,6 +87,8 @@ class InputCase:
     name: str
     inputs: list[Any]
     init_inputs: list[Any]
+    kind: str = "random"  # random | captured | size (a module constant at another value)
+    overrides: dict[str, int] = field(default_factory=dict)  # the task module's constants for this case
 
 
 @dataclass
@@ -86,6 +104,26 @@ class WorkerState:
     device: Any
     task_modules: dict[str, Any] = field(default_factory=dict)
     unusable: bool = False
+    _bandwidth: float | None = None
+
+    def bandwidth(self, torch: Any) -> float:
+        """The device's copy bandwidth in bytes per ms (a 256 MiB device-to-device copy), measured once."""
+        if self._bandwidth is None:
+            n = 64 << 20  # float32 elements: 256 MiB
+            a = torch.empty(n, dtype=torch.float32, device=self.device)
+            b = torch.empty_like(a)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            b.copy_(a)
+            times = []
+            for _ in range(5):
+                start.record()
+                b.copy_(a)
+                end.record()
+                torch.cuda.synchronize(self.device)
+                times.append(start.elapsed_time(end))
+            self._bandwidth = 2 * a.numel() * a.element_size() / min(times)  # read + write
+            del a, b
+        return self._bandwidth
 
 
 class Evaluation:
@@ -103,6 +141,7 @@ class Evaluation:
         self.stages: dict[str, float] = {}
         self.compatible: bool | None = None
         self.timing: Timing | None = None
+        self.input_specs: list[InputSpec] = []
 
     # ------------------------------------------------------------------ helpers
     def stage(self, name: str) -> None:
@@ -173,38 +212,34 @@ class Evaluation:
         self.stage_done()
         return mod
 
+    def draw_inputs(self, mod: Any, seed: int, overrides: dict[str, int] | None = None) -> tuple[list[Any], list[Any]]:
+        """(forward inputs on the device, constructor inputs) from the task's functions, seeded, with module
+        constants overridden for the call."""
+        torch = self.torch
+        with task_constants(mod, overrides or {}):
+            torch.manual_seed(seed)
+            init = list(getattr(mod, self.task.init_inputs_fn)())
+            torch.manual_seed(seed)
+            inputs = list(getattr(mod, self.task.inputs_fn)())
+        return self.to_device(inputs), init
+
     def make_cases(self, mod: Any) -> list[InputCase]:
         torch = self.torch
         cases: list[InputCase] = []
-
-        def gen(seed: int, overrides: dict[str, int]) -> tuple[list[Any], list[Any]]:
-            saved = {k: getattr(mod, k) for k in overrides}
-            try:
-                for k, v in overrides.items():
-                    setattr(mod, k, v)
-                torch.manual_seed(seed)
-                init = list(getattr(mod, self.task.init_inputs_fn)())
-                torch.manual_seed(seed)
-                inputs = list(getattr(mod, self.task.inputs_fn)())
-            finally:
-                for k, v in saved.items():
-                    setattr(mod, k, v)
-            return self.to_device(inputs), init
-
         trials = self.opt.trials or self.task.trials
         base_init: list[Any] = []
         for t in range(trials):
-            inputs, init = gen(self.task.seed + 1 + t, {})
+            inputs, init = self.draw_inputs(mod, self.task.seed + 1 + t)
             base_init = init
             cases.append(InputCase(f"random#{t + 1}", inputs, init))
         for s in self.task.input_sets:
             loaded = torch.load(s.path, map_location=self.device, weights_only=True)
             loaded = list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
-            cases.append(InputCase(f"captured:{s.name}", self.to_device(loaded), base_init))
+            cases.append(InputCase(f"captured:{s.name}", self.to_device(loaded), base_init, "captured"))
         for name, values in self.task.vary.items():
             for v in values:
-                inputs, init = gen(self.task.seed + 1000 + v, {name: v})
-                cases.append(InputCase(f"{name}={v}", inputs, init))
+                inputs, init = self.draw_inputs(mod, self.task.seed + 1000 + v, {name: v})
+                cases.append(InputCase(f"{name}={v}", inputs, init, "size", {name: v}))
         return cases
 
     def build_models(self, mod: Any, cand_mod: Any, init: list[Any]) -> Models:
@@ -237,89 +272,149 @@ class Evaluation:
         return Models(ref.to(self.device), cand.to(self.device), compatible, note)
 
     def verify(self, mod: Any, cand_mod: Any, cases: list[InputCase], models: Models) -> None:
-        from .harness.checks import aliased_outputs, changed_inputs, clone_inputs, same_bits
+        tol = self.task.tolerance_for
+        per_init: dict[str, Models] = {repr((cases[0].init_inputs, [])): models}
+        history: list[tuple[str, Any, Any]] = []  # (input set, ref_out, cand_out)
+        if self.is_cuda:
+            self.probe_current_stream(models, cases[0])
+
+        skipped: list[str] = []
+        for i, case in enumerate(cases):
+            # the candidate's copies of the task's constants follow them: reintegrated, both classes read
+            # the same module's constants (a candidate may depend on them exactly as the reference does)
+            shared = {k: v for k, v in case.overrides.items() if isinstance(getattr(cand_mod, k, None), int)}
+            with task_constants(mod, case.overrides), task_constants(cand_mod, shared):
+                try:
+                    ref_out, cand_out, cand_in, m = self.run_case(i, case, mod, cand_mod, per_init)
+                except StageFailed as sf:
+                    if case.kind == "size" and self.task.vary_default and sf.reason.startswith("the reference"):
+                        skipped.append(f"{case.name} ({sf.reason.removeprefix('the reference ')})")
+                        continue  # a size forge chose that the module itself does not take
+                    raise
+            self.check_case(case, ref_out, cand_out, cand_in, history)
+            history.append((case.name, ref_out, cand_out))
+        verified = [c for c in cases if not any(s.startswith(f"{c.name} (") for s in skipped)]
+        self.input_specs = [s for s in self.input_specs if any(c.name == s.case for c in verified)]
+        self.verify_after(cases, verified, skipped, history, per_init, tol)
+
+    def run_case(
+        self, i: int, case: InputCase, mod: Any, cand_mod: Any, per_init: dict[str, Models]
+    ) -> tuple[Any, Any, list[Any], Models]:
+        """Reference and candidate on one input set (alternating which goes first): their outputs."""
+        from .harness.checks import clone_inputs, same_bits
+        from .harness.compare import tensors_of
+
+        key = repr((case.init_inputs, sorted(case.overrides.items())))
+        if key not in per_init:
+            per_init[key] = self.build_models(mod, cand_mod, case.init_inputs)
+        m = per_init[key]
+        ref_in, cand_in = clone_inputs(case.inputs), clone_inputs(case.inputs)
+
+        def run_candidate() -> Any:
+            self.poison()
+            out = self.call(m.cand, cand_in, "candidate")
+            if self.is_cuda:  # stream-ordered copy before the device-wide sync
+                early = [t.clone() for t in tensors_of(out)]
+                self.sync()
+                late = tensors_of(out)
+                if not all(same_bits(a, b) for a, b in zip(early, late, strict=False)):
+                    self.check(
+                        "stream_ordered",
+                        False,
+                        f"[{case.name}] outputs were still being written after the call returned on "
+                        "the current stream: work on another stream is not joined to it",
+                    )
+            return out
+
+        if i % 2 == 0:
+            ref_out = self.call(m.ref, ref_in, "reference")
+            self.sync()
+            cand_out = run_candidate()
+        else:
+            cand_out = run_candidate()
+            ref_out = self.call(m.ref, ref_in, "reference")
+            self.sync()
+        return ref_out, cand_out, cand_in, m
+
+    def check_case(self, case: InputCase, ref_out: Any, cand_out: Any, cand_in: list[Any], history: list[Any]) -> None:
+        """The checks of one input set: inputs intact, no aliasing, plain outputs, the reference's values."""
+        from .harness.checks import aliased_outputs, changed_inputs, same_bits
         from .harness.compare import compare_outputs, tensors_of
 
         tol = self.task.tolerance_for
-        per_init: dict[str, Models] = {repr(cases[0].init_inputs): models}
-        history: list[tuple[list[Any], Any, Any]] = []  # (inputs, ref_out, cand_out)
+        changed = changed_inputs(case.inputs, cand_in)
+        self.check(
+            "inputs_unchanged",
+            not changed,
+            f"[{case.name}] the candidate modified input(s) {changed}" if changed else "",
+        )
+        aliased = aliased_outputs(cand_out, cand_in)
+        self.check(
+            "no_output_aliasing",
+            not aliased,
+            f"[{case.name}] {', '.join(aliased)} share memory with an input" if aliased else "",
+        )
+        self.check_plain_outputs(ref_out, cand_out, case.name)
+        mismatch, _ = compare_outputs(ref_out, cand_out, tol, case.name)
+        if mismatch is not None:
+            for _prev_name, _prev_ref, prev_cand in history:
+                prev_t, now_t = tensors_of(prev_cand), tensors_of(cand_out)
+                if (
+                    prev_t
+                    and len(prev_t) == len(now_t)
+                    and all(
+                        a.shape == b.shape and a.dtype == b.dtype and same_bits(a, b)
+                        for a, b in zip(prev_t, now_t, strict=False)
+                    )
+                ):
+                    self.check(
+                        "no_result_reuse",
+                        False,
+                        f"[{case.name}] returned the same result as for an earlier, different input",
+                    )
+            if case.kind == "size":
+                self.check(
+                    "other_sizes",
+                    False,
+                    f"[{case.name}] {mismatch.output}: {mismatch.detail} — correct at the task's own sizes "
+                    "only (hard-coded shapes?)",
+                    mismatch,
+                )
+            self.check("outputs_match", False, f"[{case.name}] {mismatch.output}: {mismatch.detail}", mismatch)
 
-        for i, case in enumerate(cases):
-            key = repr(case.init_inputs)
-            if key not in per_init:
-                per_init[key] = self.build_models(mod, cand_mod, case.init_inputs)
-            m = per_init[key]
-            pristine = clone_inputs(case.inputs)
-            ref_in, cand_in = clone_inputs(case.inputs), clone_inputs(case.inputs)
+    def verify_after(
+        self,
+        cases: list[InputCase],
+        verified: list[InputCase],
+        skipped: list[str],
+        history: list[Any],
+        per_init: dict[str, Models],
+        tol: Any,
+    ) -> None:
+        """The checks over all input sets: sizes, result reuse, repeatability, the probes."""
+        from .harness.checks import clone_inputs, same_bits
+        from .harness.compare import compare_outputs, tensors_of
 
-            def run_candidate(m: Any = m, cand_in: Any = cand_in, case: Any = case) -> Any:  # this iteration's
-                self.poison()
-                out = self.call(m.cand, cand_in, "candidate")
-                if self.is_cuda:  # stream-ordered copy before the device-wide sync
-                    early = [t.clone() for t in tensors_of(out)]
-                    self.sync()
-                    late = tensors_of(out)
-                    if not all(same_bits(a, b) for a, b in zip(early, late, strict=False)):
-                        self.check(
-                            "stream_ordered",
-                            False,
-                            f"[{case.name}] outputs were still being written after the call returned on "
-                            "the current stream: work on another stream is not joined to it",
-                        )
-                return out
-
-            if i % 2 == 0:
-                ref_out = self.call(m.ref, ref_in, "reference")
-                self.sync()
-                cand_out = run_candidate()
-            else:
-                cand_out = run_candidate()
-                ref_out = self.call(m.ref, ref_in, "reference")
-                self.sync()
-
-            changed = changed_inputs(pristine, cand_in)
-            self.check(
-                "inputs_unchanged",
-                not changed,
-                f"[{case.name}] the candidate modified input(s) {changed}" if changed else "",
-            )
-            aliased = aliased_outputs(cand_out, cand_in)
-            self.check(
-                "no_output_aliasing",
-                not aliased,
-                f"[{case.name}] {', '.join(aliased)} share memory with an input" if aliased else "",
-            )
-            mismatch, _ = compare_outputs(ref_out, cand_out, tol, case.name)
-            if mismatch is not None:
-                for _prev_in, _prev_ref, prev_cand in history:
-                    prev_t, now_t = tensors_of(prev_cand), tensors_of(cand_out)
-                    if (
-                        prev_t
-                        and len(prev_t) == len(now_t)
-                        and all(
-                            a.shape == b.shape and a.dtype == b.dtype and same_bits(a, b)
-                            for a, b in zip(prev_t, now_t, strict=False)
-                        )
-                    ):
-                        self.check(
-                            "no_result_reuse",
-                            False,
-                            f"[{case.name}] returned the same result as for an earlier, different input",
-                        )
-                self.check("outputs_match", False, f"[{case.name}] {mismatch.output}: {mismatch.detail}", mismatch)
-            history.append((cand_in, ref_out, cand_out))
-
-        self.check("outputs_match", True, f"{len(cases)} input sets: " + ", ".join(c.name for c in cases))
+        self.check("outputs_match", True, f"{len(verified)} input sets: " + ", ".join(c.name for c in verified))
+        sizes = [c.name for c in verified if c.kind == "size"]
+        detail = (
+            ("verified at " + ", ".join(sizes) + (" (chosen by forge)" if self.task.vary_default else ""))
+            if sizes
+            else "not varied: the task's own sizes only"
+        )
+        if skipped:
+            detail += "; skipped where the reference itself fails: " + "; ".join(skipped)
+        self.check("other_sizes", True, detail)
         if self.is_cuda:
             self.check("stream_ordered", True, "outputs complete when the call returns on the current stream")
 
         # outputs of earlier calls must survive later calls (no shared output buffers / caches)
-        for idx, (_, prev_ref, prev_cand) in enumerate(history[:-1]):
-            mismatch, _ = compare_outputs(prev_ref, prev_cand, tol, cases[idx].name)
+        for name, prev_ref, prev_cand in history[:-1]:
+            mismatch, _ = compare_outputs(prev_ref, prev_cand, tol, name)
             self.check(
                 "no_result_reuse",
                 mismatch is None,
-                f"[{cases[idx].name}] its output changed after later calls: the candidate reuses "
+                f"[{name}] its output changed after later calls: the candidate reuses "
                 "output memory or cached results across calls"
                 if mismatch
                 else "",
@@ -328,7 +423,7 @@ class Evaluation:
             self.check("no_result_reuse", True, "only one input set")
 
         # repeated runs on the same input must agree (races, uninitialized reads)
-        m = per_init[repr(cases[0].init_inputs)]
+        m = per_init[repr((cases[0].init_inputs, []))]
         outs = []
         for _ in range(2):
             self.poison()
@@ -346,6 +441,9 @@ class Evaluation:
             if mismatch
             else ("bitwise identical" if bitwise else "equal within tolerance, not bitwise"),
         )
+        self.probe_trained_parameters(m, cases[0])
+        self.probe_layout(m, cases[0])
+        self.probe_range(m, cases[0])
         if self.opt.poison:
             self.check(
                 "poisoned_memory",
@@ -358,60 +456,313 @@ class Evaluation:
                 else "best effort on CPU: NaN-filled chunks left in the allocator before each run",
             )
 
-    def time_both(self, models: Models, case: InputCase) -> None:
+    # ------------------------------------------------------------------ probes
+    def check_plain_outputs(self, ref_out: Any, cand_out: Any, where: str) -> None:
+        from .harness.probes import foreign_outputs
+
+        foreign = foreign_outputs(ref_out, cand_out)
+        self.check(
+            "plain_tensor_outputs",
+            not foreign,
+            f"[{where}] {', '.join(foreign)}: outputs must be plain torch.Tensor objects like the reference's (a "
+            "tensor subclass or wrapper can defer its work until after the timer stops)"
+            if foreign
+            else "",
+        )
+
+    def probe_trained_parameters(self, m: Models, case: InputCase) -> None:
+        """Verify again with parameters drawn at each tensor's scale, loaded into reference and candidate alike:
+        a term that vanishes at initialization (zero bias, unit scale) must still be computed."""
+        from .harness.checks import clone_inputs
+        from .harness.compare import compare_outputs
+        from .harness.probes import randomized_state_dict
+
+        if not m.compatible:
+            self.check(
+                "trained_parameters",
+                True,
+                "not checked: the candidate does not load the reference's state_dict, so it cannot be given the "
+                "same trained parameters (it cannot be reintegrated either)",
+            )
+            return
+        original = {k: v.detach().clone() for k, v in m.ref.state_dict().items()}
+        trained = randomized_state_dict(original, self.task.seed + 7)
+        try:
+            m.ref.load_state_dict(trained, strict=True)
+            m.cand.load_state_dict(trained, strict=True)
+            if not trained:
+                self.check("trained_parameters", True, "the module has no parameters or buffers")
+                return
+            ref_out = self.call(m.ref, clone_inputs(case.inputs), "reference")
+            self.sync()
+            self.poison()
+            cand_out = self.call(m.cand, clone_inputs(case.inputs), "candidate")
+            self.sync()
+            mismatch, _ = compare_outputs(
+                ref_out, cand_out, self.task.tolerance_for, f"{case.name}, trained parameters"
+            )
+            self.check(
+                "trained_parameters",
+                mismatch is None,
+                f"with parameters other than the reference's initial ones, {mismatch.output}: {mismatch.detail} — "
+                "the candidate relies on values the parameters have only at initialization (a zero bias, a unit "
+                "scale), wrong for any trained weights"
+                if mismatch
+                else f"{len(trained)} tensors of the state_dict drawn at their own scale",
+                mismatch,
+            )
+        finally:
+            m.ref.load_state_dict(original, strict=True)
+            m.cand.load_state_dict(original, strict=True)
+
+    def probe_layout(self, m: Models, case: InputCase) -> None:
+        """The same values in non-contiguous tensors, where the reference accepts them: a candidate may refuse
+        them (it is then verified for contiguous inputs only), but must not silently compute something else."""
+        from .harness.compare import compare_outputs
+        from .harness.loading import call_model
+        from .harness.probes import noncontiguous_copy
+
+        strided = [noncontiguous_copy(x) for x in case.inputs]
+        if all(a is b for a, b in zip(strided, case.inputs, strict=True)):
+            self.check("noncontiguous_inputs", True, "no tensor input to lay out differently")
+            return
+        try:
+            ref_out = call_model(m.ref, strided)
+            self.sync()
+        except Exception:  # noqa: BLE001 - the reference does not take them: nothing to hold the candidate to
+            self.check("noncontiguous_inputs", True, "not checked: the reference does not accept non-contiguous inputs")
+            return
+        try:
+            self.poison()
+            cand_out = call_model(m.cand, strided)
+            self.sync()
+        except Exception as exc:  # noqa: BLE001 - refusing is honest; the verified domain stays contiguous
+            self.check("noncontiguous_inputs", True, f"the candidate refuses non-contiguous inputs ({_exc_line(exc)})")
+            return
+        mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, f"{case.name}, non-contiguous")
+        self.check(
+            "noncontiguous_inputs",
+            mismatch is None,
+            f"with the same values in non-contiguous tensors, {mismatch.output}: {mismatch.detail} — the candidate "
+            "assumes a contiguous layout without checking it (call .contiguous(), or pass strides)"
+            if mismatch
+            else "correct for non-contiguous inputs too",
+            mismatch,
+        )
+
+    def probe_range(self, m: Models, case: InputCase) -> None:
+        """Inputs scaled up (while the reference's output stays finite): intermediates that overflow a narrow
+        dtype for values larger than the task's random inputs show here."""
+        from .harness.checks import clone_inputs
+        from .harness.compare import compare_outputs, tensors_of
+        from .harness.probes import scaled_copy
+
+        if not any(isinstance(x, self.torch.Tensor) and x.is_floating_point() for x in case.inputs):
+            self.check("input_range", True, "no floating-point input to scale")
+            return
+        for factor in (16.0, 4.0):
+            scaled = [scaled_copy(x, factor) for x in case.inputs]
+            try:
+                ref_out = self.call(m.ref, clone_inputs(scaled), "reference")
+                self.sync()
+            except StageFailed:
+                self.check("input_range", True, "not checked: the reference fails for scaled inputs")
+                return
+            outs = tensors_of(ref_out)
+            if outs and all(bool(self.torch.isfinite(t).all()) for t in outs if t.is_floating_point()):
+                break
+        else:
+            self.check("input_range", True, "not checked: the reference's output is not finite for scaled inputs")
+            return
+        self.poison()
+        cand_out = self.call(m.cand, clone_inputs(scaled), "candidate")
+        self.sync()
+        mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, f"{case.name}, inputs x{factor:g}")
+        self.check(
+            "input_range",
+            mismatch is None,
+            f"with the inputs scaled by {factor:g}, {mismatch.output}: {mismatch.detail} — intermediates overflow or "
+            "lose precision for values larger than the task's random inputs (accumulate in a wider dtype)"
+            if mismatch
+            else f"correct with the inputs scaled by {factor:g}",
+            mismatch,
+        )
+
+    def probe_current_stream(self, m: Models, case: InputCase) -> None:
+        """Run the candidate on a side stream whose inputs become ready only after a GPU-side delay on that
+        stream: kernels launched on torch's current stream wait for them; kernels on the legacy default
+        stream (or any other) read the placeholder values, whatever their run time."""
         from .harness import timing as T
         from .harness.checks import clone_inputs
+        from .harness.compare import compare_outputs
+
+        torch = self.torch
+        if not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in case.inputs):
+            self.check("current_stream", True, "not checked: no floating-point input to delay")
+            return
+        ref_out = self.call(m.ref, clone_inputs(case.inputs), "reference")
+        self.sync()
+        cycles = int(50 * T.CudaTimer(self.device, False).cycles_per_ms)  # 50 ms on the GPU
+        delayed = clone_inputs(case.inputs)
+        self.sync()
+        side = torch.cuda.Stream(self.device)
+        with torch.cuda.stream(side):
+            for x in delayed:
+                if isinstance(x, torch.Tensor) and x.is_floating_point():
+                    x.fill_(float("nan"))
+            torch.cuda._sleep(cycles)
+            for x, real in zip(delayed, case.inputs, strict=True):
+                if isinstance(x, torch.Tensor) and x.is_floating_point():
+                    x.copy_(real)
+            cand_out = self.call(m.cand, delayed, "candidate")
+        self.sync()
+        mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, f"{case.name}, delayed stream")
+        self.check(
+            "current_stream",
+            mismatch is None,
+            f"{mismatch.output}: {mismatch.detail} — with the inputs made ready on torch's current stream after a "
+            "delay, the candidate read them before they were ready: its kernels do not run on the current stream "
+            "(the legacy default stream, `<<<grid, block>>>` with no stream, or a stream of its own). Launch on "
+            "at::cuda::getCurrentCUDAStream() in C++ / torch.cuda.current_stream() in Python"
+            if mismatch
+            else "waits for work queued on torch's current stream",
+            mismatch,
+        )
+
+    def time_both(self, mod: Any, models: Models, case: InputCase) -> None:
+        """Interleaved timing that verifies itself: before every call the inputs get new contents in place
+        (reference and candidate the same ones), and every timed candidate output is compared with the
+        reference's on the same inputs. A candidate right when verified but wrong when timed fails."""
+        from .harness import timing as T
+        from .harness.checks import clone_inputs
+        from .harness.compare import compare_outputs
         from .harness.loading import call_model
+        from .harness.probes import InputRefresher, permuted_copies, tensor_bytes
 
         torch = self.torch
         ref_in, cand_in = clone_inputs(case.inputs), clone_inputs(case.inputs)
+        pool = [case.inputs, *permuted_copies(case.inputs, 3, self.task.seed + 5000)]
+        refresher = InputRefresher(pool, [ref_in, cand_in], self.task.seed + 11)
+        last: dict[str, Any] = {}
 
         def ref_fn() -> Any:
-            return call_model(models.ref, ref_in)
+            last["ref"] = call_model(models.ref, ref_in)
+            return last["ref"]
 
         def cand_fn() -> Any:
-            return call_model(models.cand, cand_in)
+            last["cand"] = call_model(models.cand, cand_in)
+            return last["cand"]
+
+        # every timed call is checked when outputs are small; big ones: the first calls, a random quarter of
+        # the others (which ones, a candidate cannot tell) and the last
+        small = tensor_bytes(case.inputs) < (4 << 20)
+        pick = random.Random(self.task.seed + 13)
+        checked = {"calls": 0, "last": -1, "seen": -1}
+
+        def check_call(i: int, force: bool = False) -> None:
+            checked["seen"] = max(checked["seen"], i)
+            if not (force or small or i < 3 or pick.random() < 0.25):
+                return
+            self.sync()
+            ref_out, cand_out = last.get("ref"), last.get("cand")
+            where = f"timed call {i + 1}"
+            self.check_plain_outputs(ref_out, cand_out, where)
+            mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, where)
+            if mismatch is not None:
+                self.check(
+                    "timed_outputs_match",
+                    False,
+                    f"[{where}] {mismatch.output}: {mismatch.detail} — while being timed (new input contents every "
+                    "call) the candidate's output differs from the reference's on the same inputs: results reused "
+                    "or cached on the inputs, or behaviour that changes between calls",
+                    mismatch,
+                )
+            checked["calls"] += 1
+            checked["last"] = i
 
         opt, notes = self.opt, list[str]()
         kw: dict[str, Any] = dict(
-            warmup=opt.warmup, min_reps=opt.min_reps, max_reps=opt.max_reps, budget_s=opt.timing_budget_s
+            warmup=opt.warmup,
+            min_reps=opt.min_reps,
+            max_reps=opt.max_reps,
+            budget_s=opt.timing_budget_s,
+            before_pair=refresher.refresh,
+            after_pair=check_call,
         )
         if not self.is_cuda:
             ref, cand = T.run_interleaved(T.cpu_sampler(ref_fn), T.cpu_sampler(cand_fn), **kw)
             self.timing = T.summarize("cpu", ref, cand, False, notes)
-            return
-        timer = T.CudaTimer(self.device, opt.l2_flush)
-        gap = timer.idle_start_gap(cand_fn) - timer.idle_start_gap(ref_fn)
-        cand_host = timer.hide_host_overhead(ref_fn, cand_fn)
-        self.check(
-            "all_streams_timed",
-            gap <= max(0.05, 0.5 * cand_host),
-            f"the device stays busy {gap:.3f} ms after the candidate's stream finished: work on "
-            "another stream escapes the timed region; join it to the current stream",
-        )
-        mode = opt.timing_mode
-        if mode == "auto":
-            probe = T.Samples()
-            for _ in range(5):
-                timer.sample(ref_fn, probe)
-            mode = "graph" if min(probe.device_ms) < opt.graph_below_ms else "events"
-        if mode == "graph":
-            try:
-                ref_t, cand_t = (
-                    T.GraphTimer(self.device, opt.l2_flush, ref_fn),
-                    T.GraphTimer(self.device, opt.l2_flush, cand_fn),
-                )
-                ref_t.delay_cycles = cand_t.delay_cycles = timer.delay_cycles  # replays enqueue faster still
+        else:
+            timer = T.CudaTimer(self.device, opt.l2_flush)
+            gap = timer.idle_start_gap(cand_fn) - timer.idle_start_gap(ref_fn)
+            cand_host = timer.hide_host_overhead(ref_fn, cand_fn)
+            self.check(
+                "all_streams_timed",
+                gap <= max(0.05, 0.5 * cand_host),
+                f"the device stays busy {gap:.3f} ms after the candidate's stream finished: work on "
+                "another stream escapes the timed region; join it to the current stream",
+            )
+            mode = opt.timing_mode
+            if mode == "auto":
+                probe = T.Samples()
+                for _ in range(5):
+                    timer.sample(ref_fn, probe)
+                mode = "graph" if min(probe.device_ms) < opt.graph_below_ms else "events"
+            self.timing = None
+            if mode == "graph":
+                try:
+                    ref_t, cand_t = (
+                        T.GraphTimer(self.device, opt.l2_flush, ref_fn),
+                        T.GraphTimer(self.device, opt.l2_flush, cand_fn),
+                    )
+                    ref_t.delay_cycles = cand_t.delay_cycles = timer.delay_cycles  # replays enqueue faster still
+                    ref, cand = T.run_interleaved(
+                        lambda s: ref_t.sample(ref_fn, s), lambda s: cand_t.sample(cand_fn, s), **kw
+                    )
+                    self.timing = T.summarize("graph", ref, cand, opt.l2_flush, notes)
+                except StageFailed:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - capture is optional; fall back to events
+                    notes.append(f"CUDA graph capture failed, timed with events instead: {_exc_line(exc)}")
+                    torch.cuda.synchronize(self.device)
+            if self.timing is None:
                 ref, cand = T.run_interleaved(
-                    lambda s: ref_t.sample(ref_fn, s), lambda s: cand_t.sample(cand_fn, s), **kw
+                    lambda s: timer.sample(ref_fn, s), lambda s: timer.sample(cand_fn, s), **kw
                 )
-                self.timing = T.summarize("graph", ref, cand, opt.l2_flush, notes)
-                return
-            except Exception as exc:  # noqa: BLE001 - capture is optional; fall back to events
-                notes.append(f"CUDA graph capture failed, timed with events instead: {_exc_line(exc)}")
-                torch.cuda.synchronize(self.device)
-        ref, cand = T.run_interleaved(lambda s: timer.sample(ref_fn, s), lambda s: timer.sample(cand_fn, s), **kw)
-        self.timing = T.summarize("events", ref, cand, opt.l2_flush, notes)
+                self.timing = T.summarize("events", ref, cand, opt.l2_flush, notes)
+            self.check_physical_floor(tensor_bytes(cand_in), tensor_bytes(last.get("cand")), notes)
+        if checked["seen"] >= 0 and checked["last"] != checked["seen"]:
+            check_call(checked["seen"], force=True)  # the last call's outputs, if not checked yet
+        self.check(
+            "timed_outputs_match",
+            True,
+            f"every timed call ({checked['calls']}) checked against the reference on new input contents",
+        )
+
+    def check_physical_floor(self, in_bytes: int, out_bytes: int, notes: list[str]) -> None:
+        """A candidate timed faster than writing its outputs once at the device's measured memory bandwidth did
+        not produce them in the timed call; one faster than reading its inputs and writing its outputs once is
+        noted (an algorithmic shortcut can be honest)."""
+        torch = self.torch
+        if self.timing is None:
+            return
+        l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 64 << 20)
+        bandwidth = self.state.bandwidth(torch)  # bytes/ms
+        t = self.timing.candidate.median_ms
+        if out_bytes >= 2 * l2:
+            floor = out_bytes / bandwidth
+            self.check(
+                "impossible_timing",
+                t >= 0.9 * floor,
+                f"timed at {t * 1000:.1f} us, less than writing its {out_bytes / 2**20:.0f} MiB of outputs once takes "
+                f"at the measured {bandwidth / 1e9:.2f} TB/s ({floor * 1000:.1f} us): the timed call cannot have "
+                "produced them",
+            )
+        if in_bytes + out_bytes >= 2 * l2 and t < (in_bytes + out_bytes) / bandwidth:
+            notes.append(
+                f"faster than reading its inputs and writing its outputs once at {bandwidth / 1e9:.2f} TB/s: "
+                "an algorithmic shortcut that skips part of the inputs (or a result not computed in the timed call)"
+            )
 
     # ------------------------------------------------------------------ driver
     def run(self) -> Verdict:
@@ -467,7 +818,7 @@ class Evaluation:
                 self.stage_done()
                 if self.opt.timing:
                     self.stage("time")
-                    self.time_both(models, cases[0])
+                    self.time_both(mod, models, cases[0])
                     changes = guard.changes()
                     self.check(
                         "no_monkeypatch",
@@ -511,7 +862,7 @@ class Evaluation:
             backend=self.cand_src.backend.value,
             task_sha=self.task.sha,
             candidate_sha=self.cand_src.sha,
-            inputs=getattr(self, "input_specs", []),
+            inputs=self.input_specs,
         )
 
 

@@ -44,6 +44,9 @@ class VerifiedDomain(BaseModel):
     dtypes: list[str]
     ranks: list[int]
     contiguous: bool = True
+    sizes: list[list[list[int] | None]] | None = None
+    """For each tensor argument, for each dimension, the sizes verified there; None: any size (a dimension
+    verified at three or more sizes, an odd one among them). None for the whole field: not restricted."""
     training: bool | None = True
     """Module mode during verification (the engine verifies modules as constructed: training).
     Checked only for modules whose output depends on it; None: never checked."""
@@ -101,6 +104,11 @@ class VerifiedDomain(BaseModel):
     def describe(self) -> str:
         ranks = ", ".join(map(str, self.ranks))
         parts = ["/".join(self.device_types), "/".join(self.dtypes), f"ranks [{ranks}]"]
+        if self.sizes is not None:
+            shown = [
+                "(" + ", ".join("any" if s is None else "|".join(map(str, s)) for s in arg) + ")" for arg in self.sizes
+            ]
+            parts.append("sizes " + " ".join(shown))
         if self.contiguous:
             parts.append("contiguous")
         parts.append("no autograd")
@@ -112,9 +120,40 @@ def domain_from_verdict(verdict: Verdict) -> VerifiedDomain:
     input set), and whether all inputs were contiguous. The guard of a rewrite admits exactly this."""
     specs = verdict.inputs
     first = specs[0].case if specs else None
+    ranks = [len(s.shape) for s in specs if s.case == first and s.shape is not None]
     return VerifiedDomain(
         device_types=[(verdict.device or "cpu").split(":")[0]],
         dtypes=sorted({s.dtype for s in specs if s.dtype}),
-        ranks=[len(s.shape) for s in specs if s.case == first and s.shape is not None],
+        ranks=ranks,
         contiguous=all(s.contiguous is not False for s in specs if s.dtype),
+        sizes=verified_sizes(verdict, len(ranks)),
     )
+
+
+#: A dimension verified at this many sizes (an odd one among them) takes any size.
+GENERAL_AFTER = 3
+
+
+def verified_sizes(verdict: Verdict, n_tensors: int) -> list[list[list[int] | None]] | None:
+    """Per tensor argument (in order) and dimension: the sizes the verdict verified, or None where the
+    dimension was verified at `GENERAL_AFTER` or more sizes including an odd one (no sign of a hard-coded
+    size there). None when the verdict's input sets do not agree on the arguments' ranks."""
+    by_case: dict[str, list[list[int]]] = {}
+    for spec in verdict.inputs:
+        if spec.shape is not None:
+            by_case.setdefault(spec.case, []).append(spec.shape)
+    shapes = list(by_case.values())
+    if not shapes or any(len(s) != n_tensors for s in shapes):
+        return None
+    out: list[list[list[int] | None]] = []
+    for arg in range(n_tensors):
+        rank = len(shapes[0][arg])
+        if any(len(s[arg]) != rank for s in shapes):
+            return None
+        dims: list[list[int] | None] = []
+        for d in range(rank):
+            seen = sorted({s[arg][d] for s in shapes})
+            general = len(seen) >= GENERAL_AFTER and any(v % 2 for v in seen)
+            dims.append(None if general else seen)
+        out.append(dims)
+    return out

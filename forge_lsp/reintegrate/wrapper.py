@@ -123,6 +123,7 @@ class {name}({ref}):
     _forge_dtypes = {dtypes}  # dtypes of the tensor arguments,
     _forge_ranks = {ranks}  # rank of each tensor argument, in order,
     _forge_contiguous = {contiguous}  # contiguous tensor arguments only,
+    _forge_sizes = {sizes}  # verified sizes of each dimension of each tensor argument (None: any),
     _forge_training = {training}  # module mode (checked when the output depends on it)
     _forge_mode_sensitive = {mode_sensitive}  # whether {ref} mentions dropout, batch norm, training...
     _forge_calls = {{"optimized": 0, "reference": 0}}  # how calls were routed, all instances
@@ -140,12 +141,14 @@ class {name}({ref}):
         """The kernels' module when this call is inside the verified domain, else None."""
         if kwargs or {os}.environ.get("FORGE_DISABLE", "") not in ("", "0") or "_forge_init" not in self.__dict__:
             return None
-        grad, ranks, device, n = {torch}.is_grad_enabled(), self._forge_ranks, None, 0
+        grad, ranks, sizes, device, n = {torch}.is_grad_enabled(), self._forge_ranks, self._forge_sizes, None, 0
         for a in args:
             if isinstance(a, {torch}.Tensor):
                 if (n == len(ranks) or a.dim() != ranks[n] or a.dtype not in self._forge_dtypes
                         or a.device.type not in self._forge_devices or a.numel() == 0
-                        or (self._forge_contiguous and not a.is_contiguous()) or (grad and a.requires_grad)):
+                        or (self._forge_contiguous and not a.is_contiguous()) or (grad and a.requires_grad)
+                        or (sizes is not None and any(s is not None and a.shape[d] not in s
+                                                      for d, s in enumerate(sizes[n])))):
                     return None
                 device, n = a.device, n + 1
         if n != len(ranks):
@@ -244,12 +247,21 @@ def wrapper_class(
         dtypes=_tuple_text([f"{modules['torch']}.{d}" for d in domain.dtypes]),
         ranks=_tuple_text([str(r) for r in domain.ranks]),
         contiguous=domain.contiguous,
+        sizes=_sizes_text(domain.sizes),
         training=domain.training,
         mode_sensitive=_mode_sensitive(cls),
         init=init,
         signature=signature,
         torch=modules["torch"],
         os=modules["os"],
+    )
+
+
+def _sizes_text(sizes: list[list[list[int] | None]] | None) -> str:
+    if sizes is None:
+        return "None"
+    return _tuple_text(
+        [_tuple_text(["None" if s is None else _tuple_text([str(v) for v in s]) for s in arg]) for arg in sizes]
     )
 
 

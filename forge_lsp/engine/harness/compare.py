@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -112,18 +113,45 @@ def compare_tensor(
     max_abs = float(err.max())
     max_rel = float((err / ef.abs().clamp_min(1e-30)).max())
     if bool(bad.any()):
+        fraction = float(bad.double().mean())
+        times = float((err / allowed.clamp_min(1e-300)).max())
+        near = times <= NEAR_MISS_TIMES and fraction >= NEAR_MISS_FRACTION
+        detail = (
+            f"{int(bad.sum())} of {e.numel()} elements outside atol={tol.atol:g}*{scale:.3g} + "
+            f"rtol={tol.rtol:g}; max abs error {max_abs:.3g}"
+        )
+        if near:
+            detail += near_miss_note(str(expected.dtype).removeprefix("torch."), tol, times, fraction)
         return mm(
             "values",
-            f"{int(bad.sum())} of {e.numel()} elements outside atol={tol.atol:g}*{scale:.3g} + "
-            f"rtol={tol.rtol:g}; max abs error {max_abs:.3g}",
+            detail,
             max_abs_error=max_abs,
             max_rel_error=max_rel,
             index=_index(i, expected.shape),
             expected=float(e64[i]),
             actual=float(a64[i]),
-            bad_fraction=float(bad.double().mean()),
+            bad_fraction=fraction,
+            near_miss=near,
         )
     return None
+
+
+#: A mismatch is a near miss when no error exceeds this many times the tolerance ...
+NEAR_MISS_TIMES = 10.0
+#: ... and at least this fraction of the elements is off (systematic, not a few wrong elements).
+NEAR_MISS_FRACTION = 0.01
+
+
+def near_miss_note(dtype: str, tol: Tolerance, times: float, fraction: float) -> str:
+    """What a near miss means, and the tolerance setting that would accept it."""
+    factor = 10 ** math.ceil(math.log10(max(times, 1.0) * 1.5))
+    return (
+        f". A near miss: every error is within {times:.1f}x the tolerance, and {100 * fraction:.0f}% of the "
+        "elements are off — a systematic difference (an approximation, such as a tanh GELU for an exact one, or "
+        "a different accumulation order), not a few wrong elements. If that accuracy is acceptable for this "
+        f'module, raise its tolerance in the task: FORGE = {{"tolerances": {{"{dtype}": '
+        f"[{tol.atol * factor:g}, {tol.rtol * factor:g}]}}}}"
+    )
 
 
 def compare_outputs(expected: Any, actual: Any, tolerance_for, input_set: str) -> tuple[Mismatch | None, float]:

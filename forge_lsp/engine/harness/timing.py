@@ -155,21 +155,37 @@ def run_interleaved(
     min_reps: int,
     max_reps: int,
     budget_s: float,
+    before_pair: Callable[[int], None] | None = None,
+    after_pair: Callable[[int], None] | None = None,
 ) -> tuple[Samples, Samples]:
+    """Pairs of samples, A B then B A, until the budget is spent (at least `min_reps`, at most `max_reps`).
+    `before_pair(i)` runs before pair i (warm-up pairs included) and `after_pair(i)` after it, both
+    outside the timed regions."""
     ref, cand = Samples(), Samples()
     scratch = Samples()
+    call = 0
     for _ in range(warmup):
+        if before_pair:
+            before_pair(call)
         ref_sample(scratch)
         cand_sample(scratch)
+        if after_pair:
+            after_pair(call)
+        call += 1
     t_end = time.monotonic() + budget_s
     i = 0
     while i < max_reps and (i < min_reps or time.monotonic() < t_end):
+        if before_pair:
+            before_pair(call)
         if i % 2 == 0:  # A B, then B A: order effects cancel
             ref_sample(ref)
             cand_sample(cand)
         else:
             cand_sample(cand)
             ref_sample(ref)
+        if after_pair:
+            after_pair(call)
+        call += 1
         i += 1
     return ref, cand
 
