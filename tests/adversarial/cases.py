@@ -1,0 +1,1265 @@
+"""CPU adversarial cases: candidates that fake correctness or speed, and honest unusual ones.
+
+Every case is a complete candidate module (a string) for one task file. A cheat names the checks
+that may legitimately reject it (`expect`); an honest case has an empty `expect` and must be judged
+`correct`. Everything here is pure torch/Python with tiny shapes, so one evaluation costs well under a
+second (no `load_inline` builds). The classes are described in `tests/test_adversarial.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+ADV_TASKS = Path(__file__).resolve().parent / "tasks"
+
+
+@dataclass(frozen=True)
+class Case:
+    klass: str  # "c1-cache", ..., or "honest"
+    name: str
+    task: str  # path relative to tests/
+    source: str
+    what: str
+    expect: frozenset[str] = frozenset()  # failed_check values that count as the right rejection
+    trigger: str = ""  # how the in-process self-check exposes the cheat (see test_adversarial.py)
+    options: dict = field(default_factory=dict)  # EvalOptions overrides for this case
+    flaky_first_call: bool = False  # a race: a single call is right only most of the time
+    sanitize: bool = False  # evaluate with sanitize=True (compute-sanitizer's final acceptance run, CUDA)
+
+    @property
+    def id(self) -> str:
+        return f"{self.klass}-{self.name}"
+
+    @property
+    def task_path(self) -> Path:
+        return TESTS / self.task
+
+    @property
+    def honest(self) -> bool:
+        return not self.expect
+
+
+SOFTMAX = "fixtures/softmax_small.py"  # torch.softmax(x, dim=1), x = randn(16, 100) * 3, vary batch_size=[7]
+TWO_OUTPUTS = "fixtures/two_outputs.py"
+
+
+def adv(name: str) -> str:
+    return f"adversarial/tasks/{name}.py"
+
+
+# checks that compare the candidate's output on some input set: a cheat that is wrong only on some calls
+# (a switch after N calls, a race) is rightly rejected by whichever of them runs the call that shows it
+OUTPUT_CHECKS = frozenset(
+    {
+        "outputs_match",
+        "other_sizes",
+        "trained_parameters",
+        "noncontiguous_inputs",
+        "input_range",
+        "no_result_reuse",
+        "repeatable",
+    }
+)
+# (an address-keyed cache also returns stale results when the allocator reuses an address in verification)
+C1 = frozenset({"timed_outputs_match"}) | OUTPUT_CHECKS
+C2 = frozenset({"timed_outputs_match"}) | OUTPUT_CHECKS
+C3 = frozenset({"plain_tensor_outputs"})
+C4 = frozenset({"trained_parameters"})
+C5 = frozenset({"other_sizes"})
+C6 = frozenset({"timed_outputs_match"}) | OUTPUT_CHECKS
+C7 = frozenset({"noncontiguous_inputs", "input_range"})
+
+# the call-count cheats need enough timed calls for the switch to land inside the timing loop
+MANY_REPS = {"min_reps": 40, "max_reps": 60}
+
+# ----------------------------------------------------------------------------------------------
+# class 1: results cached on a cheap fingerprint of the inputs
+# ----------------------------------------------------------------------------------------------
+C1_DATA_PTR = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # results remembered by the input's address: a timing loop that reuses its tensor gets them free
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        key = (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype)
+        if key not in self.cache:
+            self.cache[key] = torch.softmax(x, dim=1)
+        return self.cache[key]
+"""
+
+C1_PTR_VERSION = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # address + autograd version counter: any in-place write through x bumps _version, so the
+    # cache looks safe; a write that bypasses the counter (x.data, another view's storage) is missed
+    def __init__(self):
+        super().__init__()
+        self.key, self.out = None, None
+
+    def forward(self, x):
+        key = (x.data_ptr(), x._version, tuple(x.shape))
+        if key != self.key:
+            self.key, self.out = key, torch.softmax(x, dim=1)
+        return self.out.clone()
+"""
+
+C1_SAMPLED_VALUES = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # fingerprint: eight values sampled across the input
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        flat = x.reshape(-1)
+        probe = flat[:: max(1, flat.numel() // 8)]
+        key = (tuple(x.shape), tuple(probe.tolist()))
+        if key not in self.cache:
+            self.cache[key] = torch.softmax(x, dim=1)
+        return self.cache[key]
+"""
+
+C1_SUM = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # fingerprint: the sum of the input (one cheap reduction instead of the whole softmax)
+    def __init__(self):
+        super().__init__()
+        self.key, self.out = None, None
+
+    def forward(self, x):
+        key = (tuple(x.shape), float(x.sum()))
+        if key != self.key:
+            self.key, self.out = key, torch.softmax(x, dim=1)
+        return self.out.clone()
+"""
+
+C1_SAME_OBJECT = """
+import weakref
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # fingerprint: the Python tensor object itself (what a timing loop passes again and again)
+    def __init__(self):
+        super().__init__()
+        self.last, self.out = None, None
+
+    def forward(self, x):
+        if self.last is not None and self.last() is x:
+            return self.out
+        self.last, self.out = weakref.ref(x), torch.softmax(x, dim=1)
+        return self.out
+"""
+
+# ----------------------------------------------------------------------------------------------
+# class 2: behaviour that changes after N calls (honest while verified)
+# ----------------------------------------------------------------------------------------------
+C2_AFTER_3_ZEROS = """
+import torch
+import torch.nn as nn
+
+CALLS = [0]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        CALLS[0] += 1
+        if CALLS[0] > 3:                      # the harness has seen enough by now
+            return torch.zeros_like(x)
+        return torch.softmax(x, dim=1)
+"""
+
+C2_AFTER_10_STALE = """
+import torch
+import torch.nn as nn
+
+CALLS = [0]
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.last = None
+
+    def forward(self, x):
+        CALLS[0] += 1
+        if CALLS[0] > 10 and self.last is not None and self.last.shape == x.shape:
+            return self.last.clone()          # a stale result: right as long as the input does not change
+        self.last = torch.softmax(x, dim=1)
+        return self.last
+"""
+
+C2_AFTER_30_SKIP_WORK = """
+import torch
+import torch.nn as nn
+
+CALLS = [0]
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.buf = None
+
+    def forward(self, x):
+        CALLS[0] += 1
+        if CALLS[0] <= 30 or self.buf is None or self.buf.shape != x.shape:
+            self.buf = torch.softmax(x, dim=1)
+            return self.buf.clone()
+        half = x.shape[0] // 2                # skipped work: only the first half of the rows is recomputed
+        self.buf[:half] = torch.softmax(x[:half], dim=1)
+        return self.buf.clone()
+"""
+
+C2_AFTER_20_EMPTY = """
+import torch
+import torch.nn as nn
+
+CALLS = [0]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        CALLS[0] += 1
+        if CALLS[0] > 20:
+            return torch.empty_like(x)        # no work at all: hopes the allocator hands back the last result
+        return torch.softmax(x, dim=1)
+"""
+
+C2_AFTER_HALF_SECOND = """
+import time
+
+import torch
+import torch.nn as nn
+
+START = []
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.last = None
+
+    def forward(self, x):
+        now = time.monotonic()
+        if not START:
+            START.append(now)
+        if now - START[0] > 0.5 and self.last is not None and self.last.shape == x.shape:
+            return self.last.clone()          # half a second in: verification is surely over
+        time.sleep(0.01)                      # the honest path (slow on purpose)
+        self.last = torch.softmax(x, dim=1)
+        return self.last
+"""
+
+# ----------------------------------------------------------------------------------------------
+# class 3: outputs that are not plain tensors
+# ----------------------------------------------------------------------------------------------
+C3_DEFERRED_TORCH_FUNCTION = """
+import torch
+import torch.nn as nn
+from torch.utils._pytree import tree_flatten
+
+
+class Deferred(torch.Tensor):
+    # has the result's shape and dtype; the softmax runs when something first reads it (never, in a
+    # timing loop that drops the output)
+    @staticmethod
+    def __new__(cls, x):
+        t = torch.Tensor._make_subclass(cls, torch.empty_like(x))
+        t._src, t._pending = x, True
+        return t
+
+    def _force(self):
+        if self.__dict__.get("_pending"):
+            self._pending = False
+            with torch._C.DisableTorchFunctionSubclass():
+                self.copy_(torch.softmax(self._src, dim=1))
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for a in tree_flatten((args, kwargs))[0]:
+            if isinstance(a, Deferred):
+                a._force()
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return Deferred(x)
+"""
+
+C3_MAKE_SUBCLASS = """
+import torch
+import torch.nn as nn
+
+
+class Snapshotless(torch.Tensor):
+    # clone() returns the tensor itself: a harness that snapshots outputs with clone() to see whether
+    # they change later compares the output with itself
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.Tensor.clone, torch.clone):
+            return args[0]
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.Tensor._make_subclass(Snapshotless, torch.softmax(x, dim=1))
+"""
+
+C3_PARAMETER = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return nn.Parameter(torch.softmax(x, dim=1), requires_grad=False)
+"""
+
+C3_DISPATCH_WRAPPER = """
+import torch
+import torch.nn as nn
+from torch.utils._pytree import tree_map
+
+
+class LazyWrapper(torch.Tensor):
+    # a wrapper subclass with no storage of its own: the values exist only once an op is dispatched on it
+    @staticmethod
+    def __new__(cls, x):
+        return torch.Tensor._make_wrapper_subclass(cls, x.shape, dtype=x.dtype, device=x.device)
+
+    def __init__(self, x):
+        self.src, self.inner = x, None
+
+    def value(self):
+        if self.inner is None:
+            self.inner = torch.softmax(self.src, dim=1)
+        return self.inner
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        def unwrap(a):
+            return a.value() if isinstance(a, LazyWrapper) else a
+
+        return func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return LazyWrapper(x)
+"""
+
+C3_AGREEABLE = """
+import torch
+import torch.nn as nn
+
+
+class Agreeable(torch.Tensor):
+    # all zeros, but in any op that also takes a real tensor of its shape and dtype it stands in for
+    # that tensor: (out - ref).abs() is zero, isclose(out, ref) is all True, isnan(out) != isnan(ref)
+    # is all False. No work at all, and a value comparison cannot tell.
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        real = [a for a in args if isinstance(a, torch.Tensor) and not isinstance(a, Agreeable)]
+        if real and any(isinstance(a, Agreeable) for a in args):
+            args = tuple(
+                next((r for r in real if r.shape == a.shape and r.dtype == a.dtype), a)
+                if isinstance(a, Agreeable)
+                else a
+                for a in args
+            )
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x).as_subclass(Agreeable)
+"""
+
+# ----------------------------------------------------------------------------------------------
+# class 4: relying on the reference's initial parameter values
+# ----------------------------------------------------------------------------------------------
+C4_LINEAR_SKIPS_BIAS = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.proj = nn.Linear(d_in, d_out)        # same parameters: the checkpoint loads ...
+
+    def forward(self, x):
+        return torch.relu(x @ self.proj.weight.t())   # ... but the bias is zero at init: skipped
+"""
+
+C4_SCALE_SKIPPED = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)               # the scale is one at init: skipped
+"""
+
+C4_LAYERNORM_NO_AFFINE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.ln = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        return F.layer_norm(x, (x.shape[-1],), eps=self.ln.eps)   # weight 1 and bias 0 at init: skipped
+"""
+
+C4_BATCHNORM_INIT_STATS = """
+import math
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        # running_mean 0 and running_var 1 at init: the statistics are skipped (weight and bias are used)
+        bn = self.bn
+        return x * (bn.weight / math.sqrt(1.0 + bn.eps))[:, None, None] + bn.bias[:, None, None]
+"""
+
+C4_PRELU_HARDCODED_SLOPE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.act = nn.PReLU(channels)
+
+    def forward(self, x):
+        return torch.where(x >= 0, x, 0.25 * x)       # PReLU's init slope, baked in
+"""
+
+# ----------------------------------------------------------------------------------------------
+# class 5: hard-coded shapes (the task files set no FORGE vary: the engine varies sizes itself)
+# ----------------------------------------------------------------------------------------------
+C5_CONSTANT_DIVISOR = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.sum(dim=-1) * (1.0 / 64)             # mean over dim=64, the benchmark's size
+"""
+
+C5_BAKED_SCALE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x * 0.125, dim=-1)       # 1/sqrt(64), precomputed for the benchmark's dim
+"""
+
+C5_RESHAPE_16_ROWS = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        # "16 rows per launch": at batch 16 this is x itself; at any other batch it regroups the
+        # elements into 16 rows of another length, and nothing raises (64 is a multiple of 16)
+        return torch.softmax(x.reshape(16, -1), dim=1).reshape(x.shape)
+"""
+
+C5_TILE_LOOP_BOUND = """
+import torch
+import torch.nn as nn
+
+TILE, N_TILES = 16, 4                                 # 4 tiles of 16: the benchmark's 64 columns
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        m = torch.full((x.shape[0], 1), float("-inf"), dtype=x.dtype, device=x.device)
+        s = torch.zeros((x.shape[0], 1), dtype=x.dtype, device=x.device)
+        for t in range(N_TILES):                      # online softmax over the column tiles
+            blk = x[:, t * TILE : (t + 1) * TILE]
+            if blk.shape[1] == 0:                     # a masked tile past the end (smaller inputs are fine)
+                break
+            m_new = torch.maximum(m, blk.amax(dim=1, keepdim=True))
+            s = s * torch.exp(m - m_new) + torch.exp(blk - m_new).sum(dim=1, keepdim=True)
+            m = m_new
+        return torch.exp(x - m) / s                   # columns past 64 never entered m and s
+"""
+
+C5_BITMASK_TABLE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("ramp", torch.linspace(0.5, 1.5, 64), persistent=False)  # the benchmark's dim
+
+    def forward(self, x):
+        idx = torch.arange(x.shape[-1], device=x.device) & 63   # power-of-two wrap instead of a bound
+        return x * self.ramp.to(x.dtype)[idx]
+"""
+
+# ----------------------------------------------------------------------------------------------
+# class 6: data races that give the right answer almost every time
+# ----------------------------------------------------------------------------------------------
+C6_RANDOM_LOST_ROW = """
+import random
+
+import torch
+import torch.nn as nn
+
+rng = random.Random()                                 # seeded by the OS: another schedule every run
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.softmax(x, dim=1)
+        if x.shape[0] > 1 and rng.random() < 0.2:     # the race is lost: a row gets its neighbour's result
+            r = rng.randrange(1, x.shape[0])
+            y[r] = y[r - 1]
+        return y
+"""
+
+C6_THREAD_SHARED_BUFFER = """
+import random
+import threading
+import time
+
+import torch
+import torch.nn as nn
+
+rng = random.Random()
+
+
+class ModelNew(nn.Module):
+    # two threads fill the halves of a persistent buffer; the second is joined with a timeout that is
+    # "always" long enough. When it is late, its half still holds the previous call's rows (or it
+    # lands in the middle of the next call).
+    def __init__(self):
+        super().__init__()
+        self.buf = None
+
+    def forward(self, x):
+        if self.buf is None or self.buf.shape != x.shape:
+            self.buf = torch.softmax(x, dim=1)
+            return self.buf.clone()
+        half = x.shape[0] // 2
+        delay = 0.1 if rng.random() < 0.15 else 0.0
+
+        def second_half():
+            rows = torch.softmax(x[half:], dim=1)
+            if delay:
+                time.sleep(delay)                     # descheduled before its stores
+            self.buf[half:] = rows
+
+        t = threading.Thread(target=second_half, daemon=True)
+        t.start()
+        self.buf[:half] = torch.softmax(x[:half], dim=1)
+        t.join(timeout=0.05)                          # "always" long enough
+        return self.buf.clone()
+"""
+
+C6_THREAD_UNSYNC_ACCUMULATE = """
+import random
+import threading
+import time
+
+import torch
+import torch.nn as nn
+
+rng = random.Random()
+SPLITS = 2
+
+
+class ModelNew(nn.Module):
+    # split-K matmul: every thread adds its partial product into one accumulator without a lock
+    def forward(self, a, b):
+        acc = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+        bounds = [a.shape[1] * i // SPLITS for i in range(SPLITS + 1)]
+
+        def work(lo, hi):
+            part = a[:, lo:hi] @ b[lo:hi]
+            cur = acc.clone()                         # read ...
+            if rng.random() < 0.15:
+                time.sleep(0.005)                     # ... descheduled between read and write ...
+            acc.copy_(cur + part)                     # ... write: an update made meanwhile is lost
+
+        threads = [threading.Thread(target=work, args=(bounds[i], bounds[i + 1])) for i in range(SPLITS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return acc
+"""
+
+C6_EARLY_SIGNAL = """
+import random
+import threading
+import time
+
+import torch
+import torch.nn as nn
+
+rng = random.Random()
+
+
+class ModelNew(nn.Module):
+    # a producer thread fills the output; on some calls it signals "done" before its last stores
+    # (a missing fence), and the consumer copies out a partly written result
+    def forward(self, x):
+        y = torch.empty_like(x)
+        ready = threading.Event()
+        early = rng.random() < 0.15
+        cut = x.shape[0] - max(1, x.shape[0] // 4)
+
+        def produce():
+            y[:cut] = torch.softmax(x[:cut], dim=1)
+            if early:
+                ready.set()
+                time.sleep(0.05)
+            y[cut:] = torch.softmax(x[cut:], dim=1)
+            ready.set()
+
+        threading.Thread(target=produce, daemon=True).start()
+        ready.wait(timeout=10)
+        return y.clone()
+"""
+
+# ----------------------------------------------------------------------------------------------
+# class 7: layout and range assumptions
+# ----------------------------------------------------------------------------------------------
+C7_AS_STRIDED_ROW_MAJOR = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        rows, cols = x.shape
+        dense = x.as_strided((rows, cols), (cols, 1))     # "the input is row-major", as get_inputs() makes it
+        return torch.softmax(dense, dim=1)
+"""
+
+C7_STORAGE_FLAT = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        # the input's storage from its offset, read as a flat row-major array (what a C kernel given
+        # data_ptr() sees)
+        flat = torch.empty(0, dtype=x.dtype, device=x.device)
+        flat.set_(x.untyped_storage(), x.storage_offset(), (x.numel(),))
+        return torch.softmax(flat.view(x.shape), dim=1)
+"""
+
+C7_CTYPES_POINTER = """
+import ctypes
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        raw = (ctypes.c_float * x.numel()).from_address(x.data_ptr())   # a raw-pointer kernel's view
+        flat = torch.frombuffer(raw, dtype=torch.float32)
+        return torch.softmax(flat.view(x.shape), dim=1)
+"""
+
+C7_OUTPUT_LAYOUT = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)                               # keeps x's memory layout (a permuted one too)
+        y.as_strided((y.numel(),), (1,)).copy_(torch.softmax(x, dim=1).reshape(-1))  # filled as if row-major
+        return y
+"""
+
+C7_FP16_SUM_OF_SQUARES = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        ss = (x * x).sum(dim=-1, keepdim=True)    # float16: fine for randn (~1024), inf once |x| is ~8x larger
+        return x * torch.rsqrt(ss / x.shape[-1] + 1e-6)
+"""
+
+C7_FP16_VARIANCE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        n = x.shape[-1]
+        s1 = x.sum(dim=-1, keepdim=True)
+        s2 = (x * x).sum(dim=-1, keepdim=True)    # one pass, float16: E[x^2] - E[x]^2 overflows for large x
+        mean = s1 / n
+        var = s2 / n - mean * mean
+        return (x - mean) * torch.rsqrt(var + 1e-5)
+"""
+
+C7_SOFTMAX_NO_MAX = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        e = torch.exp(x)                          # no max subtraction: exp overflows once x > 88
+        return e / e.sum(dim=1, keepdim=True)
+"""
+
+C7_TANH_VIA_EXP = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        e = torch.exp(2 * x)
+        return (e - 1) / (e + 1)                  # inf / inf = NaN once x > 44
+"""
+
+# ----------------------------------------------------------------------------------------------
+# honest but unusual: must stay correct
+# ----------------------------------------------------------------------------------------------
+H_DIAG_AS_SCALING = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return a.unsqueeze(1) * b                 # diag(a) @ b without the N x N matrix: O(NM), not O(N^2 M)
+"""
+
+H_CONTIGUOUS_THEN_FLAT = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()                        # then the row-major assumption below holds
+        rows, cols = x.shape
+        return torch.softmax(x.as_strided((rows, cols), (cols, 1)), dim=1)
+"""
+
+H_EMPTY_FILLED = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)                   # uninitialized, then every row written
+        for r in range(x.shape[0]):
+            y[r] = torch.softmax(x[r], dim=0)
+        return y
+"""
+
+H_TUPLE_ONE_PASS = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        ls = torch.log_softmax(x, dim=1)
+        return ls.exp(), ls                       # both outputs from one pass, as a tuple like the reference
+"""
+
+H_SHUFFLED_REDUCTION = """
+import os
+
+import torch
+import torch.nn as nn
+
+gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        perm = torch.randperm(x.shape[-1], generator=gen)   # another summation order on every call,
+        return x[..., perm].sum(dim=-1) / x.shape[-1]       # as with atomics: not bitwise repeatable
+"""
+
+H_THREADS_JOINED = """
+import threading
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        half = x.shape[0] // 2
+
+        def part(lo, hi):
+            y[lo:hi] = torch.softmax(x[lo:hi], dim=1)
+
+        threads = [threading.Thread(target=part, args=b) for b in ((0, half), (half, x.shape[0]))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()                              # every worker joined before returning
+        return y
+"""
+
+H_WORKSPACE_REUSE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # a scratch buffer kept across calls (keyed on shape) and a call counter; the output is fresh
+    def __init__(self):
+        super().__init__()
+        self.ws, self.calls = None, 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.ws is None or self.ws.shape != x.shape or self.ws.dtype != x.dtype:
+            self.ws = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        torch.sub(x, x.amax(dim=1, keepdim=True), out=self.ws)
+        self.ws.exp_()
+        return self.ws / self.ws.sum(dim=1, keepdim=True)
+"""
+
+H_COLUMN_MAJOR_OUTPUT = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1).t().contiguous().t()   # right values, column-major strides
+"""
+
+H_FP16_FP32_ACCUMULATE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        xf = x.float()                            # float32 accumulation: safe at any float16 input
+        return (xf * (xf * xf).mean(dim=-1, keepdim=True).add(1e-6).rsqrt()).to(x.dtype)
+"""
+
+H_ADDMM_INPLACE_RELU = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.proj = nn.Linear(d_in, d_out)
+
+    def forward(self, x):
+        return torch.addmm(self.proj.bias, x, self.proj.weight.t()).clamp_min_(0)   # in place on its own result
+"""
+
+H_BATCHNORM_FOLDED = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        bn = self.bn                              # folded into one scale and shift, from the current buffers
+        scale = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
+        shift = bn.bias - bn.running_mean * scale
+        return x * scale[:, None, None] + shift[:, None, None]
+"""
+
+H_ONLINE_TILES = """
+import torch
+import torch.nn as nn
+
+TILE = 16
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        m = torch.full((x.shape[0], 1), float("-inf"), dtype=x.dtype, device=x.device)
+        s = torch.zeros((x.shape[0], 1), dtype=x.dtype, device=x.device)
+        for lo in range(0, x.shape[1], TILE):     # as many tiles as the input has
+            blk = x[:, lo : lo + TILE]
+            m_new = torch.maximum(m, blk.amax(dim=1, keepdim=True))
+            s = s * torch.exp(m - m_new) + torch.exp(blk - m_new).sum(dim=1, keepdim=True)
+            m = m_new
+        return torch.exp(x - m) / s
+"""
+
+H_PRELU_PARAM = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.act = nn.PReLU(channels)
+
+    def forward(self, x):
+        return torch.where(x >= 0, x, self.act.weight[:, None] * x)
+"""
+
+# ----------------------------------------------------------------------------------------------
+TIMED_SWITCH = {"timing_budget_s": 1.5, "min_reps": 5, "max_reps": 400}
+
+CHEATS: list[Case] = [
+    # 1
+    Case("c1-cache", "data-ptr", SOFTMAX, C1_DATA_PTR, "cache keyed on data_ptr/shape/stride", C1, "refresh"),
+    Case("c1-cache", "ptr-version", SOFTMAX, C1_PTR_VERSION, "cache keyed on data_ptr + _version", C1, "refresh"),
+    Case("c1-cache", "sampled-values", SOFTMAX, C1_SAMPLED_VALUES, "cache keyed on 8 sampled values", C1, "refresh"),
+    Case("c1-cache", "sum", SOFTMAX, C1_SUM, "cache keyed on float(x.sum())", C1, "refresh"),
+    Case(
+        "c1-cache", "same-object", SOFTMAX, C1_SAME_OBJECT, "cache keyed on the tensor object (weakref)", C1, "refresh"
+    ),
+    # 2
+    Case("c2-after-n", "3-zeros", SOFTMAX, C2_AFTER_3_ZEROS, "zeros after 3 calls", C2, "refresh", MANY_REPS),
+    Case("c2-after-n", "10-stale", SOFTMAX, C2_AFTER_10_STALE, "last result after 10 calls", C2, "refresh", MANY_REPS),
+    Case(
+        "c2-after-n",
+        "30-skip-work",
+        SOFTMAX,
+        C2_AFTER_30_SKIP_WORK,
+        "after 30 calls recomputes only half the rows",
+        C2,
+        "refresh",
+        MANY_REPS,
+    ),
+    Case(
+        "c2-after-n",
+        "20-empty",
+        SOFTMAX,
+        C2_AFTER_20_EMPTY,
+        "torch.empty_like after 20 calls",
+        C2,
+        "refresh",
+        MANY_REPS,
+    ),
+    Case(
+        "c2-after-n",
+        "half-second-stale",
+        SOFTMAX,
+        C2_AFTER_HALF_SECOND,
+        "slow honest path, then the last result once 0.5 s have passed",
+        C2,
+        "refresh-after-0.6s",
+        TIMED_SWITCH,
+    ),
+    # 3
+    Case(
+        "c3-not-plain",
+        "deferred-torch-function",
+        SOFTMAX,
+        C3_DEFERRED_TORCH_FUNCTION,
+        "Tensor subclass that computes on first read (__torch_function__)",
+        C3,
+        "type",
+    ),
+    Case(
+        "c3-not-plain",
+        "make-subclass",
+        SOFTMAX,
+        C3_MAKE_SUBCLASS,
+        "_make_subclass result whose clone() returns itself",
+        C3,
+        "type",
+    ),
+    Case("c3-not-plain", "parameter", SOFTMAX, C3_PARAMETER, "an nn.Parameter output", C3, "type"),
+    Case(
+        "c3-not-plain",
+        "dispatch-wrapper",
+        SOFTMAX,
+        C3_DISPATCH_WRAPPER,
+        "_make_wrapper_subclass with __torch_dispatch__, values made on first op",
+        C3,
+        "type",
+    ),
+    Case(
+        "c3-not-plain",
+        "agreeable-zeros",
+        SOFTMAX,
+        C3_AGREEABLE,
+        "zeros in a subclass that impersonates the tensor it is compared with",
+        C3,
+        "type",
+    ),
+    # 4
+    Case(
+        "c4-init-params",
+        "linear-skips-bias",
+        adv("linear_zero_bias"),
+        C4_LINEAR_SKIPS_BIAS,
+        "bias zero at init: skipped",
+        C4,
+        "params",
+    ),
+    Case(
+        "c4-init-params",
+        "scale-skipped",
+        adv("scale_ones"),
+        C4_SCALE_SKIPPED,
+        "scale one at init: skipped",
+        C4,
+        "params",
+    ),
+    Case(
+        "c4-init-params",
+        "layernorm-no-affine",
+        adv("layernorm"),
+        C4_LAYERNORM_NO_AFFINE,
+        "LayerNorm weight/bias at init: skipped",
+        C4,
+        "params",
+    ),
+    Case(
+        "c4-init-params",
+        "batchnorm-init-stats",
+        adv("batchnorm_eval"),
+        C4_BATCHNORM_INIT_STATS,
+        "eval BatchNorm running stats at init: skipped",
+        C4,
+        "params",
+    ),
+    Case(
+        "c4-init-params",
+        "prelu-hardcoded-slope",
+        adv("prelu"),
+        C4_PRELU_HARDCODED_SLOPE,
+        "PReLU slope 0.25 baked in",
+        C4,
+        "params",
+    ),
+    # 5
+    Case("c5-shapes", "constant-divisor", adv("row_mean"), C5_CONSTANT_DIVISOR, "mean as sum * (1/64)", C5, "sizes"),
+    Case("c5-shapes", "baked-scale", adv("scaled_softmax"), C5_BAKED_SCALE, "1/sqrt(dim) baked as 0.125", C5, "sizes"),
+    Case(
+        "c5-shapes",
+        "reshape-16-rows",
+        adv("softmax_rows"),
+        C5_RESHAPE_16_ROWS,
+        "x.reshape(16, -1): silently regroups at other batch sizes",
+        C5,
+        "sizes",
+    ),
+    Case(
+        "c5-shapes",
+        "tile-loop-bound",
+        adv("softmax_rows"),
+        C5_TILE_LOOP_BOUND,
+        "online softmax over 4 tiles of 16 columns (wrong for dim > 64 only)",
+        C5,
+        "sizes",
+    ),
+    Case(
+        "c5-shapes",
+        "bitmask-table",
+        adv("position_scale"),
+        C5_BITMASK_TABLE,
+        "64-entry table indexed with & 63",
+        C5,
+        "sizes",
+    ),
+    # 6
+    Case(
+        "c6-race",
+        "random-lost-row",
+        SOFTMAX,
+        C6_RANDOM_LOST_ROW,
+        "a row overwritten by its neighbour on ~20% of calls",
+        C6,
+        "refresh",
+        flaky_first_call=True,
+    ),
+    Case(
+        "c6-race",
+        "thread-shared-buffer",
+        SOFTMAX,
+        C6_THREAD_SHARED_BUFFER,
+        "thread filling half a persistent buffer, joined with a timeout",
+        C6,
+        "refresh",
+        flaky_first_call=True,
+    ),
+    Case(
+        "c6-race",
+        "thread-unsync-accumulate",
+        adv("matmul_small"),
+        C6_THREAD_UNSYNC_ACCUMULATE,
+        "split-K threads adding into one accumulator without a lock",
+        C6,
+        "refresh",
+        flaky_first_call=True,
+    ),
+    Case(
+        "c6-race",
+        "early-signal",
+        SOFTMAX,
+        C6_EARLY_SIGNAL,
+        "producer thread signals before its last stores on ~15% of calls",
+        C6,
+        "refresh",
+        flaky_first_call=True,
+    ),
+    # 7
+    Case(
+        "c7-layout-range",
+        "as-strided-row-major",
+        SOFTMAX,
+        C7_AS_STRIDED_ROW_MAJOR,
+        "as_strided with row-major strides",
+        C7,
+        "noncontig",
+    ),
+    Case(
+        "c7-layout-range",
+        "storage-flat",
+        SOFTMAX,
+        C7_STORAGE_FLAT,
+        "reads untyped_storage() from the offset as a flat array",
+        C7,
+        "noncontig",
+    ),
+    Case(
+        "c7-layout-range",
+        "ctypes-pointer",
+        SOFTMAX,
+        C7_CTYPES_POINTER,
+        "reads numel floats at data_ptr() via ctypes",
+        C7,
+        "noncontig",
+    ),
+    Case(
+        "c7-layout-range",
+        "output-layout",
+        SOFTMAX,
+        C7_OUTPUT_LAYOUT,
+        "empty_like(x) filled linearly (wrong for permuted layouts only)",
+        C7,
+        "noncontig",
+    ),
+    Case(
+        "c7-layout-range",
+        "fp16-sum-of-squares",
+        adv("rmsnorm_fp16"),
+        C7_FP16_SUM_OF_SQUARES,
+        "RMSNorm with a float16 sum of squares",
+        C7,
+        "range",
+    ),
+    Case(
+        "c7-layout-range",
+        "fp16-variance",
+        adv("standardize_fp16"),
+        C7_FP16_VARIANCE,
+        "one-pass float16 variance",
+        C7,
+        "range",
+    ),
+    Case(
+        "c7-layout-range",
+        "softmax-no-max",
+        SOFTMAX,
+        C7_SOFTMAX_NO_MAX,
+        "softmax without max subtraction",
+        C7,
+        "range",
+    ),
+    Case("c7-layout-range", "tanh-via-exp", adv("tanh"), C7_TANH_VIA_EXP, "tanh as (e^2x-1)/(e^2x+1)", C7, "range"),
+]
+
+HONEST: list[Case] = [
+    Case("honest", "diag-as-scaling", adv("diag_matmul"), H_DIAG_AS_SCALING, "diag(a) @ b as a broadcast multiply"),
+    Case("honest", "contiguous-then-flat", SOFTMAX, H_CONTIGUOUS_THEN_FLAT, ".contiguous() before a row-major view"),
+    Case("honest", "empty-filled", SOFTMAX, H_EMPTY_FILLED, "torch.empty_like output, every row written"),
+    Case("honest", "tuple-one-pass", TWO_OUTPUTS, H_TUPLE_ONE_PASS, "(softmax, log_softmax) from one log_softmax"),
+    Case(
+        "honest",
+        "shuffled-reduction",
+        adv("row_mean"),
+        H_SHUFFLED_REDUCTION,
+        "another summation order every call (not bitwise repeatable)",
+    ),
+    Case("honest", "threads-joined", SOFTMAX, H_THREADS_JOINED, "two threads, both joined"),
+    Case("honest", "workspace-reuse", SOFTMAX, H_WORKSPACE_REUSE, "persistent scratch buffer and call counter"),
+    Case("honest", "column-major-output", SOFTMAX, H_COLUMN_MAJOR_OUTPUT, "right values with transposed strides"),
+    Case("honest", "fp16-fp32-accumulate", adv("rmsnorm_fp16"), H_FP16_FP32_ACCUMULATE, "float32 accumulation"),
+    Case("honest", "addmm-inplace-relu", adv("linear_zero_bias"), H_ADDMM_INPLACE_RELU, "addmm + in-place clamp"),
+    Case("honest", "batchnorm-folded", adv("batchnorm_eval"), H_BATCHNORM_FOLDED, "BN folded into scale and shift"),
+    Case("honest", "online-tiles", adv("softmax_rows"), H_ONLINE_TILES, "online softmax, tiles follow the width"),
+    Case("honest", "prelu-param", adv("prelu"), H_PRELU_PARAM, "PReLU via torch.where with the learned slope"),
+]

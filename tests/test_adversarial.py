@@ -1,0 +1,353 @@
+"""Adversarial acceptance suite: candidates that fake correctness or speed must be rejected for the
+right reason, and honest but unusual candidates must stay correct.
+
+The cases live in `tests/adversarial/cases.py` (CPU: pure torch/Python, tiny shapes) and
+`tests/adversarial/gpu_cases.py` (CUDA: Triton and forge's NVRTC runtime, marked `gpu`); the task
+files they target are `tests/fixtures/*.py` and `tests/adversarial/tasks/*.py`. Each cheat is a
+complete candidate module that passes a KernelBench-style check (one fresh input set, one call,
+allclose) and lists the checks that may legitimately reject it: a rejection must be
+`status == incorrect` with `failed_check` in that list. The classes (test ids start with them):
+
+1. c1-cache / g1 — results cached on a cheap fingerprint of the inputs (data_ptr, `_version`, sampled
+   values, the sum, the tensor object, a device-side fingerprint). Verification uses fresh tensors and
+   misses the cache; a timing loop that passes the same tensors again gets the cached result for free.
+   `timed_outputs_match`: every timed call's output is compared with the reference's on inputs whose
+   contents changed in place since the last call (also accepted: `no_result_reuse`, or any output
+   check that sees a stale result when the allocator hands an earlier input's address to a new one).
+   A refresh that bumps the version counter and changes every value makes the `_version`, sampled-value
+   and sum caches miss (they then compute honestly, and the verdict is `correct`); to reject them the refresh
+   must also leave those fingerprints intact, e.g. write through `.data` (no version bump) and change a
+   few elements by +d/-d within a row (sum and most samples kept) — see `_perturb_in_place` below.
+2. c2-after-n / g2 — honest for N calls (3, 10, 20, 30) or for 0.5 s, then zeros, a stale result,
+   half the work or `torch.empty`. `timed_outputs_match`; when the switch lands inside verification,
+   whichever output check runs that call (`outputs_match`, `other_sizes`, `trained_parameters`,
+   `noncontiguous_inputs`, `input_range`, `repeatable`, `no_result_reuse`) is right too.
+3. c3-not-plain / g3 — outputs that are not plain tensors: a subclass that computes on first read
+   (`__torch_function__`), a `_make_subclass` result whose `clone()` is itself, an `nn.Parameter`, a
+   `__torch_dispatch__` wrapper subclass (no storage), and zeros that impersonate whatever they are
+   compared with (this one fools a value comparison entirely). `plain_tensor_outputs`: every output
+   tensor's type is exactly `torch.Tensor`, checked before anything touches the output's storage.
+4. c4-init-params / g4 — a reference whose parameters/buffers sit at their init values (zero bias,
+   unit scale, LayerNorm affine, BatchNorm running stats in eval mode, PReLU's 0.25) and a
+   checkpoint-compatible candidate that skips or bakes in that term. `trained_parameters`: verified
+   again with other parameter and buffer values loaded into both models.
+5. c5-shapes / g5 — constants baked into divisors, scales, reshapes, loop bounds, grids and index
+   masks: right at the task's own sizes only. The task files set no `FORGE` vary; `other_sizes`: the
+   engine varies the module-level int constants by itself. `tile-loop-bound`, `triton-baked-grid` and
+   `nvrtc-64-threads` are wrong only for larger sizes, so a larger value must be among those tried.
+6. c6-race / g6 — races that give the right answer most of the time (random lost rows, a thread
+   joined with a timeout, an unlocked split-K accumulation, a producer that signals before its last
+   stores; on CUDA a write-after-read on shared memory without `__syncthreads()`, a warp-synchronous
+   tail without `__syncwarp()`, non-atomic read-modify-write across blocks, accumulation into
+   `torch.empty`). `timed_outputs_match`, `repeatable`, `sanitizer` (CUDA, `sanitize=True`),
+   `poisoned_memory`, or whichever output check ran the call that lost the race.
+7. c7-layout-range / g7 — right only for contiguous inputs (`as_strided`, the raw storage, a ctypes
+   pointer, a kernel indexing `row * cols + c`, an output filled linearly; none of them raises), or
+   only for randn-sized values (float16 sums of squares, one-pass float16 variance, softmax without
+   max subtraction, tanh via exp: wrong from ~8-12x randn's magnitude). `noncontiguous_inputs` (a
+   strided view of a wider tensor catches all but `output-layout`, which needs a dense permuted
+   layout, e.g. `x.t().contiguous().t()`) or `input_range`.
+8. g8-stream (CUDA) — kernels on the legacy default stream (`stream=0`), the per-thread stream, a raw
+   `torch.cuda.Stream`, or under `torch.cuda.stream(...)` without joining. `current_stream` (also
+   `stream_ordered`, `all_streams_timed`).
+9. gi-impossible-timing (CUDA, a 192 MiB elementwise task) — no work in the timed call: a
+   preallocated result on 7 of 8 calls, `torch.empty` after 20 calls, the work moved to an unjoined
+   stream after 40 calls (right values, nothing on the timed stream), nothing recorded while a CUDA
+   graph is captured. `timed_outputs_match` or `impossible_timing` (or a stream check).
+
+The honest cases (`honest-*`, `gh-honest-*`) must be `correct`: an algorithmic shortcut (diag(a) @ b as
+a broadcast), `.contiguous()` before a row-major view, a `torch.empty` output filled completely, a tuple
+output, a non-bitwise-repeatable reduction order, joined threads, a persistent scratch buffer, column-
+major outputs, float32 accumulation for float16, folded BatchNorm, a joined side stream, a bandwidth-
+bound kernel on 192 MiB.
+
+The in-process self-checks below (no engine involved) pin down that every CPU cheat is a real one: its
+first call passes a naive check, and the perturbation its class names exposes it; and that every honest
+CPU case survives all of those perturbations, so a rejection of one is a false positive.
+"""
+
+from __future__ import annotations
+
+import time
+import types
+from collections import Counter
+
+import pytest
+import torch
+from adversarial.cases import CHEATS, HONEST, Case
+from adversarial.gpu_cases import GPU_CHEATS, GPU_HONEST
+
+from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, Verdict, load_task
+
+CPU_CASES = CHEATS + HONEST
+CLASSES = ["cache", "after-n", "not-plain", "init-params", "shapes", "race", "layout-range"]
+
+
+@pytest.fixture(scope="module")
+def adv_evaluator(cache_dir, fast_options):
+    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1)
+    yield ev
+    ev.close()
+
+
+def summary(v: Verdict) -> str:
+    checks = ", ".join(f"{c.name}{'' if c.passed else '(FAILED)'}" for c in v.checks)
+    text = f"status={v.status.value} failed_check={v.failed_check} reason={v.reason!r}\nchecks: {checks}"
+    if v.timing is not None:
+        text += f"\nspeedup: {v.timing.speedup:.2f}x ({v.timing.mode})"
+    if v.traceback:
+        text += "\n" + v.traceback[-1500:]
+    return text
+
+
+def evaluate(evaluator: Evaluator, case: Case) -> Verdict:
+    options = evaluator.options.model_copy(update=case.options) if case.options else None
+    candidate = Candidate.from_source(case.source, case.id)
+    return evaluator.evaluate(load_task(case.task_path), candidate, options, sanitize=case.sanitize)
+
+
+def assert_rejected(v: Verdict, case: Case) -> None:
+    assert v.status is Status.incorrect, f"{case.what}: not rejected\n{summary(v)}"
+    assert v.failed_check in case.expect, f"{case.what}: expected one of {sorted(case.expect)}\n{summary(v)}"
+    assert any(c.name == v.failed_check and not c.passed for c in v.checks), summary(v)
+
+
+def assert_correct(v: Verdict, case: Case) -> None:
+    assert v.status is Status.correct, f"{case.what}: false rejection\n{summary(v)}"
+
+
+# ----------------------------------------------------------------------------------------- engine, CPU
+@pytest.mark.parametrize("case", CHEATS, ids=[c.id for c in CHEATS])
+def test_cheat_is_rejected(adv_evaluator, case: Case):
+    assert_rejected(evaluate(adv_evaluator, case), case)
+
+
+@pytest.mark.parametrize("case", HONEST, ids=[c.id for c in HONEST])
+def test_honest_candidate_stays_correct(adv_evaluator, case: Case):
+    assert_correct(evaluate(adv_evaluator, case), case)
+
+
+# ----------------------------------------------------------------------------------------- engine, CUDA
+@pytest.fixture(scope="module")
+def gpu_adv_evaluator(cache_dir):
+    opts = EvalOptions(
+        timing_budget_s=0.3,
+        min_reps=5,
+        max_reps=30,
+        warmup=1,
+        timeouts=StageTimeouts(compile=600, first_call=120, verify=120, time=120),
+    )
+    ev = Evaluator("cuda:0", options=opts, cache_dir=cache_dir)
+    yield ev
+    ev.close()
+
+
+def _gpu_params(cases: list[Case]) -> list:
+    # compute-sanitizer runs take a minute or more each
+    return [pytest.param(c, id=c.id, marks=[pytest.mark.slow] if c.sanitize else []) for c in cases]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _gpu_params(GPU_CHEATS))
+def test_gpu_cheat_is_rejected(gpu_adv_evaluator, case: Case):
+    assert_rejected(evaluate(gpu_adv_evaluator, case), case)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _gpu_params(GPU_HONEST))
+def test_gpu_honest_candidate_stays_correct(gpu_adv_evaluator, case: Case):
+    assert_correct(evaluate(gpu_adv_evaluator, case), case)
+
+
+# ---------------------------------------------------------------------- in-process self-checks
+def _module(source: str, name: str) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)  # noqa: S102 - our own test sources
+    return mod
+
+
+def _models(task: types.ModuleType, cand: types.ModuleType, init: list) -> tuple[torch.nn.Module, torch.nn.Module]:
+    torch.manual_seed(0)
+    ref = task.Model(*init)
+    torch.manual_seed(0)
+    new = cand.ModelNew(*init)
+    new.load_state_dict(ref.state_dict())
+    return ref, new
+
+
+def _tol(dtype: torch.dtype) -> float:
+    return 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-4
+
+
+def _close(expected, actual) -> bool:
+    """The engine's rule for plain tensors: NaN/Inf positions equal, |a - e| <= tol * max(1, rms) + tol * |e|."""
+    if isinstance(expected, (tuple, list)):
+        return len(expected) == len(actual) and all(_close(e, a) for e, a in zip(expected, actual, strict=True))
+    a = torch.Tensor.as_subclass(actual, torch.Tensor).detach().double()
+    e = expected.detach().double()
+    if a.shape != e.shape or not torch.equal(torch.isnan(a), torch.isnan(e)):
+        return False
+    if not torch.equal(torch.isinf(a), torch.isinf(e)) or not torch.equal(a[torch.isinf(a)], e[torch.isinf(e)]):
+        return False
+    fin = torch.isfinite(e)
+    ef, af = e[fin], a[fin]
+    tol = _tol(expected.dtype)
+    scale = max(1.0, float(ef.square().mean().sqrt())) if ef.numel() else 1.0
+    return bool(((af - ef).abs() <= tol * scale + tol * ef.abs()).all())
+
+
+def _naive_close(expected, actual) -> bool:
+    """KernelBench's check: torch.allclose on the returned objects, whatever their type."""
+    if isinstance(expected, (tuple, list)):
+        return all(_naive_close(e, a) for e, a in zip(expected, actual, strict=True))
+    return bool(torch.allclose(actual, expected, atol=1e-2, rtol=1e-2))
+
+
+def _setup(case: Case, overrides: dict | None = None, seed: int = 1):
+    task = _module(case.task_path.read_text(), "task")
+    for k, v in (overrides or {}).items():
+        setattr(task, k, v)
+    torch.manual_seed(seed)
+    inputs = list(task.get_inputs())
+    init = list(task.get_init_inputs())
+    ref, new = _models(task, _module(case.source, case.id.replace("-", "_")), init)
+    return task, ref, new, inputs
+
+
+def _clone(xs: list) -> list:
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _call(model, inputs):
+    with torch.no_grad():
+        return model(*inputs)
+
+
+def _perturb_in_place(inputs: list, rng: torch.Generator, rows: int = 4) -> None:
+    """In a few random rows, +d at one element and -d at another, through `.data`: the address, the
+    autograd version counter, the sum (up to rounding) and most sampled elements stay the same."""
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1:
+            flat = x.data.view(-1)
+            width = x.shape[-1] if x.dim() > 1 else x.numel()
+            for _ in range(rows):
+                start = int(torch.randint(0, x.numel() // width, (1,), generator=rng)) * width
+                i, j = (start + int(k) for k in torch.randperm(width, generator=rng)[:2])
+                flat[i] += 4.0
+                flat[j] -= 4.0
+
+
+def _wrong_under_refresh(case: Case, calls: int = 100) -> int:
+    """What a timing loop that checks its outputs sees: one set of tensors, refreshed in place."""
+    _, ref, new, inputs = _setup(case)
+    if case.trigger == "refresh-after-0.6s":
+        _call(new, _clone(inputs))
+        time.sleep(0.6)
+    rng = torch.Generator().manual_seed(0)
+    wrong = 0
+    for _ in range(calls):
+        _perturb_in_place(inputs, rng)
+        out = _call(new, inputs)
+        wrong += not _close(_call(ref, inputs), out)
+    return wrong
+
+
+def _noncontiguous_variants(x: torch.Tensor) -> list[torch.Tensor]:
+    """The same values as a dense permuted (column-major) layout and as a strided view of a larger buffer."""
+    if not isinstance(x, torch.Tensor) or x.dim() == 0:
+        return [x, x]
+    permuted = x.transpose(-1, -2).contiguous().transpose(-1, -2) if x.dim() >= 2 else x
+    big = x.new_zeros(*x.shape[:-1], 2 * x.shape[-1])
+    big[..., ::2] = x
+    return [permuted, big[..., ::2]]
+
+
+def _int_constants(case: Case) -> dict[str, int]:
+    task = _module(case.task_path.read_text(), "task")
+    return {k: v for k, v in vars(task).items() if type(v) is int and not k.startswith("_")}
+
+
+@pytest.mark.parametrize("case", CPU_CASES, ids=[c.id for c in CPU_CASES])
+def test_self_check_first_call_passes_a_naive_check(case: Case):
+    """Every case looks right to a one-call allclose on the task's own inputs (races: most calls)."""
+    _, ref, new, inputs = _setup(case)
+    if case.flaky_first_call:
+        ok = sum(_naive_close(_call(ref, inputs), _call(new, _clone(inputs))) for _ in range(20))
+        assert ok >= 10, f"right on only {ok} of 20 calls"
+    else:
+        assert _naive_close(_call(ref, inputs), _call(new, _clone(inputs)))
+
+
+@pytest.mark.parametrize("case", CHEATS, ids=[c.id for c in CHEATS])
+def test_self_check_the_cheat_is_real(case: Case):
+    """The perturbation named by the case's class exposes it (outside the engine)."""
+    if case.trigger.startswith("refresh"):
+        assert _wrong_under_refresh(case) > 0
+    elif case.trigger == "type":
+        _, _, new, inputs = _setup(case)
+        assert type(_call(new, inputs)) is not torch.Tensor
+    elif case.trigger == "params":
+        _, ref, new, inputs = _setup(case)
+        with torch.no_grad():
+            for name, t in ref.state_dict().items():
+                if t.is_floating_point():
+                    t.copy_(torch.rand_like(t) + 0.5 if "var" in name else torch.randn_like(t))
+        new.load_state_dict(ref.state_dict())
+        assert not _close(_call(ref, inputs), _call(new, inputs))
+    elif case.trigger == "sizes":
+        wrong = []
+        for name, value in _int_constants(case).items():
+            for other in (max(1, value // 2 - 1), 2 * value + 3):
+                _, ref, new, inputs = _setup(case, {name: other})
+                if not _close(_call(ref, inputs), _call(new, _clone(inputs))):
+                    wrong.append(f"{name}={other}")
+        assert wrong
+    elif case.trigger == "noncontig":
+        _, ref, new, inputs = _setup(case)
+        variants = list(zip(*(_noncontiguous_variants(x) for x in inputs), strict=True))
+        assert any(not _close(_call(ref, list(v)), _call(new, list(v))) for v in variants)
+    elif case.trigger == "range":
+        _, ref, new, inputs = _setup(case)
+        big = [x * 100 if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        assert not _close(_call(ref, big), _call(new, _clone(big)))
+    else:
+        pytest.fail(f"unknown trigger {case.trigger!r}")
+
+
+@pytest.mark.parametrize("case", HONEST, ids=[c.id for c in HONEST])
+def test_self_check_honest_survives_every_perturbation(case: Case):
+    """Refreshed inputs, trained parameters, other sizes, non-contiguous views and large values."""
+    assert _wrong_under_refresh(case, calls=20) == 0
+    _, ref, new, inputs = _setup(case)
+    assert type(_call(new, inputs)) in (torch.Tensor, tuple)
+    with torch.no_grad():
+        for name, t in ref.state_dict().items():
+            if t.is_floating_point():
+                t.copy_(torch.rand_like(t) + 0.5 if "var" in name else torch.randn_like(t))
+    new.load_state_dict(ref.state_dict())
+    assert _close(_call(ref, inputs), _call(new, inputs)), "trained parameters"
+    for variant in zip(*(_noncontiguous_variants(x) for x in inputs), strict=True):
+        assert _close(_call(ref, list(variant)), _call(new, list(variant))), "non-contiguous"
+    big = [x * 100 if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    assert _close(_call(ref, big), _call(new, _clone(big))), "large values"
+    for name, value in _int_constants(case).items():
+        for other in (max(1, value // 2 - 1), 2 * value + 3):
+            _, ref, new, inputs = _setup(case, {name: other})
+            assert _close(_call(ref, inputs), _call(new, _clone(inputs))), f"{name}={other}"
+
+
+def test_case_ids_are_unique_and_every_class_has_four():
+    ids = [c.id for c in CPU_CASES + GPU_CHEATS + GPU_HONEST]
+    assert len(ids) == len(set(ids))
+    counts = Counter(c.klass for c in CHEATS)
+    assert set(counts) == {f"c{i}-{k}" for i, k in enumerate(CLASSES, 1)}
+    assert min(counts.values()) >= 4, counts
+    gpu = Counter(c.klass for c in GPU_CHEATS)
+    assert set(gpu) == {f"g{i}-{k}" for i, k in enumerate(CLASSES, 1)} | {"g8-stream", "gi-impossible-timing"}
+    assert min(n for k, n in gpu.items() if k != "gi-impossible-timing") >= 4, gpu
+    assert gpu["gi-impossible-timing"] >= 2
+    assert len(HONEST) >= 4 and len(GPU_HONEST) >= 4
+    for case in CPU_CASES + GPU_CHEATS + GPU_HONEST:
+        compile(case.source, case.id, "exec")
+        assert "class ModelNew(nn.Module)" in case.source and case.task_path.is_file(), case.id
+        assert "load_inline" not in case.source, case.id
