@@ -6,6 +6,8 @@
    `evaluate_many` (builds overlap timing); per-stage seconds and the median total.
 2. The load_inline CUDA candidate: cold (fresh cache, single arch), then cached.
 3. Stability: the same candidate timed twice; the two speedups must agree within 3%.
+4. What each verification check costs (its `seconds` in the verdict, median and max over the correct
+   candidates), and compute-sanitizer's final-acceptance run, reported apart (`--sanitize NAME ...`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def row(name, v):
         "ci": v.timing.speedup_ci95 if v.timing else None,
         "mode": v.timing.mode if v.timing else None,
         "reason": v.reason[:120],
+        "checks": {c.name: c.seconds for c in v.checks if c.seconds is not None},
     }
 
 
@@ -55,8 +58,21 @@ def main() -> int:
     ap.add_argument("--skip-inline", action="store_true")
     ap.add_argument("--skip-fast", action="store_true")
     ap.add_argument("--pch", nargs="*", default=["1", "0"], help="FORGE_LOAD_INLINE_PCH values to try")
+    ap.add_argument(
+        "--sanitize",
+        nargs="*",
+        default=["softmax_triton", "softmax_nvrtc"],
+        help="candidates to run under compute-sanitizer after their verdict (its time is reported apart)",
+    )
     args = ap.parse_args()
-    results: dict = {"device": None, "date": time.strftime("%Y-%m-%d"), "fast": [], "inline": [], "stability": []}
+    results: dict = {
+        "device": None,
+        "date": time.strftime("%Y-%m-%d"),
+        "fast": [],
+        "inline": [],
+        "stability": [],
+        "sanitize": [],
+    }
     opts = EvalOptions(timing_budget_s=0.5)
 
     # 1. Triton + NVRTC, cold cache, overlapped builds
@@ -103,6 +119,25 @@ def main() -> int:
                         "runs": [v.timing.model_dump() for v in (a, b)],
                     }
                 )
+
+        # 4. compute-sanitizer, as in final acceptance: reported apart from the verdict's own cost
+        for name in args.sanitize:
+            path = CANDS / f"{name}.py"
+            task = load_task(TASKS / f"{name.rsplit('_', 1)[0]}.py")
+            cand = load_candidate(path)
+            v = ev.evaluate(task, cand)
+            t0 = time.perf_counter()
+            ev.sanitize_into(v, task, cand)
+            check = next(c for c in v.checks if c.name == "sanitizer")
+            results["sanitize"].append(
+                {
+                    "candidate": name,
+                    "wall_s": time.perf_counter() - t0,
+                    "tools_s": check.seconds,
+                    "passed": check.passed,
+                    "detail": check.detail[:300],
+                }
+            )
 
     # 2. load_inline CUDA, single arch (the worker sets TORCH_CUDA_ARCH_LIST), fresh cache:
     #    first build on this machine (may include building the precompiled header), then a
@@ -156,6 +191,22 @@ def main() -> int:
         print(
             f"median total per candidate (Triton+NVRTC, {len(totals)} correct): {statistics.median(totals):.2f} s; "
             f"batch wall {results['fast_wall_s']:.1f} s"
+        )
+    costs: dict[str, list[float]] = {}
+    for r in fast:
+        if r["status"] == "correct":
+            for name, sec in r["checks"].items():
+                costs.setdefault(name, []).append(sec)
+    if costs:
+        print(
+            "check cost per candidate (s):  "
+            + "  ".join(f"{n} {statistics.median(x):.3f}/{max(x):.3f}" for n, x in sorted(costs.items()))
+            + "   (median/max)"
+        )
+    for r in results["sanitize"]:
+        print(
+            f"sanitizer {r['candidate']:18s}: {r['wall_s']:.1f} s wall (tools {r['tools_s']} s), "
+            f"{'passed' if r['passed'] else 'FAILED'}: {r['detail'][:160]}"
         )
     for r in results["inline"]:
         print(

@@ -113,8 +113,8 @@ class Evaluator:
             on_stage(candidate, "sanitize")
         report = sanitize(task, candidate, self.device, cache_dir=self.cache_dir, python=self.python)
         check = report.check()
+        check.seconds = verdict.stages["sanitize"] = round(sum(report.seconds.values()), 4)
         verdict.checks.append(check)
-        verdict.stages["sanitize"] = round(sum(report.seconds.values()), 4)
         if not check.passed:
             verdict.status, verdict.failed_check, verdict.reason = Status.incorrect, "sanitizer", check.detail
 

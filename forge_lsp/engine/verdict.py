@@ -24,6 +24,7 @@ class Check(BaseModel):
     name: str
     passed: bool
     detail: str = ""
+    seconds: float | None = Field(None, description="what the check cost, where it is a step of its own")
 
 
 class Mismatch(BaseModel):

@@ -143,6 +143,7 @@ class Evaluation:
         self.timing: Timing | None = None
         self.input_specs: list[InputSpec] = []
         self.ref_types: dict[str, type] | None = None  # the reference's output leaf types, once it has run
+        self.costs: dict[str, float] = {}  # seconds spent on checks that are steps of their own
 
     # ------------------------------------------------------------------ helpers
     def stage(self, name: str) -> None:
@@ -165,6 +166,15 @@ class Evaluation:
             self.checks.append(entry)
         if not passed:
             raise StageFailed(Status.incorrect, detail, failed_check=name, mismatch=mismatch)
+
+    @contextmanager
+    def cost(self, name: str) -> Iterator[None]:
+        """Count the time spent inside towards the check `name` (reported as its `seconds`)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.costs[name] = self.costs.get(name, 0.0) + time.perf_counter() - t0
 
     def sync(self) -> None:
         if self.is_cuda:
@@ -284,14 +294,19 @@ class Evaluation:
         per_init: dict[str, Models] = {repr((cases[0].init_inputs, [])): models}
         history: list[tuple[str, Any, Any]] = []  # (input set, ref_out, cand_out)
         if self.is_cuda:
-            self.probe_current_stream(models, cases[0])
+            with self.cost("current_stream"):
+                self.probe_current_stream(models, cases[0])
 
         skipped: list[str] = []
         for i, case in enumerate(cases):
             # the candidate's copies of the task's constants follow them: reintegrated, both classes read
             # the same module's constants (a candidate may depend on them exactly as the reference does)
             shared = {k: v for k, v in case.overrides.items() if isinstance(getattr(cand_mod, k, None), int)}
-            with task_constants(mod, case.overrides), task_constants(cand_mod, shared):
+            with (
+                task_constants(mod, case.overrides),
+                task_constants(cand_mod, shared),
+                self.cost("other_sizes" if case.kind == "size" else "outputs_match"),
+            ):
                 try:
                     ref_out, cand_out, cand_in, m = self.run_case(i, case, mod, cand_mod, per_init)
                 except StageFailed as sf:
@@ -299,7 +314,8 @@ class Evaluation:
                         skipped.append(f"{case.name} ({sf.reason.removeprefix('the reference ')})")
                         continue  # a size forge chose that the module itself does not take
                     raise
-            self.check_case(case, ref_out, cand_out, cand_in, history)
+            with self.cost("other_sizes" if case.kind == "size" else "outputs_match"):
+                self.check_case(case, ref_out, cand_out, cand_in, history)
             history.append((case.name, ref_out, cand_out))
         verified = [c for c in cases if not any(s.startswith(f"{c.name} (") for s in skipped)]
         self.input_specs = [s for s in self.input_specs if any(c.name == s.case for c in verified)]
@@ -433,11 +449,12 @@ class Evaluation:
         # repeated runs on the same input must agree (races, uninitialized reads)
         m = per_init[repr((cases[0].init_inputs, []))]
         outs = []
-        for _ in range(2):
-            self.poison()
-            outs.append(self.call(m.cand, clone_inputs(cases[0].inputs), "candidate"))
-            self.sync()
-        mismatch, _ = compare_outputs(outs[0], outs[1], tol, f"{cases[0].name} (repeat)")
+        with self.cost("repeatable"):
+            for _ in range(2):
+                self.poison()
+                outs.append(self.call(m.cand, clone_inputs(cases[0].inputs), "candidate"))
+                self.sync()
+            mismatch, _ = compare_outputs(outs[0], outs[1], tol, f"{cases[0].name} (repeat)")
         bitwise = mismatch is None and all(
             same_bits(a, b) for a, b in zip(tensors_of(outs[0]), tensors_of(outs[1]), strict=False)
         )
@@ -449,9 +466,12 @@ class Evaluation:
             if mismatch
             else ("bitwise identical" if bitwise else "equal within tolerance, not bitwise"),
         )
-        self.probe_trained_parameters(m, cases[0])
-        self.probe_layout(m, cases[0])
-        self.probe_range(m, cases[0])
+        with self.cost("trained_parameters"):
+            self.probe_trained_parameters(m, cases[0])
+        with self.cost("noncontiguous_inputs"):
+            self.probe_layout(m, cases[0])
+        with self.cost("input_range"):
+            self.probe_range(m, cases[0])
         if self.opt.poison:
             self.check(
                 "poisoned_memory",
@@ -672,10 +692,18 @@ class Evaluation:
         pick = random.Random(self.task.seed + 13)
         checked = {"calls": 0, "last": -1, "seen": -1}
 
+        def refresh(i: int) -> None:
+            with self.cost("timed_outputs_match"):
+                refresher.refresh(i)
+
         def check_call(i: int, force: bool = False) -> None:
             checked["seen"] = max(checked["seen"], i)
             if not (force or small or i < 3 or refresher.nudges(i) or pick.random() < 0.25):
                 return
+            with self.cost("timed_outputs_match"):
+                compare_call(i)
+
+        def compare_call(i: int) -> None:
             self.sync()
             ref_out, cand_out = last.get("ref"), last.get("cand")
             where = f"timed call {i + 1}"
@@ -699,7 +727,7 @@ class Evaluation:
             min_reps=opt.min_reps,
             max_reps=opt.max_reps,
             budget_s=opt.timing_budget_s,
-            before_pair=refresher.refresh,
+            before_pair=refresh,
             after_pair=check_call,
         )
         if not self.is_cuda:
@@ -760,7 +788,8 @@ class Evaluation:
         if self.timing is None:
             return
         l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 64 << 20)
-        bandwidth = self.state.bandwidth(torch)  # bytes/ms
+        with self.cost("impossible_timing"):  # measured once per worker
+            bandwidth = self.state.bandwidth(torch)  # bytes/ms
         t = self.timing.candidate.median_ms
         if out_bytes >= 2 * l2:
             floor = out_bytes / bandwidth
@@ -861,6 +890,9 @@ class Evaluation:
             forget_module(cand_mod)
         if status is Status.correct:
             reason = "all checks passed"
+        for c in self.checks:
+            if c.name in self.costs:
+                c.seconds = round(self.costs[c.name], 4)
         return Verdict(
             status=status,
             reason=reason,
