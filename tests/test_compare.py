@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from forge_lsp.engine.harness.compare import compare_outputs
-from forge_lsp.engine.task import DEFAULT_TOLERANCES
+from forge_lsp.engine.task import DEFAULT_TOLERANCES, Tolerance
 
 
 def tol(dtype: str):
@@ -103,3 +103,39 @@ def test_list_and_tuple_interchangeable_but_lengths_not():
     a = torch.randn(2)
     assert cmp((a, a), [a.clone(), a.clone()]) is None
     assert cmp((a, a), (a.clone(),)).problem == "structure"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_fused_check_and_exact_check_agree(dtype):
+    """The one-sync check that decides the common case passes exactly what the float64 examination passes:
+    random outputs with small and large errors, NaN and ±Inf in either tensor, near the tolerance edge."""
+    from forge_lsp.engine.harness.compare import _agrees, _float_mismatch
+
+    gen = torch.Generator().manual_seed(7)
+    tol = Tolerance(atol=1e-3, rtol=1e-3)
+    outcomes = set()
+    for trial in range(300):
+        e = (torch.randn(257, generator=gen) * 10 ** (trial % 7 - 3)).to(dtype)
+        a = e.clone()
+        kind = trial % 6
+        idx = int(torch.randint(0, 257, (1,), generator=gen))
+        if kind == 1:  # error around the tolerance's edge
+            scale = max(1.0, float(e.double().square().mean().sqrt()))
+            a[idx] = (
+                e[idx].double() + (tol.atol * scale + tol.rtol * abs(float(e[idx]))) * (0.5 + trial % 3 * 0.5)
+            ).to(dtype)
+        elif kind == 2:
+            a[idx] = float("nan")
+        elif kind == 3:
+            e[idx] = a[idx] = float("inf") if trial % 2 else float("-inf")
+            if trial % 4 == 3:
+                a[idx] = -a[idx]
+        elif kind == 4:
+            e[idx] = a[idx] = float("nan")
+        elif kind == 5:
+            a[idx] = float("inf")
+        fused, _ = _agrees(e, a, tol)
+        exact = _float_mismatch(e, a, tol, e, lambda *args, **kw: (args, kw)) is None
+        assert fused == exact, (trial, kind, e[idx], a[idx])
+        outcomes.add(fused)
+    assert outcomes == {True, False}

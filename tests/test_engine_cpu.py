@@ -299,3 +299,68 @@ def test_evaluate_many_prebuilds_and_reports_compile_errors_early(cpu_evaluator,
     assert [v.status for v in vs] == [Status.compile_error, Status.correct, Status.correct]
     assert "build" in vs[0].stages and "build" in vs[1].stages and "build" not in vs[2].stages
     assert seen == ["broken", "good", "torch"]
+
+
+KEPT_TASK = """
+import torch, torch.nn as nn
+
+rows = 6
+cols = 40
+
+
+class Model(nn.Module):
+    def forward(self, x, b):
+        return torch.tanh(x) + b
+
+
+def get_inputs():
+    with open({counter!r}, "a") as f:
+        f.write("draw\\n")
+    return [torch.randn(rows, cols), torch.randn(cols)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+REPORTS_ITS_INPUTS = """
+import torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x, b):
+        with open({seen!r}, "a") as f:
+            f.write(f"{{float(x.double().sum()):.9e}} {{float(b.double().sum()):.9e}} {{tuple(x.shape)}}\\n")
+        return torch.tanh(x) + b
+"""
+
+SCRIBBLES_ON_ITS_INPUTS = """
+import torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x, b):
+        out = torch.tanh(x) + b
+        if not x.is_contiguous():  # only where the inputs are laid out anew: out of sight of the mutation check
+            b.data.fill_(7.0)
+        return out
+"""
+
+
+def test_a_task_is_drawn_once_and_its_inputs_stay_as_drawn(cache_dir, fast_options, tmp_path):
+    """Every candidate of a task is verified on the same inputs, drawn by `get_inputs()` once per worker; a
+    candidate that writes into whatever it is handed cannot change what the next one is verified on."""
+    counter = tmp_path / "draws.txt"
+    task_file = tmp_path / "kept_task.py"
+    task_file.write_text(KEPT_TASK.format(counter=str(counter)))
+    task = load_task(task_file)
+    seen_alone, seen_after = tmp_path / "alone.txt", tmp_path / "after.txt"
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "fresh") as fresh:
+        alone = ev_cand(fresh, task, REPORTS_ITS_INPUTS.format(seen=str(seen_alone)), timing=False)
+    assert alone.correct, alone.reason
+    draws = counter.read_text().count("draw")
+    assert draws >= 3  # the random sets and the varied sizes
+
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "kept") as ev:
+        ev_cand(ev, task, SCRIBBLES_ON_ITS_INPUTS)
+        after = ev_cand(ev, task, REPORTS_ITS_INPUTS.format(seen=str(seen_after)), timing=False)
+    assert after.correct, after.reason
+    assert counter.read_text().count("draw") == 2 * draws  # the second evaluator drew once, for the cheat
+    seen = seen_alone.read_text().splitlines()
+    assert len(seen) >= 3 and seen == seen_after.read_text().splitlines()  # called on the same values throughout

@@ -145,8 +145,10 @@ def sanitize(
             if result.timed_out:
                 report.notes.append(f"{tool} did not finish within {timeout:g} s")
                 continue
-            if "ERROR SUMMARY" not in result.output and result.returncode not in (0, None):
-                report.notes.append(f"{tool} could not run the candidate (exit code {result.returncode})")
+            finished = "ERROR SUMMARY" in result.output or "RACECHECK SUMMARY" in result.output  # the tool's last word
+            if not finished and result.returncode not in (0, None):
+                last = next((ln.strip() for ln in reversed(result.output.splitlines()) if ln.strip()), "no output")
+                report.notes.append(f"{tool} could not run the candidate (exit code {result.returncode}: {last[:240]})")
                 continue
             report.findings += parse(tool, result.output)
     return report

@@ -152,12 +152,18 @@ class InputRefresher:
         for target in self.targets:
             for dst, src, swap in zip(target, source, swaps, strict=True):
                 if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
-                    dst.data.copy_(src)
-                    if dst.is_floating_point():
-                        dst.data.mul_(factor)
+                    if dst.is_floating_point() and src.dtype == dst.dtype and src.shape == dst.shape:
+                        torch.mul(src, factor, out=dst.data)  # one pass: copy and scale
+                    else:
+                        dst.data.copy_(src)
+                        if dst.is_floating_point():
+                            dst.data.mul_(factor)
                     if swap is not None and dst.is_contiguous():
                         flat = dst.data.view(-1)
-                        here, there = swap[0].to(dst.device), swap[1].to(dst.device)
+                        here, there = (
+                            swap[0].to(dst.device, non_blocking=True),
+                            swap[1].to(dst.device, non_blocking=True),
+                        )
                         flat.index_copy_(0, here, flat.index_select(0, there))
 
     def _swaps(self, x: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
