@@ -364,3 +364,19 @@ def test_a_task_is_drawn_once_and_its_inputs_stay_as_drawn(cache_dir, fast_optio
     assert counter.read_text().count("draw") == 2 * draws  # the second evaluator drew once, for the cheat
     seen = seen_alone.read_text().splitlines()
     assert len(seen) >= 3 and seen == seen_after.read_text().splitlines()  # called on the same values throughout
+
+
+UNWRITTEN_OUTPUT = """
+import torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)   # hopes the allocator hands back the reference's result
+        out[:, :1] = torch.softmax(x, dim=1)[:, :1]
+        return out
+"""
+
+
+def test_unwritten_output_reads_as_nan_whatever_the_allocator_hands_back(cpu_evaluator, softmax_task):
+    v = ev_cand(cpu_evaluator, softmax_task, UNWRITTEN_OUTPUT, timing=False)
+    assert v.status is Status.incorrect and v.failed_check == "outputs_match"
+    assert v.mismatch.problem == "nan" and "NaN positions differ" in v.mismatch.detail

@@ -16,6 +16,7 @@ import random
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -199,11 +200,17 @@ class Evaluation:
     def to_device(self, xs: list[Any]) -> list[Any]:
         return [x.to(self.device) if isinstance(x, self.torch.Tensor) else x for x in xs]
 
-    def call(self, model: Any, inputs: list[Any], who: str) -> Any:
+    def call(self, model: Any, inputs: list[Any], who: str, poisoned: bool = False) -> Any:
+        """`model(*inputs)`, any failure a `StageFailed`. `poisoned`: memory the call may get uninitialized reads
+        as NaN (see `poisoned_memory`)."""
         from .harness.loading import call_model, is_compile_error
 
         try:
-            out = call_model(model, inputs)
+            if poisoned and self.opt.poison:
+                with self.poisoned_memory():
+                    out = call_model(model, inputs)
+            else:
+                out = call_model(model, inputs)
         except Exception as exc:  # noqa: BLE001 - any failure of user code becomes a verdict
             if who == "reference":
                 raise StageFailed(
@@ -219,15 +226,35 @@ class Evaluation:
             self.check_plain_outputs(out, "candidate output")
         return out
 
-    def poison(self) -> None:
-        if not self.opt.poison:
-            return
+    @contextmanager
+    def poisoned_memory(self) -> Iterator[None]:
+        """Uninitialized memory reads as NaN (or an integer type's maximum) during the candidate's call: every
+        `empty`/`empty_like` it makes, in Python or C++, is filled (torch's deterministic mode with
+        `fill_uninitialized_memory`, warnings only, so no op is refused), and the allocator's free blocks are
+        filled beforehand for memory that does not go through `empty`. An output left unwritten, hoping to
+        hold the reference's result from recycled memory, cannot match."""
+        import torch.utils.deterministic
+
         from .harness.checks import poison_free_cpu_memory, poison_free_cuda_memory
 
+        torch = self.torch
         if self.is_cuda:
             self._poisoned = max(getattr(self, "_poisoned", 0), poison_free_cuda_memory(self.device))
         else:
             poison_free_cpu_memory(1 << 20)
+        before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+        fill = torch.utils.deterministic.fill_uninitialized_memory
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*determinis.*")
+            # torch._C's setter: the public one also imports torch._inductor (seconds, and it rebinds torch's
+            # functions, which the monkeypatch guard would then blame on the candidate)
+            torch._C._set_deterministic_algorithms(True, warn_only=True)
+            torch.utils.deterministic.fill_uninitialized_memory = True
+            try:
+                yield
+            finally:
+                torch._C._set_deterministic_algorithms(before[0], warn_only=before[1])
+                torch.utils.deterministic.fill_uninitialized_memory = fill
 
     # ------------------------------------------------------------------ stages
     def load_task(self) -> Any:
@@ -362,8 +389,7 @@ class Evaluation:
         ref_in, cand_in = clone_inputs(case.inputs), clone_inputs(case.inputs)
 
         def run_candidate() -> Any:
-            self.poison()
-            out = self.call(m.cand, cand_in, "candidate")
+            out = self.call(m.cand, cand_in, "candidate", poisoned=True)
             if self.is_cuda:  # stream-ordered copy before the device-wide sync
                 early = [t.clone() for t in tensors_of(out)]
                 self.sync()
@@ -478,8 +504,7 @@ class Evaluation:
         outs = []
         with self.cost("repeatable"):
             for _ in range(2):
-                self.poison()
-                outs.append(self.call(m.cand, clone_inputs(cases[0].inputs), "candidate"))
+                outs.append(self.call(m.cand, clone_inputs(cases[0].inputs), "candidate", poisoned=True))
                 self.sync()
             mismatch, _ = compare_outputs(outs[0], outs[1], tol, f"{cases[0].name} (repeat)")
         bitwise = mismatch is None and all(
@@ -550,8 +575,7 @@ class Evaluation:
                 return
             ref_out = self.call(m.ref, clone_inputs(case.inputs), "reference")
             self.sync()
-            self.poison()
-            cand_out = self.call(m.cand, clone_inputs(case.inputs), "candidate")
+            cand_out = self.call(m.cand, clone_inputs(case.inputs), "candidate", poisoned=True)
             self.sync()
             mismatch, _ = compare_outputs(
                 ref_out, cand_out, self.task.tolerance_for, f"{case.name}, trained parameters"
@@ -598,8 +622,7 @@ class Evaluation:
                 notes.append(f"{layout}: not checked, the reference does not accept it")
                 continue
             try:
-                self.poison()
-                cand_out = self.call(m.cand, own(), "candidate")
+                cand_out = self.call(m.cand, own(), "candidate", poisoned=True)
                 self.sync()
             except StageFailed as sf:
                 if sf.failed_check:
@@ -642,8 +665,7 @@ class Evaluation:
         else:
             self.check("input_range", True, "not checked: the reference's output is not finite for scaled inputs")
             return
-        self.poison()
-        cand_out = self.call(m.cand, clone_inputs(scaled), "candidate")
+        cand_out = self.call(m.cand, clone_inputs(scaled), "candidate", poisoned=True)
         self.sync()
         mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, f"{case.name}, inputs x{factor:g}")
         self.check(
