@@ -233,8 +233,6 @@ class Evaluation:
         `fill_uninitialized_memory`, warnings only, so no op is refused), and the allocator's free blocks are
         filled beforehand for memory that does not go through `empty`. An output left unwritten, hoping to
         hold the reference's result from recycled memory, cannot match."""
-        import torch.utils.deterministic
-
         from .harness.checks import poison_free_cpu_memory, poison_free_cuda_memory
 
         torch = self.torch
@@ -243,18 +241,18 @@ class Evaluation:
         else:
             poison_free_cpu_memory(1 << 20)
         before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-        fill = torch.utils.deterministic.fill_uninitialized_memory
+        fill = torch._C._get_deterministic_fill_uninitialized_memory()
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*determinis.*")
-            # torch._C's setter: the public one also imports torch._inductor (seconds, and it rebinds torch's
+            # torch._C's setters: the public one also imports torch._inductor (seconds, and it rebinds torch's
             # functions, which the monkeypatch guard would then blame on the candidate)
             torch._C._set_deterministic_algorithms(True, warn_only=True)
-            torch.utils.deterministic.fill_uninitialized_memory = True
+            torch._C._set_deterministic_fill_uninitialized_memory(True)
             try:
                 yield
             finally:
                 torch._C._set_deterministic_algorithms(before[0], warn_only=before[1])
-                torch.utils.deterministic.fill_uninitialized_memory = fill
+                torch._C._set_deterministic_fill_uninitialized_memory(fill)
 
     # ------------------------------------------------------------------ stages
     def load_task(self) -> Any:
