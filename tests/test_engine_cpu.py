@@ -380,3 +380,46 @@ def test_unwritten_output_reads_as_nan_whatever_the_allocator_hands_back(cpu_eva
     v = ev_cand(cpu_evaluator, softmax_task, UNWRITTEN_OUTPUT, timing=False)
     assert v.status is Status.incorrect and v.failed_check == "outputs_match"
     assert v.mismatch.problem == "nan" and "NaN positions differ" in v.mismatch.detail
+
+
+HANGING_INPUTS_TASK = """
+import time, torch, torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
+def get_inputs():
+    with open({counter!r}, "a") as f:
+        f.write("draw\\n")
+    time.sleep(3600)
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.slow
+def test_a_batch_draws_its_inputs_while_sources_build_and_a_hanging_draw_is_said_once(
+    cache_dir, fast_options, softmax_task, tmp_path
+):
+    cands = [Candidate.from_source(C.CPP_CORRECT, "cpp"), Candidate.from_source(C.TORCH_CORRECT, "torch")]
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1) as ev:
+        vs = ev.evaluate_many(softmax_task, cands)
+        assert [v.status for v in vs] == [Status.correct, Status.correct]
+        assert vs[0].stages["prepare"] > 0 and "prepare" not in vs[1].stages
+
+        counter = tmp_path / "draws.txt"
+        task_file = tmp_path / "hangs.py"
+        task_file.write_text(HANGING_INPUTS_TASK.format(counter=str(counter)))
+        hangs = load_task(task_file)
+        short = fast_options.model_copy(update={"timeouts": StageTimeouts(load_task=3, compile=300)})
+        vs = ev.evaluate_many(hangs, cands, short)
+        assert [v.status for v in vs] == [Status.timeout, Status.timeout]
+        assert all("drawing its inputs" in v.reason and "'load_task'" in v.reason for v in vs)
+        assert counter.read_text().count("draw") == 1  # not once more per candidate
+        assert ev.evaluate(softmax_task, cands[1]).correct  # the worker came back

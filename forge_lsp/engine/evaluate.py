@@ -166,9 +166,21 @@ class Evaluator:
             for i, c in enumerate(cands):
                 if c in needs_build:
                     futures[i] = pool.submit(self._build, c)
+            # meanwhile the device worker loads the task and draws its inputs, once for all the candidates
+            prepared = self.worker.prepare(task, options or self.options)
             for i, c in enumerate(cands):
                 build = futures[i].result() if i in futures else None
-                if build is not None and not build.ok and build.compile_error:
+                if prepared.killed is not None:  # the task's own code hangs or crashes the worker: say so once
+                    v = Verdict(
+                        status=prepared.killed,
+                        reason=f"{prepared.reason} (while loading the task and drawing its inputs)",
+                        device=self.device,
+                        backend=c.backend.value,
+                        task_sha=task.sha,
+                        candidate_sha=c.sha,
+                        stages={"prepare": -1.0},
+                    )
+                elif build is not None and not build.ok and build.compile_error:
                     v = Verdict(
                         status=Status.compile_error,
                         reason=build.reason,
@@ -183,6 +195,8 @@ class Evaluator:
                     v = self.evaluate(task, c, options, on_stage)
                     if build is not None:
                         v.stages["build"] = round(build.seconds, 4)
+                    if prepared.ok and not any("prepare" in u.stages for u in verdicts):
+                        v.stages["prepare"] = round(prepared.seconds, 4)  # overlapped with the builds
                 if on_verdict:
                     on_verdict(c, v)
                 verdicts.append(v)

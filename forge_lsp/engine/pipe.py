@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 from .candidate import Candidate
 from .options import EvalOptions
 from .task import Task
-from .verdict import Verdict
+from .verdict import Status, Verdict
 
 
 class EvaluateRequest(BaseModel):
@@ -35,11 +35,20 @@ class BuildRequest(BaseModel):
     candidate: Candidate
 
 
+class PrepareRequest(BaseModel):
+    """Load a task and draw its inputs ahead of its candidates (while their sources build elsewhere); the
+    worker keeps them for the candidates' evaluations."""
+
+    kind: Literal["prepare"] = "prepare"
+    task: Task
+    options: EvalOptions
+
+
 class ShutdownRequest(BaseModel):
     kind: Literal["shutdown"] = "shutdown"
 
 
-Request = Annotated[EvaluateRequest | BuildRequest | ShutdownRequest, Field(discriminator="kind")]
+Request = Annotated[EvaluateRequest | BuildRequest | PrepareRequest | ShutdownRequest, Field(discriminator="kind")]
 
 
 class Hello(BaseModel):
@@ -73,7 +82,16 @@ class BuildResult(BaseModel):
     seconds: float = 0.0
 
 
-Reply = Annotated[Hello | StageStarted | EvaluateResult | BuildResult, Field(discriminator="kind")]
+class Prepared(BaseModel):
+    kind: Literal["prepared"] = "prepared"
+    ok: bool
+    reason: str = ""  # why not: the evaluations will say it again, as verdicts
+    #: set when the worker was killed (the task's code hung or crashed it): evaluating would do it again
+    killed: Status | None = None
+    seconds: float = 0.0
+
+
+Reply = Annotated[Hello | StageStarted | EvaluateResult | BuildResult | Prepared, Field(discriminator="kind")]
 
 REQUEST = TypeAdapter(Request)
 REPLY = TypeAdapter(Reply)

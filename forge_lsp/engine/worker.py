@@ -23,7 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import pipe
-from .pipe import BuildRequest, BuildResult, EvaluateRequest, EvaluateResult, Hello, ShutdownRequest, StageStarted
+from .candidate import Candidate
+from .pipe import (
+    BuildRequest,
+    BuildResult,
+    EvaluateRequest,
+    EvaluateResult,
+    Hello,
+    Prepared,
+    PrepareRequest,
+    ShutdownRequest,
+    StageStarted,
+)
 from .verdict import Check, InputSpec, Mismatch, Status, Timing, Verdict
 
 _TB_LIMIT = 8000
@@ -146,12 +157,13 @@ class WorkerState:
 class Evaluation:
     """One candidate against one task, stage by stage."""
 
-    def __init__(self, req: EvaluateRequest, state: WorkerState, out_fd: int) -> None:
+    def __init__(self, req: EvaluateRequest | PrepareRequest, state: WorkerState, out_fd: int) -> None:
         import torch
 
         self.torch = torch
         self.req, self.state, self.out_fd = req, state, out_fd
-        self.task, self.cand_src, self.opt = req.task, req.candidate, req.options
+        self.task, self.opt = req.task, req.options
+        self._cand = req.candidate if isinstance(req, EvaluateRequest) else None
         self.device = state.device
         self.is_cuda = self.device.type == "cuda"
         self.checks: list[Check] = []
@@ -161,6 +173,11 @@ class Evaluation:
         self.input_specs: list[InputSpec] = []
         self.ref_types: dict[str, type] | None = None  # the reference's output leaf types, once it has run
         self.costs: dict[str, float] = {}  # seconds spent on checks that are steps of their own
+
+    @property
+    def cand_src(self) -> Candidate:
+        assert self._cand is not None, "a prepare request has no candidate"
+        return self._cand
 
     # ------------------------------------------------------------------ helpers
     def stage(self, name: str) -> None:
@@ -869,6 +886,17 @@ class Evaluation:
             )
 
     # ------------------------------------------------------------------ driver
+    def prepare(self) -> Prepared:
+        """The task loaded and its inputs drawn, kept in the worker state for its candidates."""
+        t0 = time.perf_counter()
+        try:
+            self.make_cases(self.load_task())
+        except StageFailed as sf:
+            return Prepared(ok=False, reason=sf.reason, seconds=time.perf_counter() - t0)
+        except Exception as exc:  # noqa: BLE001 - the task's own failure: its evaluations report it
+            return Prepared(ok=False, reason=_exc_line(exc), seconds=time.perf_counter() - t0)
+        return Prepared(ok=True, seconds=time.perf_counter() - t0)
+
     def run(self) -> Verdict:
         from .harness.checks import PatchGuard
         from .harness.loading import cached_load_inline, exec_module, forget_module, is_compile_error
@@ -1060,6 +1088,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if isinstance(req, BuildRequest):
             pipe.send(args.out_fd, _build(req))
+            continue
+        if isinstance(req, PrepareRequest):
+            pipe.send(args.out_fd, Evaluation(req, state, args.out_fd).prepare())
             continue
         verdict = Evaluation(req, state, args.out_fd).run()
         verdict.device_name = name

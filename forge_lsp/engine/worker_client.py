@@ -23,7 +23,16 @@ from ..sandbox import child_env, default_cache_dir, kill_group
 from . import pipe
 from .candidate import Candidate
 from .options import EvalOptions
-from .pipe import BuildRequest, BuildResult, EvaluateRequest, EvaluateResult, Hello, StageStarted
+from .pipe import (
+    BuildRequest,
+    BuildResult,
+    EvaluateRequest,
+    EvaluateResult,
+    Hello,
+    Prepared,
+    PrepareRequest,
+    StageStarted,
+)
 from .task import Task
 from .verdict import Status, Verdict
 
@@ -295,6 +304,22 @@ class Worker:
             if msg.worker_unusable:
                 self.kill()  # it exits by itself; make sure, and respawn on next use
             return verdict
+
+    def prepare(self, task: Task, options: EvalOptions) -> Prepared:
+        """Load the task and draw its inputs in the worker, kept there for its candidates' evaluations.
+        Never raises but `EvaluationCancelled`; a failure is said in `Prepared.reason` (and again, as a
+        verdict, by each evaluation)."""
+        with self._lock:
+            try:
+                msg, status, reason, _stage, _excerpt = self._exchange(
+                    PrepareRequest(task=task, options=options), options.timeouts.model_dump(), "load_task"
+                )
+            except WorkerStartError as exc:
+                return Prepared(ok=False, reason=f"worker could not start: {exc}".splitlines()[0])
+            if msg is None:
+                return Prepared(ok=False, reason=reason, killed=status)
+            assert isinstance(msg, Prepared)
+            return msg
 
     def build(self, candidate: Candidate, timeout: float = 600.0) -> BuildResult:
         """Execute the candidate module only (fills compile caches). Never raises but `EvaluationCancelled`."""
