@@ -619,25 +619,26 @@ class Evaluation:
 
         torch = self.torch
         notes = []
+
+        def own(laid: list[Any]) -> list[Any]:
+            """Inputs in a layout; a tensor the layout leaves as is (a vector) is cloned, never handed out."""
+            return [
+                y.clone() if isinstance(y, torch.Tensor) and y is x else y
+                for x, y in zip(case.inputs, laid, strict=True)
+            ]
+
         for layout, relaid in LAYOUTS.items():
-            if all(relaid(x) is x for x in case.inputs):
+            laid = [relaid(x) for x in case.inputs]
+            if all(y is x for x, y in zip(case.inputs, laid, strict=True)):
                 continue
-
-            def own(relaid: Any = relaid) -> list[Any]:
-                """The inputs in this layout; a tensor it leaves as is (a vector) is cloned, never handed out."""
-                return [
-                    y.clone() if isinstance(y, torch.Tensor) and y is x else y
-                    for x, y in zip(case.inputs, map(relaid, case.inputs), strict=True)
-                ]
-
             try:
-                ref_out = call_model(m.ref, own())
+                ref_out = call_model(m.ref, own(laid))
                 self.sync()
             except Exception:  # noqa: BLE001 - the reference does not take them: nothing to hold the candidate to
                 notes.append(f"{layout}: not checked, the reference does not accept it")
                 continue
             try:
-                cand_out = self.call(m.cand, own(), "candidate", poisoned=True)
+                cand_out = self.call(m.cand, own([relaid(x) for x in case.inputs]), "candidate", poisoned=True)
                 self.sync()
             except StageFailed as sf:
                 if sf.failed_check:
