@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..engine import Candidate, Evaluator, Task, Verdict
+from ..engine.pipe import Prepared
 from ..engine.verdict import Status, Timing
 from .events import EventBus
 from .progress import speedup_label
@@ -105,6 +106,8 @@ class RunOutcome:
     final_speedup: float | None = None  # the best candidate re-timed at the end (None: not re-timed)
     final_failure: str | None = None  # why the best candidate failed its final re-check
     final_timing: Timing | None = None  # the final re-timing of `best` against the reference
+    #: the task's own model failed when called alone, before any candidate: no candidate was evaluated
+    reference_failure: Prepared | None = None
 
     @property
     def answer_speedup(self) -> float | None:
@@ -122,6 +125,12 @@ class RunOutcome:
 
 class RunCancelled(Exception):
     pass
+
+
+class ReferenceFailed(Exception):
+    def __init__(self, prepared: Prepared) -> None:
+        super().__init__(prepared.reason)
+        self.prepared = prepared
 
 
 ProfileFn = Callable[[Task, Candidate], dict[str, Any] | None]
@@ -194,7 +203,9 @@ class Optimizer:
                 "run_started", resumed=False, task=str(self.task.path), model_configured=self.coder is not None
             )
         stop = "rounds"
+        reference: Prepared | None = None
         try:
+            self._check_reference()
             pending = [r for r in self.records.values() if r.status == "queued"]
             if pending:
                 self._evaluate(pending)
@@ -211,6 +222,8 @@ class Optimizer:
             status, stop = "cancelled", "cancelled"
         except FatalModelError as exc:
             status, stop = "failed", str(exc)
+        except ReferenceFailed as exc:
+            status, stop, reference = "failed", exc.prepared.reason, exc.prepared
         best = self._best_record()
         spent = self.store.spent(self.run_id)[0]
         self.store.set_run_status(self.run_id, status, stop, best.id if best else None)
@@ -236,7 +249,20 @@ class Optimizer:
             final_speedup=self._final.get("speedup"),
             final_failure=self._final.get("failure"),
             final_timing=self._final.get("timing"),
+            reference_failure=reference,
         )
+
+    def _check_reference(self) -> None:
+        """The task's model alone, in the worker, before any candidate: its own failure (an exception, a
+        crash, a hang) ends the run as the user's, and no candidate is blamed for it."""
+        try:
+            prepared = self.evaluator.check_reference(self.task)
+        except Exception as exc:
+            if self._cancel.is_set():
+                raise RunCancelled() from exc
+            raise
+        if not prepared.ok:
+            raise ReferenceFailed(prepared)
 
     def _load(self, run_id: str) -> None:
         run = self.store.get_run(run_id)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .candidate import Backend, Candidate
 from .options import EvalOptions
-from .pipe import BuildResult
+from .pipe import BuildResult, Prepared
 from .task import Task
 from .verdict import Status, Verdict
 from .worker_client import Worker, default_cache_dir
@@ -117,6 +117,14 @@ class Evaluator:
         verdict.checks.append(check)
         if not check.passed:
             verdict.status, verdict.failed_check, verdict.reason = Status.incorrect, "sanitizer", check.detail
+
+    def check_reference(self, task: Task, options: EvalOptions | None = None) -> Prepared:
+        """Load the task, draw its inputs and call its model once in the worker before any candidate code
+        is there: a failure — an exception, a crash, `os._exit`, a hang — is the user's own, said as such
+        (`reason` starts "the reference model failed", "the reference constructor failed" or "the task
+        file failed to load"). The inputs stay in the worker for the candidates. Raises only
+        `EvaluationCancelled`."""
+        return self.worker.prepare(task, options or self.options, reference=True)
 
     # ------------------------------------------------------------ overlapped batch
     def _builder_env(self) -> dict[str, str]:

@@ -23,6 +23,7 @@ _GCC = re.compile(
     re.MULTILINE,
 )
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
+_FATAL = re.compile(r"^Fatal Python error: (?P<what>.+)$", re.MULTILINE)
 _EXC = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Failure)): (?P<msg>.+)$", re.MULTILINE)
 
 
@@ -56,6 +57,12 @@ def compile_errors(log: str) -> list[SourceError]:
 def traceback_error(log: str, files: list[str | Path]) -> SourceError | None:
     """The innermost traceback frame in one of `files` (matched by name), with the exception message."""
     names = {Path(f).name for f in files}
+    fatal = _FATAL.search(log)
+    if fatal:  # faulthandler's dump of a crash: most recent call first
+        frames = [m for m in _FRAME.finditer(log, fatal.end()) if Path(m["file"]).name in names]
+        if frames:
+            first = frames[0]
+            return SourceError(first["file"], int(first["line"]), 0, "error", f"Fatal Python error: {fatal['what']}")
     frames = [m for m in _FRAME.finditer(log) if Path(m["file"]).name in names]
     if not frames:
         return None

@@ -42,6 +42,7 @@ class PrepareRequest(BaseModel):
     kind: Literal["prepare"] = "prepare"
     task: Task
     options: EvalOptions
+    reference: bool = False  # also build the task's model and call it once
 
 
 class ShutdownRequest(BaseModel):
@@ -88,6 +89,8 @@ class Prepared(BaseModel):
     reason: str = ""  # why not: the evaluations will say it again, as verdicts
     #: set when the worker was killed (the task's code hung or crashed it): evaluating would do it again
     killed: Status | None = None
+    traceback: str = ""
+    log_excerpt: str = ""
     seconds: float = 0.0
 
 

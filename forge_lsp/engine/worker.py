@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import faulthandler
 import gc
 import os
 import random
@@ -329,20 +330,23 @@ class Evaluation:
                 cases.append(InputCase(f"{name}={v}", inputs, init, "size", {name: v}))
         return cases
 
-    def build_models(self, mod: Any, cand_mod: Any, init: list[Any]) -> Models:
-        torch = self.torch
-        ref_cls = getattr(mod, self.task.model_class)
-        cand_cls = getattr(cand_mod, self.cand_src.class_name, None)
-        if cand_cls is None:
-            raise StageFailed(Status.compile_error, f"the candidate defines no class {self.cand_src.class_name!r}")
-        seed = self.task.seed
+    def build_reference(self, mod: Any, init: list[Any]) -> Any:
+        """The task's model, constructed with the task's seed (on the host)."""
         try:
-            torch.manual_seed(seed)
-            ref = ref_cls(*init)
+            self.torch.manual_seed(self.task.seed)
+            return getattr(mod, self.task.model_class)(*init)
         except Exception as exc:  # noqa: BLE001
             raise StageFailed(
                 Status.runtime_error, f"the reference constructor failed: {_exc_line(exc)}", exc=exc
             ) from exc
+
+    def build_models(self, mod: Any, cand_mod: Any, init: list[Any]) -> Models:
+        torch = self.torch
+        cand_cls = getattr(cand_mod, self.cand_src.class_name, None)
+        if cand_cls is None:
+            raise StageFailed(Status.compile_error, f"the candidate defines no class {self.cand_src.class_name!r}")
+        seed = self.task.seed
+        ref = self.build_reference(mod, init)
         try:
             torch.manual_seed(seed)  # KernelBench's same-seed construction, the fallback
             cand = cand_cls(*init)
@@ -887,15 +891,27 @@ class Evaluation:
             )
 
     # ------------------------------------------------------------------ driver
-    def prepare(self) -> Prepared:
-        """The task loaded and its inputs drawn, kept in the worker state for its candidates."""
+    def prepare(self, reference: bool) -> Prepared:
+        """The task loaded and its inputs drawn, kept in the worker state for its candidates; with
+        `reference`, the task's model also built and called once on the first input set (stage
+        `reference`), before any candidate code is loaded, so that a failure here is the user's own."""
         t0 = time.perf_counter()
         try:
-            self.make_cases(self.load_task())
+            mod = self.load_task()
+            cases = self.make_cases(mod)
+            if reference:
+                from .harness.checks import clone_inputs
+
+                self.stage("reference")
+                ref = self.build_reference(mod, cases[0].init_inputs).to(self.device)
+                self.call(ref, clone_inputs(cases[0].inputs), "reference")
+                self.sync()
+                self.stage_done()
         except StageFailed as sf:
-            return Prepared(ok=False, reason=sf.reason, seconds=time.perf_counter() - t0)
+            tb = _tb(sf.exc) if sf.exc is not None else ""
+            return Prepared(ok=False, reason=sf.reason, traceback=tb, seconds=time.perf_counter() - t0)
         except Exception as exc:  # noqa: BLE001 - the task's own failure: its evaluations report it
-            return Prepared(ok=False, reason=_exc_line(exc), seconds=time.perf_counter() - t0)
+            return Prepared(ok=False, reason=_exc_line(exc), traceback=_tb(exc), seconds=time.perf_counter() - t0)
         return Prepared(ok=True, seconds=time.perf_counter() - t0)
 
     def run(self) -> Verdict:
@@ -1046,6 +1062,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--in-fd", type=int, required=True)
     ap.add_argument("--out-fd", type=int, required=True)
     args = ap.parse_args(argv)
+    faulthandler.enable()  # a segfault or abort prints the Python stack to the log: the crash's line is found
 
     import torch
 
@@ -1091,7 +1108,7 @@ def main(argv: list[str] | None = None) -> int:
             pipe.send(args.out_fd, _build(req))
             continue
         if isinstance(req, PrepareRequest):
-            pipe.send(args.out_fd, Evaluation(req, state, args.out_fd).prepare())
+            pipe.send(args.out_fd, Evaluation(req, state, args.out_fd).prepare(req.reference))
             continue
         verdict = Evaluation(req, state, args.out_fd).run()
         verdict.device_name = name

@@ -305,20 +305,26 @@ class Worker:
                 self.kill()  # it exits by itself; make sure, and respawn on next use
             return verdict
 
-    def prepare(self, task: Task, options: EvalOptions) -> Prepared:
-        """Load the task and draw its inputs in the worker, kept there for its candidates' evaluations.
-        Never raises but `EvaluationCancelled`; a failure is said in `Prepared.reason` (and again, as a
-        verdict, by each evaluation)."""
+    def prepare(self, task: Task, options: EvalOptions, reference: bool = False) -> Prepared:
+        """Load the task and draw its inputs in the worker, kept there for its candidates' evaluations;
+        with `reference`, also build the task's model and call it once (within the first-call limit).
+        Never raises but `EvaluationCancelled`; a failure is said in `Prepared.reason`."""
         with self._lock:
+            timeouts = options.timeouts.model_dump()
+            timeouts["reference"] = timeouts["first_call"]
             try:
-                msg, status, reason, _stage, _excerpt = self._exchange(
-                    PrepareRequest(task=task, options=options), options.timeouts.model_dump(), "load_task"
+                msg, status, reason, stage, excerpt = self._exchange(
+                    PrepareRequest(task=task, options=options, reference=reference), timeouts, "load_task"
                 )
             except WorkerStartError as exc:
                 return Prepared(ok=False, reason=f"worker could not start: {exc}".splitlines()[0])
             if msg is None:
-                return Prepared(ok=False, reason=reason, killed=status)
+                if stage == "reference":  # no candidate code was loaded: the user's model did this
+                    reason = f"the reference model failed: {reason}"
+                return Prepared(ok=False, reason=reason, killed=status, log_excerpt=excerpt)
             assert isinstance(msg, Prepared)
+            if not msg.ok:
+                msg.log_excerpt = excerpt
             return msg
 
     def build(self, candidate: Candidate, timeout: float = 600.0) -> BuildResult:

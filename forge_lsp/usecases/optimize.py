@@ -112,12 +112,17 @@ def answer_of(outcome: RunOutcome) -> tuple[Answer | None, Withheld | None, str]
     return None, withheld, f"no verified candidate faster than the reference ({outcome.stop_reason})"
 
 
-def reference_failure(store: RunStore, run_id: str, task: Task) -> ReferenceFailure | None:
-    """Where the user's own module failed in the workers, if it did (the first such verdict of the run)."""
+def reference_failure(store: RunStore, outcome: RunOutcome, task: Task) -> ReferenceFailure | None:
+    """Where the user's own module failed in the workers, if it did: alone, before any candidate (the
+    run's reference check), else the first verdict of the run that says so."""
     from ..engine.logparse import traceback_error, worker_module_name
 
     names: list[str | Path] = [task.path, worker_module_name(task.source, "task")]
-    for rec in store.candidates(run_id):
+    alone = outcome.reference_failure
+    if alone is not None:
+        error = traceback_error(alone.traceback + "\n" + alone.log_excerpt, names)
+        return ReferenceFailure(alone.reason, error.line if error else None)
+    for rec in store.candidates(outcome.run_id):
         v = rec.verdict
         if v is not None and v.reason.startswith(REFERENCE_FAILED):
             error = traceback_error(v.traceback + "\n" + v.log_excerpt, names)
@@ -214,5 +219,5 @@ class ModuleOptimization:
         finally:
             self.evaluator.close()
         answer, withheld, message = answer_of(outcome)
-        failure = reference_failure(self.store, outcome.run_id, self.task)
+        failure = reference_failure(self.store, outcome, self.task)
         return OptimizeResult(outcome, self.task, answer, withheld, message, failure)
