@@ -59,9 +59,9 @@ def evaluator(cache_dir, fast_options):
     ev.close()
 
 
-def optimizer(tmp_path, evaluator, server, prices=None, **opts) -> Optimizer:
+def optimizer(tmp_path, evaluator, server, prices=None, timeout_s=5.0, **opts) -> Optimizer:
     model = ChatModel(
-        ModelSettings(model="scripted", base_url=server.base_url, timeout_s=5, max_retries=2),
+        ModelSettings(model="scripted", base_url=server.base_url, timeout_s=timeout_s, max_retries=2),
         api_key=SECRET,
         sleep=lambda s: None,
         prices=prices,
@@ -425,3 +425,12 @@ def test_wall_time_budget_stops_the_run(tmp_path, evaluator, fake_openai):
     opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=50, wall_s=3.0)
     result = opt.run()
     assert "wall-time budget" in result.stop_reason and 1 <= result.rounds < 50
+
+
+def test_an_endpoint_that_never_answers_ends_the_run_with_a_clear_reason(tmp_path, evaluator, fake_openai):
+    """One request's retries, not one per round: a model that has not answered once in the run is given up."""
+    fake_openai.script(*[{"delay": 30.0}] * 9)
+    result = optimizer(tmp_path, evaluator, fake_openai, timeout_s=0.4, rounds=3).run()
+    assert result.status == "failed", result.stop_reason
+    assert "never answered" in result.stop_reason and "within 0.4 s" in result.stop_reason
+    assert len(fake_openai.chat_requests) == 3  # the first call's 3 attempts, no further round

@@ -165,6 +165,7 @@ class Optimizer:
         self.records: dict[str, CandidateRecord] = {}
         self.profiles: dict[str, dict[str, Any]] = {}
         self._final: dict[str, Any] = {}  # the final re-timing of the best candidate
+        self._answered: set[str] = set()  # roles whose model has replied in this run
         self._last_profiled: int | None = None  # the round of the last fresh profile
         self._cancel = threading.Event()
         self._lock = threading.Lock()
@@ -432,7 +433,11 @@ class Optimizer:
             self._publish("model_call", role=role, ok=False, error=exc.kind, message=str(exc))
             if exc.kind in FATAL_ERRORS:
                 raise FatalModelError(f"{role} model failed: {exc}") from exc
+            if exc.kind == "timeout" and role not in self._answered:
+                # an endpoint that accepts and never answers would hold every round this long: stop now
+                raise FatalModelError(f"{role} model never answered in this run: {exc}") from exc
             return None
+        self._answered.add(role)
         usage = result.usage
         self.store.add_call(
             self.run_id,
