@@ -45,19 +45,22 @@ def main(argv: list[str] | None = None) -> int:
     if level != "DEBUG":  # pygls logs every message body at INFO: slow, and megabytes in the editor's log
         logging.getLogger("pygls").setLevel(logging.WARNING)
     server = create_server()
+    log = logging.getLogger("forge_lsp.server")
     code = 0
     try:
-        if args.tcp:
-            server.start_tcp(args.host, args.port)
-        else:
-            server.start_io()
+        # 0 when the client closes the stream or sends `exit` after `shutdown`; 1 for `exit` without it
+        code = server.start_tcp(args.host, args.port) if args.tcp else server.start_io()
     except Exception:  # noqa: BLE001 - logged, then the workers are stopped below
-        logging.getLogger("forge_lsp.server").exception("the server stopped on an error")
+        log.exception("the server stopped on an error")
         code = 1
     finally:
-        # the client is gone (exit, or stdin closed): stop every job and kill its worker processes, then
+        # the session is over (exit, or the client gone): stop every job, kill every process it started, then
         # leave without waiting for job threads that may sit in a model call
-        server.shutdown_jobs()
+        try:
+            server.end_session(wait=0.5)
+        except BaseException:  # noqa: BLE001 - leave all the same
+            log.exception("ending the session")
+        log.info("exiting with code %d", code)
         logging.shutdown()
         try:
             sys.stdout.flush()

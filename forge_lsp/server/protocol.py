@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
+from pygls.exceptions import JsonRpcInvalidParams
 
 if TYPE_CHECKING:
     from ..agent.store import CandidateRecord
@@ -40,8 +41,12 @@ class Message(BaseModel):
 M = TypeVar("M", bound=Message)
 
 
-class ProtocolError(ValueError):
-    """Params that do not match their type: the handler answers with a clear error instead."""
+class ProtocolError(JsonRpcInvalidParams, ValueError):
+    """Params or command arguments that do not match their type: raised from a handler, the client gets a
+    JSON-RPC ``-32602`` Invalid params error whose message names the argument."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"Invalid params: {message}")
 
 
 def _plain(value: Any) -> Any:

@@ -4,7 +4,10 @@ Each handler reads the document, calls a pure function (`forge_lsp.workspace`, `
 `forge_lsp.agent`, `forge_lsp.profiler`) and converts the result to LSP types. Long jobs (optimize,
 profile, explain) run on the server's job threads. Their candidates and profiled code run in
 worker subprocesses, never here. Each job reports ``$/progress`` and stops, with its workers,
-when the client cancels the progress or runs ``forge.cancel``.
+when the client cancels the progress or runs ``forge.cancel``, and with the session (`shutdown_jobs`).
+
+The wire is ours (`transport`: framing; `messages`: the JSON-RPC envelope and the error replies), so that
+no frame, however malformed, stops the server or leaves a request without its one reply.
 
 The server never trusts the client's ``applied`` flag: an accept is confirmed from the
 document's text.
@@ -13,6 +16,7 @@ document's text.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import logging
 import os
@@ -28,6 +32,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from .. import __version__
+from .messages import ForgeProtocol
 from .protocol import PROGRESS_TOKEN_PREFIX
 from .settings import Settings
 from .state import BackgroundJob, Proposal, Result, ServerState, text_sha
@@ -44,7 +49,12 @@ MAX_DOC_BYTES = 2_000_000
 
 class ForgeServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("forge-lsp", __version__, text_document_sync_kind=t.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "forge-lsp",
+            __version__,
+            text_document_sync_kind=t.TextDocumentSyncKind.Incremental,
+            protocol_cls=ForgeProtocol,
+        )
         self.state = ServerState()
         self.settings = Settings()
         self.root: Path | None = None
@@ -55,6 +65,21 @@ class ForgeServer(LanguageServer):
         self._ids = itertools.count(1)
         self._observer: Any = None
         self.shown: set[str] = set()
+        self.closing = False  # the session is over: nothing more is sent, no job starts
+
+    # ------------------------------------------------------------------ transport
+    def start_io(self, stdin=None, stdout=None) -> int:
+        """Serve one client over stdio (framing of our own, see `transport`); the process's exit code."""
+        import sys
+
+        from .transport import serve_stdio
+
+        return serve_stdio(self, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer)
+
+    def start_tcp(self, host: str, port: int) -> int:  # type: ignore[override]
+        from .transport import serve_tcp
+
+        return serve_tcp(self, host, port)
 
     # -------------------------------------------------------------------- helpers
     def path_of(self, uri: str) -> str | None:
@@ -76,6 +101,11 @@ class ForgeServer(LanguageServer):
             return Path(path).read_bytes().decode("utf-8", errors="replace")
         return None
 
+    def changed_since(self, uri: str, doc_sha: str) -> bool:
+        """Whether the document's text (the editor's, else the file's) is no longer the text of `doc_sha`."""
+        text = self.doc_text(uri)
+        return text is None or text_sha(text) != doc_sha
+
     def doc_version(self, uri: str) -> int | None:
         doc = self.workspace.text_documents.get(uri)
         return doc.version if doc is not None else None
@@ -88,18 +118,25 @@ class ForgeServer(LanguageServer):
         self.call_soon(self.window_show_message, t.ShowMessageParams(type=kind, message=text))
 
     def call_soon(self, fn, *args) -> None:
-        """Run `fn` on the server's event loop (from a job thread or the loop itself)."""
-        if self.loop is None:
+        """Run `fn` on the server's event loop (from a job thread or the loop itself). Once the session is
+        over (the client is gone, the loop closed) there is no one to tell: nothing runs."""
+        if self.closing:
+            return
+        loop = self.loop
+        if loop is None:
             fn(*args)
             return
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is self.loop:
+        if running is loop:
             fn(*args)
-        else:
-            self.loop.call_soon_threadsafe(fn, *args)
+            return
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop closed in between: the session is over
+            log.debug("dropped %s: the event loop is closed", getattr(fn, "__name__", fn))
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
@@ -156,16 +193,18 @@ class ForgeServer(LanguageServer):
         job = BackgroundJob(id=self.next_id(kind), kind=kind, uri=uri, target=target, title=title)
         with self.state.lock:
             self.state.jobs[job.id] = job
-        self.jobs.submit(self._run_job, job, work)
+        job.future = self.jobs.submit(self._run_job, job, work)
         return job
 
     def _run_job(self, job: BackgroundJob, work) -> None:
-        if job.status == "cancelled":
+        if job.status == "cancelled" or self.closing:
             return
         job.status = "running"
         log.info("job %s started: %s (%s)", job.id, job.title, self.path_of(job.uri) or job.uri)
         try:
-            work(job)
+            self.progress_begin(job)  # every job has its begin and its end, failed ones too
+            if job.status == "running":  # not cancelled while the client created the progress
+                work(job)
             if job.status == "running":
                 job.status = "done"
         except Exception as exc:  # noqa: BLE001 - a failed job is reported, never raised into the server
@@ -185,56 +224,93 @@ class ForgeServer(LanguageServer):
                 log.info("job %s %s after %.1f s: %s", job.id, job.status, job.finished - job.started, job.message)
             self.progress_end(job)
 
+    def on_cancel(self, job: BackgroundJob, stop) -> None:
+        """`stop` stops the job's work and kills its workers: called by `cancel_job`, or now if the job was
+        cancelled before its work could say how to stop it."""
+        with self.state.lock:
+            job.cancel = stop
+            cancelled = job.status == "cancelled"
+        if cancelled:
+            stop()
+
     def progress_begin(self, job: BackgroundJob) -> None:
+        """Create the job's `$/progress` token (when the client supports it) and begin it. Waits for the
+        client's answer to the create request, at most 10 s, and no longer once the job is cancelled."""
         caps = self.client_capabilities.window
-        if not (caps and caps.work_done_progress):
+        if not (caps and caps.work_done_progress) or self.closing:
             return
         token = f"{PROGRESS_TOKEN_PREFIX}{job.id}"
         job.token = token
-        done = threading.Event()
+        created = threading.Event()
 
-        def created(*_args) -> None:
-            done.set()
+        def on_created(*_args) -> None:
+            created.set()
 
         def create() -> None:
-            self.work_done_progress.create(token, created)
+            try:
+                self.work_done_progress.create(token, on_created)
+            except Exception:  # noqa: BLE001 - a token in use, a closed writer: begin all the same
+                log.exception("creating progress %s", token)
+                created.set()
 
         self.call_soon(create)
-        done.wait(10.0)
+        deadline = time.monotonic() + 10.0
+        while not created.wait(0.05):
+            if job.stopped.is_set() or self.closing or time.monotonic() > deadline:
+                break
 
         def begin() -> None:
-            self.work_done_progress.begin(
-                token, t.WorkDoneProgressBegin(title=job.title, cancellable=True, message="starting", percentage=0)
-            )
+            self._send_begin(job)
             fut = self.work_done_progress.tokens.get(token)
             if fut is not None:
                 fut.add_done_callback(lambda f: self.cancel_job(job.id) if f.cancelled() else None)
 
         self.call_soon(begin)
 
+    def _send_begin(self, job: BackgroundJob) -> None:
+        """On the loop: the begin, once, before anything else of the job's progress."""
+        if job.begun or not job.token:
+            return
+        job.begun = True
+        self.work_done_progress.begin(
+            job.token,
+            t.WorkDoneProgressBegin(title=job.title, cancellable=True, message="starting", percentage=0),
+        )
+
     def job_progress(self, job: BackgroundJob, message: str, percentage: int | None = None) -> None:
+        """A report: the message, and the percentage, which never goes back."""
         if job.ended or job.status == "cancelled":  # a reply in flight when the job was cancelled
             return
         job.message = message
         if percentage is not None:
-            job.percentage = max(0, min(100, percentage))
-        if job.token:
-            self.call_soon(
-                self.work_done_progress.report,
-                job.token,
-                t.WorkDoneProgressReport(message=message, percentage=job.percentage, cancellable=True),
-            )
+            job.percentage = max(job.percentage, min(100, percentage))
+        token = job.token
+        if not token:
+            return
+        value = t.WorkDoneProgressReport(message=message, percentage=job.percentage, cancellable=True)
+
+        def report() -> None:
+            if job.begun and not job.end_sent:
+                self.work_done_progress.report(token, value)
+
+        self.call_soon(report)
 
     def progress_end(self, job: BackgroundJob) -> None:
-        if job.ended:
+        with self.state.lock:
+            if job.ended:
+                return
+            job.ended = True
+        token = job.token
+        if not token:
             return
-        job.ended = True
-        if job.token:
-            self.call_soon(
-                self.work_done_progress.end,
-                job.token,
-                t.WorkDoneProgressEnd(message=f"{job.status}: {job.message}"[:200]),
-            )
+        value = t.WorkDoneProgressEnd(message=f"{job.status}: {job.message}"[:200])
+
+        def end() -> None:
+            self._send_begin(job)  # cancelled before its begin went out: the client still sees both
+            job.end_sent = True
+            self.work_done_progress.end(token, value)
+
+        self.call_soon(end)
 
     def cancel_job(self, job_id: str | None = None) -> list[str]:
         with self.state.lock:
@@ -243,24 +319,51 @@ class ForgeServer(LanguageServer):
                 for j in self.state.jobs.values()
                 if j.status in ("queued", "running") and (job_id is None or j.id == job_id)
             ]
-        for job in jobs:
-            job.status, job.message = "cancelled", "cancelled"
+            for job in jobs:
+                job.status, job.message = "cancelled", "cancelled"
+                job.stopped.set()
+        for job in jobs:  # each job on its own: one that fails to stop does not keep the others running
             log.info("job %s cancelled after %.1f s", job.id, time.time() - job.started)
-            if job.cancel is not None:
-                try:
+            try:
+                if job.cancel is not None:
                     job.cancel()  # kills the job's workers now; its thread stops at its next check
-                except Exception:  # noqa: BLE001
-                    log.exception("cancelling %s", job.id)
+            except Exception:  # noqa: BLE001
+                log.exception("cancelling %s", job.id)
             job.finished = time.time()
-            self.progress_end(job)
+            try:
+                self.progress_end(job)
+            except Exception:  # noqa: BLE001
+                log.exception("ending the progress of %s", job.id)
         return [j.id for j in jobs]
 
-    def shutdown_jobs(self) -> None:
-        """On exit: stop every job and the workers they started."""
+    def shutdown_jobs(self, wait: float = 0.0) -> None:
+        """Stop every job and the workers they started (on `shutdown`, `exit`, and when the client is gone);
+        with `wait`, give their threads that many seconds to wind down."""
         self.cancel_job(None)
         self.jobs.shutdown(wait=False, cancel_futures=True)
+        if wait > 0:
+            with self.state.lock:
+                futures = [j.future for j in self.state.jobs.values() if j.future is not None]
+            concurrent.futures.wait(futures, timeout=wait)
         if self._observer is not None:
-            self._observer.stop()
+            try:
+                self._observer.stop()
+            except Exception:  # noqa: BLE001
+                log.debug("stopping the file watcher", exc_info=True)
+
+    def end_session(self, wait: float = 0.5) -> list[int]:
+        """The client is gone or said `exit`: nothing more is sent, every job stops, and every process this
+        server started (workers, profilers, their children) is killed; the pids that were still there."""
+        from .children import kill_descendants
+
+        self.closing = True
+        try:
+            self.shutdown_jobs(wait=wait)
+        finally:
+            killed = kill_descendants(timeout=0.5)
+        if killed:
+            log.info("killed %d leftover child processes: %s", len(killed), killed)
+        return killed
 
     # --------------------------------------------------------------- task snapshots
     def forge_dir(self, *parts: str) -> Path:
@@ -282,11 +385,12 @@ class ForgeServer(LanguageServer):
         with self.state.lock:
             self.state.results[(result.uri, result.target, result.kind)] = result
 
-    def offer(self, proposal: Proposal) -> None:
+    def offer(self, proposal: Proposal) -> bool:
+        """Offer a verified candidate (diagnostic and lenses); False when the user rejected it for this text."""
         with self.state.lock:
             key = (proposal.uri, proposal.target, text_sha(proposal.source), proposal.doc_sha)
             if key in self.state.rejected:
-                return
+                return False
             self.state.proposals[(proposal.uri, proposal.target)] = proposal
         self.set_diagnostics(
             proposal.uri,
@@ -305,6 +409,7 @@ class ForgeServer(LanguageServer):
             ],
         )
         self.refresh_lenses()
+        return True
 
 
 def create_server() -> ForgeServer:

@@ -29,8 +29,12 @@ class BackgroundJob:
     finished: float | None = None
     run_id: str | None = None
     percentage: int = 0
-    cancel: Any = None  # callable that stops the job and its workers
-    ended: bool = False  # the client got the progress end
+    cancel: Any = None  # callable that stops the job and its workers (`ForgeServer.on_cancel`)
+    stopped: threading.Event = field(default_factory=threading.Event)  # set when the job is cancelled
+    future: Any = None  # the job thread's Future
+    ended: bool = False  # the job's progress end is decided (sent, or on its way)
+    begun: bool = False  # the progress begin was sent (on the event loop)
+    end_sent: bool = False  # the progress end was sent (on the event loop): no report after it
     decision: str | None = None  # accepted | rejected | stale: what became of the job's proposal
 
 
@@ -90,6 +94,8 @@ class ServerState:
         self.rejected: set[tuple[str, str, str, str]] = set()  # (uri, target, candidate source sha, doc sha)
         self.diagnostics: dict[str, dict[str, list[Any]]] = {}  # uri -> producer -> diagnostics
         self.accepting: dict[str, str] = {}  # uri -> the text an accept in flight is turning it into
+        # (uri, target) -> why the last run's answer was not offered: the file changed while it ran
+        self.stale_runs: dict[tuple[str, str], str] = {}
 
     def result_for(self, uri: str, target: str) -> list[Result]:
         with self.lock:

@@ -6,7 +6,7 @@ from typing import Any
 
 from lsprotocol import types as t
 
-from ..protocol import CancelResult, CandidateArgs, InsertInputsResult, TargetArgs, positional, wire
+from ..protocol import CancelResult, CandidateArgs, InsertInputsResult, ProtocolError, TargetArgs, positional, wire
 from ..server import ForgeServer
 from . import accept, jobs
 
@@ -26,6 +26,11 @@ def register(ls: ForgeServer) -> None:
         lenses = []
         for m in entry.modules:
             prop = ls.state.proposals.get((uri, m.name))
+            if prop is None and (uri, m.name) in ls.state.stale_runs:
+                # the last run ended on an edited file: nothing to accept, say why and offer the re-run
+                lenses.append(
+                    _lens(m.line, "forge: re-run — the file changed during the run", "forge.optimize", [uri, m.name])
+                )
             if prop is not None:
                 args = [uri, m.name, prop.run_id, prop.candidate_id]
                 lenses += [
@@ -122,7 +127,11 @@ def register(ls: ForgeServer) -> None:
 
     @ls.command("forge.cancel")
     def cancel(ls: ForgeServer, *args: Any) -> dict[str, Any]:
-        job_id = args[0] if args and isinstance(args[0], str) else None
+        """``[]``: every job; ``[jobId]``: that one."""
+        values = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
+        job_id = values[0] if values else None  # null too: a client's `undefined`
+        if len(values) > 1 or not (job_id is None or isinstance(job_id, str)):
+            raise ProtocolError("expected no argument (every job) or one job id (a string)")
         return wire(CancelResult(cancelled=ls.cancel_job(job_id)))
 
     @ls.command("forge.accept")

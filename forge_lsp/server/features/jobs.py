@@ -7,6 +7,7 @@ into proposals, diagnostics and hover numbers."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,8 @@ def register(ls: ForgeServer) -> None:
 
 
 def start(ls: ForgeServer, kind: str, uri: str, target: str) -> JobStarted:
+    if ls.closing:
+        return JobStarted(error="the server is shutting down")
     try:
         work, title = _plan(ls, kind, uri, target)
     except JobError as exc:
@@ -58,6 +61,10 @@ def start(ls: ForgeServer, kind: str, uri: str, target: str) -> JobStarted:
         msg = f"{len(running)} forge runs are already going (forge.workers = {ls.settings.workers}); cancel one first"
         ls.message(f"forge: {msg}", t.MessageType.Warning)
         return JobStarted(error=msg)
+    with ls.state.lock:
+        dropped = ls.state.stale_runs.pop((uri, target), None) if kind == "optimize" else None
+    if dropped is not None:
+        ls.refresh_lenses()
     job = ls.start_job(kind, uri, target, title, work)
     return JobStarted(job=job.id)
 
@@ -95,6 +102,56 @@ def _plan(ls: ForgeServer, kind: str, uri: str, target: str):
 
 
 # ----------------------------------------------------------------------------------- optimize
+@dataclass
+class RunBudget:
+    """How much of a run's budget is spent, as a percentage: its phases (the offline seeds, each model
+    round, the final re-timing), within the current phase its steps (the model replied, candidates queued,
+    each candidate verified or rejected), and the wall-clock budget when one is set. Pure: events in."""
+
+    rounds: int
+    model: bool
+    offline: bool
+    wall_s: float | None = None
+    started: float = field(default_factory=time.monotonic)
+    phase: int = 0  # index of the current phase
+    within: float = 0.0  # how far the current phase is, 0..1
+    queued: set[str] = field(default_factory=set)
+    done: set[str] = field(default_factory=set)
+
+    @property
+    def phases(self) -> int:
+        return int(self.offline) + (self.rounds if self.model else 0) + 1
+
+    def update(self, kind: str, data: dict[str, Any]) -> bool:
+        """Take one event; True when the percentage may have moved."""
+        cand = data.get("candidate")
+        if kind == "round":
+            r = int(data.get("round") or 0)
+            self.phase = 0 if r == 0 else int(self.offline) + r - 1
+            self.within, self.queued, self.done = 0.0, set(), set()
+        elif kind == "model_call":
+            self.within = max(self.within, 0.25)
+        elif kind == "candidate_queued" and cand:
+            self.queued.add(cand)
+            self.within = max(self.within, 0.4)
+        elif kind in ("candidate_timed", "candidate_failed") and not data.get("final"):
+            if cand:
+                self.done.add(cand)
+            share = len(self.done) / max(len(self.queued), len(self.done), 1)
+            self.within = max(self.within, 0.4 + 0.55 * share)
+        elif kind == "final_retime":
+            self.phase, self.within = self.phases - 1, 0.0
+        else:
+            return False
+        return True
+
+    def percentage(self, now: float | None = None) -> int:
+        done = 100 * (min(self.phase, self.phases - 1) + min(self.within, 0.95)) / self.phases
+        if self.wall_s:
+            done = max(done, 100 * ((now if now is not None else time.monotonic()) - self.started) / self.wall_s)
+        return max(0, min(99, int(done)))
+
+
 def _optimize(
     ls: ForgeServer,
     job: BackgroundJob,
@@ -124,12 +181,15 @@ def _optimize(
     def on_event(ev) -> None:
         if ev.kind == "run_started":
             job.run_id = ev.run_id
-        if tracker.update(ev.kind, ev.data):
-            ls.job_progress(job, tracker.message(), tracker.percentage())
+        moved = budget.update(ev.kind, ev.data)
+        if tracker.update(ev.kind, ev.data) or moved:
+            ls.job_progress(job, tracker.message(), max(tracker.percentage(), budget.percentage()))
 
     optimization = ModuleOptimization(request, store=ls.store, on_event=on_event)
-    tracker = RunProgress(
-        rounds=optimization.options.rounds, model=optimization.model_configured, offline=request.offline
+    options = optimization.options
+    tracker = RunProgress(rounds=options.rounds, model=optimization.model_configured, offline=request.offline)
+    budget = RunBudget(
+        rounds=options.rounds, model=optimization.model_configured, offline=request.offline, wall_s=options.wall_s
     )
     if not optimization.model_configured:
         ls.message(
@@ -137,20 +197,23 @@ def _optimize(
             "Triton kernels) are tried. Set forge.model (and forge.baseUrl) and the API key.",
             once=True,
         )
-    job.cancel = optimization.cancel
-    ls.progress_begin(job)
+    ls.on_cancel(job, optimization.cancel)  # a cancel that came first stops the run before it starts
     result = optimization.run()
     outcome = result.outcome
     job.run_id = result.run_id
     if job.status == "cancelled" or outcome.status == "cancelled":
         job.status, job.message = "cancelled", "cancelled"
         return
-    _reference_failure(ls, job, module.name, result.reference_failure)
+    # the run measured the text it started from: an edit since makes its lines and its answer stale
+    stale = ls.changed_since(job.uri, doc_sha)
+    _reference_failure(ls, job, module.name, None if stale else result.reference_failure)
     ls.record_result(_optimize_result(job, module.name, doc_sha, outcome))
     job.message = result.message
-    if result.answer is not None:
+    if result.answer is not None and stale:
+        _stale_answer(ls, job, module.name, result.answer.label)
+    elif result.answer is not None:
         answer = result.answer
-        ls.offer(
+        offered = ls.offer(
             Proposal(
                 uri=job.uri,
                 target=module.name,
@@ -167,6 +230,9 @@ def _optimize(
                 job_id=job.id,
             )
         )
+        if not offered:
+            job.decision = "rejected"
+            job.message = f"not offered again: this {answer.label} candidate was rejected for this code before"
     elif result.withheld == "failed":
         job.status = "failed"
         ls.message(f"forge: optimizing {module.name} failed: {outcome.stop_reason}", t.MessageType.Error)
@@ -174,6 +240,21 @@ def _optimize(
         job.message = (
             "no offline candidate beat the reference; set forge.model (and forge.baseUrl) for Coder/Judge rounds"
         )
+
+
+def _stale_answer(ls: ForgeServer, job: BackgroundJob, target: str, label: str) -> None:
+    """The run's answer was measured on text the user has edited since: not offered (its diff and its
+    speedup belong to the old code); the job, a message and a lens say so instead."""
+    name = Path(ls.path_of(job.uri) or job.uri).name
+    job.decision = "stale"
+    job.message = (
+        f"not offered: {name} changed while the run went on (its best candidate, {label}, was measured on the "
+        "code as it was); run Optimize again"
+    )
+    with ls.state.lock:
+        ls.state.stale_runs[(job.uri, target)] = job.message
+    ls.message(f"forge: {target}: {job.message}", t.MessageType.Info)
+    ls.refresh_lenses()
 
 
 def _reference_failure(ls: ForgeServer, job: BackgroundJob, target: str, failure: Any) -> None:
@@ -243,19 +324,26 @@ def _explain_job(
     compiler errors and (Explain) its findings to diagnostics."""
     from ...usecases.explain import explain
 
-    ls.progress_begin(job)
     explained = explain(request, on_start=lambda what: ls.job_progress(job, what, 10))
     source = explained.profiled.source_file
-    _compile_diagnostics(ls, job, target, explained.result, source)
+    # lines found in the text the job started from are not marked on a text edited since
+    stale = ls.changed_since(job.uri, doc_sha)
+    _compile_diagnostics(ls, job, target, explained.result, source, publish=not stale)
     # hot lines of a module's kernels are in the worker's copies, not in the user's file: only a .cu file's
-    _record_profile(ls, job, kind, target, line, explained, doc_sha, source if request.is_cuda_source else None)
+    _record_profile(
+        ls, job, kind, target, line, explained, doc_sha, source if request.is_cuda_source else None, publish=not stale
+    )
+    if stale:
+        job.message += " (the file changed while it ran: its lines are not marked; run it again)"
 
 
-def _compile_diagnostics(ls: ForgeServer, job: BackgroundJob, target: str, result: Any, source_file: Path) -> None:
+def _compile_diagnostics(
+    ls: ForgeServer, job: BackgroundJob, target: str, result: Any, source_file: Path, publish: bool = True
+) -> None:
     """nvcc/NVRTC/gcc messages and traceback frames of the profiled run that point into the user's file."""
     from ...engine.logparse import errors_for
 
-    errors = errors_for(result.log_excerpt or "", source_file) if not result.kernels else []
+    errors = errors_for(result.log_excerpt or "", source_file) if publish and not result.kernels else []
     ls.set_diagnostics(
         job.uri,
         f"compile:{target}",
@@ -281,6 +369,7 @@ def _record_profile(
     explained: Any,
     doc_sha: str,
     source_file: Path | None,
+    publish: bool = True,
 ) -> None:
     result = explained.result
     res = Result(uri=job.uri, target=target, kind=kind, doc_sha=doc_sha, when=time.time(), note=result.reason)
@@ -309,8 +398,8 @@ def _record_profile(
     ls.record_result(res)
     job.message = findings[0].title if findings else "profiled"
     if kind == "explain":
-        diags = []
-        for f in findings[:5]:
+        diags: list[t.Diagnostic] = []
+        for f in findings[:5] if publish else []:
             for h in f.lines[:3]:
                 if source_file is None or Path(h.file).resolve() != source_file.resolve():
                     continue
@@ -323,7 +412,7 @@ def _record_profile(
                         code=f.rule,
                     )
                 )
-        if findings:
+        if findings and publish:
             diags.append(
                 t.Diagnostic(
                     range=ls.line_range(job.uri, line),

@@ -1,0 +1,515 @@
+"""The language server under a raw JSON-RPC client: bytes written to its stdin as they are, frames read
+from its stdout with a parser of our own (no LSP library in between), so that broken frames, bad params
+and a client that vanishes reach the server exactly as a faulty editor would send them."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FIXTURES
+
+pytest_plugins = ["fake_openai"]
+
+SERVER = [sys.executable, "-m", "forge_lsp.server"]
+CACHE = tempfile.mkdtemp(prefix="forge-lsp-faults-cache-")
+atexit.register(shutil.rmtree, CACHE, True)  # the servers' compile cache, shared by the module's tests
+TASK = (FIXTURES / "slow_softmax.py").read_text()
+FAST = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+MISSING = object()
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+
+
+def frame(obj: Any) -> bytes:
+    body = json.dumps(obj).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def coder(source: str, summary: str) -> str:
+    return json.dumps({"summary": summary, "source": source})
+
+
+# ------------------------------------------------------------------------------------ the client
+class RawClient:
+    """The server in a subprocess, and a client that writes raw bytes and reads frames itself. Requests the
+    server sends (progress create, registrations, applyEdit...) are answered as an editor would."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str] | None = None) -> None:
+        self.log_path = tmp_path / f"server-{time.monotonic_ns()}.log"
+        self.stderr = open(tmp_path / f"stderr-{time.monotonic_ns()}.txt", "w+b")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            SERVER,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env={
+                "FORGE_CACHE_DIR": CACHE,
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "OMP_NUM_THREADS": "1",
+                "FORGE_LSP_LOG": str(self.log_path),
+                **(env or {}),
+            },
+        )
+        self.received: list[dict[str, Any]] = []
+        self.cond = threading.Condition()
+        self.next_id = 1000
+        self.docs: dict[str, dict[str, Any]] = {}
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    # -- wire
+    def _read(self) -> None:
+        out = self.proc.stdout
+        while True:
+            length = None
+            while True:
+                line = out.readline()
+                if not line:
+                    with self.cond:
+                        self.cond.notify_all()
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                name, _, value = line.decode("ascii").partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            assert length is not None, "the server sent a frame without Content-Length"
+            body = out.read(length)
+            msg = json.loads(body)
+            if "method" in msg and "id" in msg:
+                self._answer(msg)
+            with self.cond:
+                self.received.append(msg)
+                self.cond.notify_all()
+
+    def _answer(self, msg: dict[str, Any]) -> None:
+        method = msg["method"]
+        result: Any = None
+        if method == "workspace/configuration":
+            result = [None for _ in msg["params"]["items"]]
+        elif method == "workspace/applyEdit":
+            result = {"applied": True}
+        elif method == "window/showDocument":
+            result = {"success": True}
+        self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+
+    def send_bytes(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, obj: Any) -> None:
+        self.send_bytes(frame(obj))
+
+    def request(self, method: str, params: Any = MISSING, msg_id: Any = None) -> Any:
+        if msg_id is None:
+            self.next_id += 1
+            msg_id = self.next_id
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+        if params is not MISSING:
+            msg["params"] = params
+        self.send(msg)
+        return msg_id
+
+    def notify(self, method: str, params: Any = MISSING) -> None:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not MISSING:
+            msg["params"] = params
+        self.send(msg)
+
+    def wait(self, predicate: Callable[[], Any], timeout: float = 30.0, what: str = "a condition") -> Any:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                left = deadline - time.monotonic()
+                assert left > 0, f"timed out waiting for {what}; last messages: {self.received[-5:]}"
+                self.cond.wait(min(left, 0.2))
+
+    def replies(self, msg_id: Any) -> list[dict[str, Any]]:
+        return [m for m in self.received if m.get("id") == msg_id and "method" not in m]
+
+    def reply(self, msg_id: Any, timeout: float = 30.0) -> dict[str, Any]:
+        return self.wait(lambda: next(iter(self.replies(msg_id)), None), timeout, f"the reply to {msg_id!r}")
+
+    def call(self, method: str, params: Any = MISSING, timeout: float = 30.0) -> dict[str, Any]:
+        return self.reply(self.request(method, params), timeout)
+
+    def notifications(self, method: str) -> list[dict[str, Any]]:
+        with self.cond:
+            return [m for m in self.received if m.get("method") == method and "id" not in m]
+
+    def alive_and_answering(self) -> None:
+        """A valid request right after: answered, and promptly."""
+        reply = self.call("forge/runs", None, timeout=10)
+        assert "result" in reply and "runs" in reply["result"], reply
+
+    # -- LSP
+    def initialize(self, root: Path | None = None, capabilities: dict | None = None, options: dict | None = None):
+        reply = self.call(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": root.as_uri() if root else None,
+                "capabilities": capabilities or {},
+                "initializationOptions": {"forge": options or {}},
+            },
+            timeout=60,
+        )
+        assert "result" in reply, reply
+        self.notify("initialized", {})
+        return reply
+
+    def open(self, path: Path) -> str:
+        uri = path.as_uri()
+        text = path.read_text()
+        self.docs[uri] = {"text": text, "version": 1}
+        self.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
+        )
+        return uri
+
+    def edit(self, uri: str, text: str) -> None:
+        doc = self.docs[uri]
+        doc["text"], doc["version"] = text, doc["version"] + 1
+        self.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": uri, "version": doc["version"]}, "contentChanges": [{"text": text}]},
+        )
+
+    def progress(self, token: str) -> list[dict[str, Any]]:
+        return [m["params"]["value"] for m in self.notifications("$/progress") if m["params"]["token"] == token]
+
+    def diagnostics(self, uri: str) -> list[dict[str, Any]]:
+        published = [m["params"] for m in self.notifications("textDocument/publishDiagnostics")]
+        mine = [p for p in published if p["uri"] == uri]
+        return mine[-1]["diagnostics"] if mine else []
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stderr_text(self) -> str:
+        self.stderr.flush()
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.stderr.close()
+
+
+# ------------------------------------------------------------------------------- process helpers
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of a live process, None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1])
+
+
+def descendants(root: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            st = _stat(int(entry.name))
+            if st is not None:
+                parents.setdefault(st[1], []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def running(pids: list[int]) -> list[int]:
+    """Those of `pids` that still run (a zombie waiting for its reaper has stopped running)."""
+    return [p for p in pids if (st := _stat(p)) is not None and st[0] != "Z"]
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.fixture()
+def raw(tmp_path):
+    clients: list[RawClient] = []
+
+    def make(**kw) -> RawClient:
+        c = RawClient(tmp_path, **kw)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()
+
+
+@pytest.fixture()
+def server(raw, tmp_path) -> RawClient:
+    """An initialized server on a workspace holding the slow softmax module."""
+    (tmp_path / "softmax_mod.py").write_text(TASK)
+    c = raw()
+    c.initialize(tmp_path)
+    return c
+
+
+# ------------------------------------------------------------------------- 1, 2: broken frames
+def test_a_frame_declaring_a_huge_length_is_refused_and_the_server_goes_on(server):
+    """`Content-Length: 99999999999` made pygls allocate the frame (MemoryError) and the server exit."""
+    server.send_bytes(b"Content-Length: 99999999999\r\n\r\n" + b'{"jsonrpc": "2.0", "id": 1, "method": "x"}')
+    server.alive_and_answering()
+    assert server.proc.poll() is None
+    assert "refused a frame of 99999999999 bytes" in server.log()
+    assert not server.replies(1)  # the refused frame's id is not known: no reply
+
+
+def test_a_real_frame_over_the_limit_is_skipped_byte_for_byte(server):
+    """A frame over 64 MiB that does arrive is skipped exactly (its declared bytes), then the next one is read."""
+    text = "x" * (65 * 1024 * 1024)
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "forge/runs", "params": {"pad": text}}).encode()
+    server.send_bytes(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    server.alive_and_answering()
+    assert not server.replies(7) and "refused a frame" in server.log()
+
+
+def test_a_body_shorter_than_its_header_says_is_a_parse_error_then_the_server_resynchronizes(server):
+    body = json.dumps({"jsonrpc": "2.0", "id": 11, "method": "forge/runs", "params": None}).encode()
+    # the rest of the body is junk before the next header: no stray CRLF is needed to get past it
+    server.send_bytes(
+        b"Content-Length: 20\r\n\r\n" + body + frame({"jsonrpc": "2.0", "id": 12, "method": "forge/runs"})
+    )
+    parse_error = server.wait(lambda: next((m for m in server.received if m.get("id") is None and "error" in m), None))
+    assert parse_error["error"]["code"] == PARSE_ERROR
+    assert "result" in server.reply(12, timeout=10)
+    server.alive_and_answering()
+
+
+def test_a_body_longer_than_its_header_says_is_cut_at_the_next_header(server):
+    first = json.dumps({"jsonrpc": "2.0", "id": 21, "method": "forge/runs", "params": None}).encode()
+    # the declared length runs 30 bytes into the next frame: it is found there, not waited for
+    server.send_bytes(
+        b"Content-Length: %d\r\n\r\n" % (len(first) + 30)
+        + first
+        + frame({"jsonrpc": "2.0", "id": 22, "method": "forge/runs"})
+    )
+    assert "result" in server.reply(21, timeout=10)
+    assert "result" in server.reply(22, timeout=10)
+    server.alive_and_answering()
+
+
+@pytest.mark.parametrize(
+    "header",
+    [b"Content-Length: abc\r\n", b"Content-Length: -5\r\n", b"Content-Type: application/vscode-jsonrpc\r\n", b""],
+    ids=["non-numeric", "negative", "missing", "no-header-at-all"],
+)
+def test_a_request_without_a_usable_length_gets_an_invalid_request_error_and_the_next_one_is_read(server, header):
+    body = json.dumps({"jsonrpc": "2.0", "id": 31, "method": "forge/runs", "params": None}).encode()
+    blank = b"\r\n" if header else b""
+    server.send_bytes(header + blank + body + frame({"jsonrpc": "2.0", "id": 32, "method": "forge/runs"}))
+    (error,) = server.wait(lambda: server.replies(31), 10)
+    assert error["error"]["code"] == INVALID_REQUEST and "not read" in error["error"]["message"], error
+    assert "result" in server.reply(32, timeout=10)
+    time.sleep(0.3)
+    assert len(server.replies(31)) == 1  # exactly one reply
+    server.alive_and_answering()
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [b"garbage\r\n", b"\x00\xff\xfe binary", b'"}}', b"Content-Length: 5\r\nX-Bad header\r\n\r\n", b"\r\n\r\n"],
+    ids=["text-line", "binary", "json-tail", "bad-header-line", "blank-lines"],
+)
+def test_junk_between_frames_is_skipped_without_waiting_for_a_line_end(server, junk):
+    server.send_bytes(junk + frame({"jsonrpc": "2.0", "id": 41, "method": "forge/runs"}))
+    assert "result" in server.reply(41, timeout=10)
+    server.alive_and_answering()
+
+
+@pytest.mark.parametrize(
+    "body, code",
+    [
+        (b'{"jsonrpc": "2.0", "id": 51, "method": "forge/runs"', PARSE_ERROR),
+        (b"not json at all", PARSE_ERROR),
+        (b"\xff\xfe\x00", PARSE_ERROR),
+        (b"", PARSE_ERROR),
+        (b"[" * 100_000 + b"]" * 100_000, PARSE_ERROR),
+        (b'[{"jsonrpc": "2.0", "id": 51, "method": "forge/runs"}]', INVALID_REQUEST),
+        (b"42", INVALID_REQUEST),
+        (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "forge/runs"}', INVALID_REQUEST),
+    ],
+    ids=["truncated-json", "text", "bad-utf8", "empty", "deep-nesting", "batch", "number", "object-id"],
+)
+def test_a_body_that_is_not_a_message_gets_an_error_with_id_null(server, body, code):
+    server.send_bytes(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    error = server.wait(lambda: next((m for m in server.received if m.get("id") is None and "error" in m), None), 10)
+    assert error["error"]["code"] == code, error
+    server.alive_and_answering()
+
+
+def test_a_request_in_a_wrong_jsonrpc_version_or_with_a_bad_method_is_invalid(server):
+    server.send({"jsonrpc": "1.0", "id": 61, "method": "forge/runs"})
+    server.send({"jsonrpc": "2.0", "id": 62, "method": 42})
+    server.send({"jsonrpc": "2.0", "id": 63, "method": "forge/runs", "params": "a string"})
+    assert server.reply(61)["error"]["code"] == INVALID_REQUEST
+    assert server.reply(62)["error"]["code"] == INVALID_REQUEST
+    assert server.reply(63)["error"]["code"] == INVALID_PARAMS
+    server.alive_and_answering()
+
+
+def test_frames_split_anywhere_are_read_whole(server):
+    data = b"".join(frame({"jsonrpc": "2.0", "id": 70 + i, "method": "forge/runs"}) for i in range(5))
+    for i in range(len(data)):  # one byte per write: headers and bodies cut at every position
+        server.proc.stdin.write(data[i : i + 1])
+        if i % 7 == 0:
+            server.proc.stdin.flush()
+    server.proc.stdin.flush()
+    for i in range(5):
+        assert "result" in server.reply(70 + i, timeout=10)
+
+
+# ---------------------------------------------------------------------- 3: every request answered
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One initialized server for the params cases (each case also checks that it still answers)."""
+    tmp = tmp_path_factory.mktemp("params")
+    (tmp / "softmax_mod.py").write_text(TASK)
+    client = RawClient(tmp)
+    client.initialize(tmp)
+    client.open(tmp / "softmax_mod.py")
+    yield client
+    client.close()
+
+
+DOC = {"uri": "file:///nowhere/m.py"}
+ZERO = {"line": 0, "character": 0}
+RANGE = {"start": ZERO, "end": ZERO}
+CTX = {"diagnostics": []}
+BAD_PARAMS = [
+    ("textDocument/hover", MISSING),
+    ("textDocument/hover", None),
+    ("textDocument/hover", {}),
+    ("textDocument/hover", {"textDocument": DOC, "position": {"line": -1, "character": 0}}),
+    ("textDocument/codeAction", MISSING),
+    ("textDocument/codeAction", None),
+    ("textDocument/codeAction", {"textDocument": DOC, "context": CTX}),
+    ("textDocument/codeAction", {"textDocument": DOC, "range": RANGE}),
+    ("textDocument/codeAction", {"range": RANGE, "context": CTX}),
+    (
+        "textDocument/codeAction",
+        {"textDocument": DOC, "range": {"start": {"line": -1, "character": 0}, "end": ZERO}, "context": CTX},
+    ),
+    (
+        "textDocument/codeAction",
+        {"textDocument": DOC, "range": {"start": ZERO, "end": {"line": 0, "character": -3}}, "context": CTX},
+    ),
+    ("textDocument/codeLens", MISSING),
+    ("textDocument/codeLens", None),
+    ("textDocument/codeLens", {}),
+    ("workspace/executeCommand", MISSING),
+    ("workspace/executeCommand", None),
+    ("workspace/executeCommand", {"arguments": []}),
+    ("workspace/executeCommand", {"command": "forge.optimize", "arguments": "not-a-list"}),
+    ("workspace/executeCommand", {"command": "forge.optimize", "arguments": {"uri": "x"}}),
+    ("workspace/executeCommand", {"command": "forge.optimize", "arguments": []}),
+    ("workspace/executeCommand", {"command": "forge.optimize"}),
+    ("workspace/executeCommand", {"command": "forge.optimize", "arguments": [42, "Model"]}),
+    ("workspace/executeCommand", {"command": "forge.accept", "arguments": ["file:///m.py", "Model"]}),
+    ("workspace/executeCommand", {"command": "forge.showDiff", "arguments": [None, None, None, None]}),
+    ("workspace/executeCommand", {"command": "forge.cancel", "arguments": [42]}),
+    ("workspace/executeCommand", {"command": "forge.cancel", "arguments": ["a", "b"]}),
+    ("workspace/executeCommand", {"command": "forge.noSuchCommand", "arguments": []}),
+]
+
+
+@pytest.mark.parametrize(("method", "params"), BAD_PARAMS, ids=lambda v: "missing" if v is MISSING else None)
+def test_bad_params_get_invalid_params_and_the_server_goes_on(shared, method, params):
+    reply = shared.call(method, params, timeout=10)
+    assert reply.get("error", {}).get("code") == INVALID_PARAMS, reply
+    assert reply["error"]["message"], reply
+    shared.alive_and_answering()
+
+
+def test_arguments_that_are_not_a_list_are_not_read_character_by_character(shared):
+    reply = shared.call("workspace/executeCommand", {"command": "forge.optimize", "arguments": "not-a-list"})
+    assert reply["error"]["code"] == INVALID_PARAMS and "array" in reply["error"]["message"], reply
+    assert "cannot read n" not in shared.log()
+
+
+@pytest.mark.parametrize("params", [MISSING, None], ids=["missing", "null"])
+def test_forge_requests_without_params_are_answered(shared, params):
+    runs = shared.call("forge/runs", params, timeout=10)
+    assert "runs" in runs["result"], runs
+    run = shared.call("forge/run", params, timeout=10)  # documented: malformed params are the result's `error`
+    assert "runId" in run["result"]["error"] and "run" not in run["result"], run
+
+
+def test_an_unknown_method_is_method_not_found_and_a_second_initialize_is_invalid(shared):
+    assert shared.call("forge/noSuchRequest", {}, timeout=10)["error"]["code"] == METHOD_NOT_FOUND
+    again = shared.call("initialize", {"processId": None, "rootUri": None, "capabilities": {}}, timeout=10)
+    assert again["error"]["code"] == INVALID_REQUEST, again
+    shared.alive_and_answering()
+
+
+def test_every_request_got_exactly_one_reply(shared):
+    ids = [m["id"] for m in shared.received if "method" not in m and m.get("id") is not None]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [MISSING, None, {"processId": None}, {"processId": "abc", "capabilities": {}}],
+    ids=["missing", "null", "no-capabilities", "bad-process-id"],
+)
+def test_initialize_without_valid_params_is_invalid_params_and_a_valid_one_still_works(raw, tmp_path, params):
+    c = raw()
+    early = c.call("forge/runs", None, timeout=30)
+    assert early["error"]["code"] == -32002, early  # not initialized yet
+    reply = c.call("initialize", params, timeout=30)
+    assert reply["error"]["code"] == INVALID_PARAMS, reply
+    assert "result" in c.initialize(tmp_path)
+    c.alive_and_answering()
+
+
+def test_after_shutdown_requests_are_refused_and_exit_ends_with_0(server):
+    assert server.call("shutdown", timeout=10)["result"] is None
+    assert server.call("forge/runs", None, timeout=10)["error"]["code"] == INVALID_REQUEST
+    server.notify("exit")
+    assert server.proc.wait(timeout=10) == 0
+    assert "Traceback" not in server.stderr_text()
+
+
+def test_exit_without_shutdown_ends_with_1(server):
+    server.notify("exit")
+    assert server.proc.wait(timeout=10) == 1
