@@ -62,6 +62,7 @@ class Evaluator:
             python=python,
             startup_timeout=self.options.timeouts.startup,
             log_limit_bytes=self.options.log_limit_bytes,
+            host_memory_limit=self.options.host_memory_limit(),
         )
         self.n_builders = build_workers if build_workers is not None else max(1, min(4, (os.cpu_count() or 2) // 2))
         self._builders: list[Worker] = []
@@ -162,8 +163,10 @@ class Evaluator:
             return out
         if not self._builders:
             env = self._builder_env()
+            limit = self.options.host_memory_limit()
             self._builders = [
-                Worker("cpu", cache_dir=self.cache_dir, python=self.python, env=env) for _ in range(self.n_builders)
+                Worker("cpu", cache_dir=self.cache_dir, python=self.python, env=env, host_memory_limit=limit)
+                for _ in range(self.n_builders)
             ]
             self._idle: queue.Queue[Worker] = queue.Queue()
             for b in self._builders:

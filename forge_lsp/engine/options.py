@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import BaseModel
@@ -32,3 +33,35 @@ class EvalOptions(BaseModel):
     graph_below_ms: float = 0.05
     timeouts: StageTimeouts = StageTimeouts()
     log_limit_bytes: int = 64 * 1024 * 1024
+    #: Resident memory the worker's whole process tree may hold (candidate, compilers, anything it starts) before
+    #: it is killed and the verdict is `out_of_memory`. None: ``$FORGE_HOST_MEMORY_LIMIT_GIB`` if set, else
+    #: min(16 GiB, 75% of the machine's RAM); 0: no cap. Enforced by the parent sampling /proc, never by
+    #: RLIMIT_AS (CUDA reserves far more address space than it uses).
+    host_memory_limit_bytes: int | None = None
+    #: How far below its starting level the device's free memory may be after an evaluation (beyond the inputs the
+    #: worker keeps) before the worker is replaced; the allocator's own count gets an eighth of it.
+    gpu_memory_slack_bytes: int = 512 << 20
+
+    def host_memory_limit(self) -> int | None:
+        """The host-memory cap in bytes, None for none (see `host_memory_limit_bytes`)."""
+        if self.host_memory_limit_bytes is not None:
+            return self.host_memory_limit_bytes or None
+        env = os.environ.get("FORGE_HOST_MEMORY_LIMIT_GIB", "").strip()
+        if env:
+            try:
+                gib = float(env)
+            except ValueError:
+                gib = -1.0
+            if gib >= 0:
+                return int(gib * (1 << 30)) or None
+        return default_host_memory_limit()
+
+
+def default_host_memory_limit() -> int | None:
+    """min(16 GiB, 75% of physical memory); 16 GiB where the machine's memory cannot be read."""
+    cap = 16 << 30
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return cap
+    return min(cap, int(ram * 0.75)) if ram > 0 else cap

@@ -13,6 +13,7 @@ class Status(str, Enum):
     compile_error = "compile_error"
     runtime_error = "runtime_error"
     timeout = "timeout"
+    out_of_memory = "out_of_memory"  # over the worker's host-memory cap, or out of device memory twice
     crashed = "crashed"
     incorrect = "incorrect"
     correct = "correct"
@@ -81,6 +82,32 @@ class InputSpec(BaseModel):
     python_type: str | None = Field(None, description="type name for non-tensor inputs")
 
 
+class MemoryUse(BaseModel):
+    """What the evaluation's worker held in memory (bytes), and whether it gave the device's memory back."""
+
+    host_peak_bytes: int | None = Field(
+        None, description="the most the worker's process tree held resident, as sampled about every 0.1 s"
+    )
+    host_limit_bytes: int | None = Field(None, description="the cap on it (over it: `out_of_memory`)")
+    gpu_total_bytes: int | None = None
+    gpu_free_at_start_bytes: int | None = Field(
+        None, description="the device's free memory once the worker had started: the level it must get back to"
+    )
+    gpu_free_before_bytes: int | None = Field(None, description="the device's free memory as this evaluation began")
+    gpu_free_after_bytes: int | None = Field(
+        None, description="after it, the candidate's objects dropped, the garbage collected, the caches emptied"
+    )
+    gpu_allocated_after_bytes: int | None = None
+    gpu_reserved_after_bytes: int | None = None
+    gpu_kept_bytes: int | None = Field(
+        None, description="the task's drawn inputs the worker keeps on the device for the next candidates"
+    )
+    recovered: bool | None = Field(
+        None, description="the worker got back to its starting level; when not, it was replaced before the next"
+    )
+    retried: bool = Field(False, description="out of device memory, the evaluation was tried again in a fresh worker")
+
+
 class Verdict(BaseModel):
     """The full answer for one (task, candidate, device) evaluation."""
 
@@ -100,6 +127,7 @@ class Verdict(BaseModel):
     task_sha: str = ""
     candidate_sha: str = ""
     inputs: list[InputSpec] = Field(default_factory=list, description="the input sets the verdict covers")
+    memory: MemoryUse | None = None
 
     @property
     def correct(self) -> bool:

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..sandbox import children_die_with_this_process
 from . import pipe
 from .candidate import Candidate
 from .pipe import (
@@ -36,7 +37,7 @@ from .pipe import (
     ShutdownRequest,
     StageStarted,
 )
-from .verdict import Check, InputSpec, Mismatch, Status, Timing, Verdict
+from .verdict import Check, InputSpec, MemoryUse, Mismatch, Status, Timing, Verdict
 
 _TB_LIMIT = 8000
 
@@ -1056,6 +1057,78 @@ def _build(req: BuildRequest) -> BuildResult:
         )
 
 
+class DeviceMemory:
+    """The device's memory as the worker started, given back after each evaluation, or the worker is unusable.
+
+    After an evaluation the candidate's objects are dropped, the garbage collected, the device synchronized,
+    the caches emptied (torch's caching allocator, cuBLAS workspaces, CuPy's pool if a candidate used it);
+    then the allocator may hold at most the task's kept inputs (`WorkerState.drawn_bytes`) more than at the
+    start, and the device's free memory may be at most what the allocator reserves plus the slack below its
+    starting level. A worker that cannot get back is replaced before the next candidate, so each candidate
+    starts from the free memory the first one had."""
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        self.torch, self.device = torch, device
+        self.release()
+        self.free0, self.total = torch.cuda.mem_get_info(device)
+        self.allocated0 = torch.cuda.memory_allocated(device)
+
+    def release(self) -> None:
+        torch = self.torch
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is not None:  # compiled frames of a torch.compile candidate hold its module and tensors
+            try:
+                dynamo.reset()
+            except Exception:  # noqa: BLE001
+                pass
+        gc.collect()
+        torch.cuda.synchronize(self.device)
+        cupy = sys.modules.get("cupy")
+        if cupy is not None:
+            try:
+                cupy.get_default_memory_pool().free_all_blocks()
+                cupy.get_default_pinned_memory_pool().free_all_blocks()
+            except Exception:  # noqa: BLE001 - a candidate may have broken it; the measurement says the rest
+                pass
+        clear_cublas = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear_cublas is not None:
+            clear_cublas()
+        torch.cuda.empty_cache()
+
+    def free(self) -> int:
+        return int(self.torch.cuda.mem_get_info(self.device)[0])
+
+    def after(self, state: WorkerState, slack: int, free_before: int) -> MemoryUse:
+        """Release what the evaluation left and measure; `recovered` False when the worker cannot go on."""
+        torch = self.torch
+        use = MemoryUse(
+            gpu_total_bytes=int(self.total),
+            gpu_free_at_start_bytes=int(self.free0),
+            gpu_free_before_bytes=free_before,
+            gpu_kept_bytes=state.drawn_bytes,
+        )
+        try:
+            self.release()
+            use.gpu_free_after_bytes = free = self.free()
+            use.gpu_allocated_after_bytes = allocated = int(torch.cuda.memory_allocated(self.device))
+            use.gpu_reserved_after_bytes = reserved = int(torch.cuda.memory_reserved(self.device))
+        except Exception as exc:  # noqa: BLE001 - a device that cannot even say: the worker is done
+            print(f"forge worker: device memory cannot be measured: {_exc_line(exc)}", file=sys.stderr, flush=True)
+            use.recovered = False
+            return use
+        held = allocated - self.allocated0 - state.drawn_bytes  # live tensors nobody should hold any more
+        outside = self.free0 - free - reserved  # device memory outside torch's allocator (CuPy, cudaMalloc, modules)
+        use.recovered = held <= slack // 8 and outside <= slack
+        if not use.recovered:
+            print(
+                f"forge worker: device memory not given back ({held / 2**20:.0f} MiB still allocated beyond the kept "
+                f"inputs, {outside / 2**20:.0f} MiB used outside the allocator); this worker is replaced",
+                file=sys.stderr,
+                flush=True,
+            )
+        return use
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="forge-worker")
     ap.add_argument("--device", required=True)
@@ -1063,6 +1136,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-fd", type=int, required=True)
     args = ap.parse_args(argv)
     faulthandler.enable()  # a segfault or abort prints the Python stack to the log: the crash's line is found
+    # what this worker starts (compilers, ninja, a candidate's own processes) dies with it, as it dies with forge
+    children_die_with_this_process()
 
     import torch
 
@@ -1081,7 +1156,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["FORGE_CUDA_ARCH"] = arch
         name = torch.cuda.get_device_name(device)
         torch.empty(1, device=device)  # create the context now, not in the first candidate
-    elif os.environ.get("FORGE_CUDA_ARCH"):
+        memory: DeviceMemory | None = DeviceMemory(torch, device)
+    else:
+        memory = None
+    if device.type != "cuda" and os.environ.get("FORGE_CUDA_ARCH"):
         arch = os.environ["FORGE_CUDA_ARCH"]
     pipe.send(
         args.out_fd,
@@ -1110,14 +1188,20 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(req, PrepareRequest):
             pipe.send(args.out_fd, Evaluation(req, state, args.out_fd).prepare(req.reference))
             continue
-        verdict = Evaluation(req, state, args.out_fd).run()
+        free_before = memory.free() if memory is not None else 0
+        verdict = Evaluation(req, state, args.out_fd).run()  # the evaluation and what it held are dropped here
         verdict.device_name = name
+        if memory is not None and not state.unusable:
+            verdict.memory = memory.after(state, req.options.gpu_memory_slack_bytes, free_before)
+            if not verdict.memory.recovered:
+                state.unusable = True
         pipe.send(args.out_fd, EvaluateResult(verdict=verdict, worker_unusable=state.unusable))
         sys.stdout.flush()
         sys.stderr.flush()
         if state.unusable:
             return 3
-        gc.collect()
+        if memory is None:
+            gc.collect()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
 """Worker processes seen from the engine: spawn, talk, time out, kill, respawn.
 
 A `Worker` owns one subprocess (``python -m forge_lsp.engine.worker``) bound to one device.
-The subprocess gets a scrubbed environment (no API keys), its own process group (both from
-`forge_lsp.sandbox`, which also kills that group on timeout or cancel), two pipes
-for typed messages, and a log file for everything it prints. Whatever the candidate does —
+The subprocess is started by `forge_lsp.sandbox.spawn`: a scrubbed environment (no API keys), its own
+session and process group, death with this process however it ends; `forge_lsp.sandbox.kill_tree`
+kills its whole tree (compilers and whatever the candidate started too) on timeout, cancel, close.
+It gets two pipes for typed messages and a log file for everything it prints. While a request is in
+flight the resident memory of its process tree is sampled from /proc (`host_memory_limit`): over
+the cap, the tree is killed and the verdict is `out_of_memory`. A CUDA out-of-memory failure is tried
+once more in a fresh worker before it is an `out_of_memory` verdict. Whatever the candidate does —
 crash, hang, exhaust memory, print forever — the caller gets a `Verdict`, never an exception.
 """
 
@@ -19,7 +23,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from ..sandbox import child_env, default_cache_dir, kill_group
+from ..sandbox import child_env, default_cache_dir, kill_tree, spawn, tree_rss
 from . import pipe
 from .candidate import Candidate
 from .options import EvalOptions
@@ -34,13 +38,27 @@ from .pipe import (
     StageStarted,
 )
 from .task import Task
-from .verdict import Status, Verdict
+from .verdict import MemoryUse, Status, Verdict
 
 #: The worker's environment (`forge_lsp.sandbox.child_env`); the name stays importable from here
 #: because benchmarks/profile_flawed.py imports it from this module.
 worker_env = child_env
 _EXCERPT = 6000
 _ERROR_LINE = re.compile(r"\berror\b|Error:|FAILED", re.IGNORECASE)
+_MEMORY_POLL_S = 0.1  # how often the worker tree's resident memory is sampled while a request runs
+_CUDA_OOM = ("CUDA out of memory", "OutOfMemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation")
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB"
+
+
+def is_cuda_oom(verdict: Verdict) -> bool:
+    """Whether a failed verdict says the device ran out of memory (torch.OutOfMemoryError and the like)."""
+    if verdict.status not in (Status.runtime_error, Status.compile_error):
+        return False
+    text = verdict.reason + "\n" + verdict.traceback
+    return any(s in text for s in _CUDA_OOM)
 
 
 class EvaluationCancelled(Exception):
@@ -74,6 +92,7 @@ class Worker:
         env: dict[str, str] | None = None,
         startup_timeout: float = 180.0,
         log_limit_bytes: int = 64 * 1024 * 1024,
+        host_memory_limit: int | None = None,
     ) -> None:
         self.device = device
         self.cache_dir = Path(cache_dir or default_cache_dir())
@@ -81,6 +100,10 @@ class Worker:
         self.extra_env = env or {}
         self.startup_timeout = startup_timeout
         self.log_limit = log_limit_bytes
+        #: bytes the worker's process tree may hold resident (None: no cap); a request's options may lower it
+        self.host_memory_limit = host_memory_limit
+        #: the most the tree held resident during the last request, as sampled
+        self.peak_rss = 0
         self.hello: Hello | None = None
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -97,7 +120,7 @@ class Worker:
         c2p_r, c2p_w = os.pipe()
         self._log: BinaryIO | None = open(self._log_path, "wb")
         try:
-            self.proc = subprocess.Popen(
+            self.proc = spawn(
                 [
                     self.python,
                     "-m",
@@ -114,8 +137,7 @@ class Worker:
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 env=child_env(self.device, self.cache_dir, self.extra_env),
-                start_new_session=True,
-                cwd=str(self.cache_dir),
+                cwd=self.cache_dir,
             )
         finally:
             os.close(p2c_r)
@@ -150,7 +172,7 @@ class Worker:
     def kill(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None:
-            kill_group(proc, wait=10)
+            kill_tree(proc, wait=10)
         for fd in ("_to", "_from"):
             if getattr(self, fd, None) is not None:
                 try:
@@ -164,20 +186,28 @@ class Worker:
             self._log = None
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                pipe.send(self._to, pipe.ShutdownRequest())
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
+        """End the worker and its whole tree: asked to leave when idle (it has a second), killed when busy."""
+        if not self._lock.acquire(blocking=False):  # a request in flight (another thread)
+            self.cancel()  # its tree dies now; that thread sees the cancel and cleans up
+            if not self._lock.acquire(timeout=2):
+                return
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                try:
+                    pipe.send(self._to, pipe.ShutdownRequest())
+                    self.proc.wait(timeout=1)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            self.kill()
+        finally:
+            self._lock.release()
 
     def cancel(self) -> None:
-        """Stop the request in flight now: the worker is killed and restarted on next use."""
+        """Stop the request in flight now: the worker's tree is killed and the worker restarted on next use."""
         self._cancelled.set()
         proc = self.proc
         if proc is not None:
-            kill_group(proc)
+            kill_tree(proc)
 
     # --------------------------------------------------------------- requests
     def _tail(self, offset: int) -> str:
@@ -208,23 +238,54 @@ class Worker:
         except OSError:
             return 0
 
-    def _exchange(self, request, timeouts: dict[str, float], first_stage: str, on_stage=None):
-        """Send one request, follow its stages.
+    def _over_memory(self, limit: int | None) -> int | None:
+        """Sample the tree's resident memory (keeping the peak); the bytes held when over `limit`, else None."""
+        proc = self.proc
+        if proc is None:
+            return None
+        rss = tree_rss(proc.pid)
+        self.peak_rss = max(self.peak_rss, rss)
+        return rss if limit and rss > limit else None
+
+    def _exchange(
+        self, request, timeouts: dict[str, float], first_stage: str, on_stage=None, memory_limit: int | None = None
+    ):
+        """Send one request, follow its stages, sample the tree's memory.
 
         Returns (reply | None, failure status | None, reason, last stage, log excerpt)."""
         if self._log_size() > self.log_limit // 2:  # rotate between requests
             self.kill()
         self.ensure_started()
         self._cancelled.clear()
+        limit = memory_limit if memory_limit is not None else self.host_memory_limit
+        self.peak_rss = 0
         offset = self._log_size()
         stage = first_stage
         deadline = time.monotonic() + timeouts.get(stage, 600.0)
         pipe.send(self._to, request)
+        sampled = 0.0
         while True:
             if self._cancelled.is_set():
                 self.kill()
                 raise EvaluationCancelled()
-            tick = min(deadline, time.monotonic() + 0.25)
+            now = time.monotonic()
+            if now - sampled >= _MEMORY_POLL_S:
+                sampled = now
+                held = self._over_memory(limit)
+                if held is not None and limit is not None:
+                    excerpt = self._tail(offset)
+                    self.kill()
+                    return (
+                        None,
+                        Status.out_of_memory,
+                        (
+                            f"out of host memory during stage {stage!r}: the worker's processes held {_gib(held)} "
+                            f"resident, over the {_gib(limit)} limit (host_memory_limit); worker killed"
+                        ),
+                        stage,
+                        excerpt,
+                    )
+            tick = min(deadline, time.monotonic() + _MEMORY_POLL_S)
             try:
                 msg = self._rx.recv(tick)
             except pipe.ChannelClosed:
@@ -267,43 +328,76 @@ class Worker:
             return msg, None, "", stage, self._tail(offset)
 
     def evaluate(self, task: Task, candidate: Candidate, options: EvalOptions, on_stage=None) -> Verdict:
-        """Evaluate in the worker; every failure mode becomes a `Verdict`. Raises only `EvaluationCancelled`."""
+        """Evaluate in the worker; every failure mode becomes a `Verdict`. Raises only `EvaluationCancelled`.
+
+        A verdict that says the device ran out of memory is tried once more in a fresh worker (the last
+        candidates may have left the device fragmented or held); out of memory again, it is `out_of_memory`."""
         with self._lock:
-            timeouts = options.timeouts.model_dump()
-            try:
-                msg, status, reason, stage, excerpt = self._exchange(
-                    EvaluateRequest(task=task, candidate=candidate, options=options), timeouts, "load_task", on_stage
-                )
-            except WorkerStartError as exc:
-                return Verdict(
-                    status=Status.crashed,
-                    reason=f"worker could not start: {exc}".splitlines()[0],
-                    log_excerpt=str(exc)[-_EXCERPT:],
-                    device=self.device,
-                    backend=candidate.backend.value,
-                    task_sha=task.sha,
-                    candidate_sha=candidate.sha,
-                )
-            if msg is None:
-                return Verdict(
-                    status=status,
-                    reason=reason,
-                    failed_check=None,
-                    log_excerpt=excerpt,
-                    device=self.device,
-                    backend=candidate.backend.value,
-                    stages={stage: -1.0},
-                    task_sha=task.sha,
-                    candidate_sha=candidate.sha,
-                    device_name=self.hello.device_name if self.hello else "",
-                )
-            assert isinstance(msg, EvaluateResult)
-            verdict = msg.verdict
-            if verdict.status is not Status.correct:
-                verdict.log_excerpt = excerpt
-            if msg.worker_unusable:
-                self.kill()  # it exits by itself; make sure, and respawn on next use
+            verdict = self._evaluate(task, candidate, options, on_stage)
+            if not is_cuda_oom(verdict):
+                return verdict
+            first = verdict
+            self.kill()  # a fresh worker: a fresh CUDA context, all of the device's free memory
+            verdict = self._evaluate(task, candidate, options, on_stage)
+            if verdict.memory is None:
+                verdict.memory = MemoryUse()
+            verdict.memory.retried = True
+            if is_cuda_oom(verdict):
+                verdict.status = Status.out_of_memory
+                verdict.reason = f"out of device memory, again in a fresh worker: {verdict.reason or first.reason}"
             return verdict
+
+    def _evaluate(self, task: Task, candidate: Candidate, options: EvalOptions, on_stage=None) -> Verdict:
+        limit = options.host_memory_limit()
+        verdict = self._evaluate_in_worker(task, candidate, options, on_stage, limit)
+        if verdict.memory is None:
+            verdict.memory = MemoryUse()
+        verdict.memory.host_peak_bytes = self.peak_rss or None
+        verdict.memory.host_limit_bytes = limit
+        return verdict
+
+    def _evaluate_in_worker(
+        self, task: Task, candidate: Candidate, options: EvalOptions, on_stage, limit: int | None
+    ) -> Verdict:
+        timeouts = options.timeouts.model_dump()
+        try:
+            msg, status, reason, stage, excerpt = self._exchange(
+                EvaluateRequest(task=task, candidate=candidate, options=options),
+                timeouts,
+                "load_task",
+                on_stage,
+                memory_limit=limit,
+            )
+        except WorkerStartError as exc:
+            return Verdict(
+                status=Status.crashed,
+                reason=f"worker could not start: {exc}".splitlines()[0],
+                log_excerpt=str(exc)[-_EXCERPT:],
+                device=self.device,
+                backend=candidate.backend.value,
+                task_sha=task.sha,
+                candidate_sha=candidate.sha,
+            )
+        if msg is None:
+            return Verdict(
+                status=status,
+                reason=reason,
+                failed_check=None,
+                log_excerpt=excerpt,
+                device=self.device,
+                backend=candidate.backend.value,
+                stages={stage: -1.0},
+                task_sha=task.sha,
+                candidate_sha=candidate.sha,
+                device_name=self.hello.device_name if self.hello else "",
+            )
+        assert isinstance(msg, EvaluateResult)
+        verdict = msg.verdict
+        if verdict.status is not Status.correct:
+            verdict.log_excerpt = excerpt
+        if msg.worker_unusable:
+            self.kill()  # it exits by itself; make sure, and respawn on next use
+        return verdict
 
     def prepare(self, task: Task, options: EvalOptions, reference: bool = False) -> Prepared:
         """Load the task and draw its inputs in the worker, kept there for its candidates' evaluations;
@@ -314,7 +408,10 @@ class Worker:
             timeouts["reference"] = timeouts["first_call"]
             try:
                 msg, status, reason, stage, excerpt = self._exchange(
-                    PrepareRequest(task=task, options=options, reference=reference), timeouts, "load_task"
+                    PrepareRequest(task=task, options=options, reference=reference),
+                    timeouts,
+                    "load_task",
+                    memory_limit=options.host_memory_limit(),
                 )
             except WorkerStartError as exc:
                 return Prepared(ok=False, reason=f"worker could not start: {exc}".splitlines()[0])

@@ -10,6 +10,7 @@ writes or applies it; the editor proposes it. Both say the same sentence about t
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,11 +171,12 @@ class ModuleOptimization:
         if on_event is not None:
             self.bus.subscribe(on_event)
         evaluator = self.evaluator
+        self._cancel = cancel = threading.Event()  # stops what the optimizer does not own: the graph probe
 
         def offline_seeds(task: Task) -> list[Any]:
             from ..agent.offline import offline_candidates
 
-            return offline_candidates(task, device=evaluator.device)
+            return offline_candidates(task, device=evaluator.device, cancel=cancel)
 
         self.options = OptimizeOptions.from_config(self.config, offline=request.offline)
         self.optimizer = Optimizer(
@@ -204,11 +206,13 @@ class ModuleOptimization:
         return self.optimizer.run_id
 
     def cancel(self) -> None:
-        """Stop the run: no new model call or evaluation; the one in flight is killed."""
+        """Stop the run: no new model call or evaluation; the one in flight, or the graph probe, is killed."""
+        self._cancel.set()
         self.optimizer.cancel()
 
     def interrupted(self, note: str) -> None:
         """The run was stopped from outside (Ctrl-C): stop it and mark it resumable in the store."""
+        self._cancel.set()
         self.optimizer.cancel()
         if self.run_id:
             self.store.set_run_status(self.run_id, "interrupted", note)

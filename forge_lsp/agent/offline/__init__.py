@@ -67,6 +67,7 @@ Launch choices read the SM count (4 under the interpreter).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -168,11 +169,13 @@ def offline_candidates(
     python: str | None = None,
     timeout: float = 120.0,
     cache_dir: Path | None = None,
+    cancel: threading.Event | None = None,
 ) -> list[OfflineCandidate]:
     """Library candidates for the ops found in the task's FX graph, then torch.compile variants.
 
     The graph is traced in a child process (`probe_task`); when that fails (untraceable model,
-    broken task, timeout) only the torch.compile variants are offered. Never imports the task.
+    broken task, timeout, `cancel` set) only the torch.compile variants are offered. Never imports
+    the task.
     """
-    report = probe_task(task, device=device, python=python, timeout=timeout, cache_dir=cache_dir)
+    report = probe_task(task, device=device, python=python, timeout=timeout, cache_dir=cache_dir, cancel=cancel)
     return candidates_for(task, report, device)

@@ -5,7 +5,8 @@
 The caller (`probe_task`, or `probe_tasks` for several tasks in one child; used by the CLI and
 the language server) never imports the task module or torch: it writes a request, runs this
 module in a child process with `forge_lsp.sandbox` (the scrubbed worker environment with CUDA
-hidden, as tracing needs no GPU; its own process group; a timeout), and reads the JSON answer.
+hidden, as tracing needs no GPU; its own session; a timeout; a cancel event that kills its tree at
+once), and reads the JSON answer.
 The child loads the task with the engine's `exec_module`, builds ``Model(*get_init_inputs())``,
 traces it with ``torch.fx.symbolic_trace`` and, when it can, propagates shapes with fake
 tensors (no real compute). A model that does not trace is reported with ``traced: false``.
@@ -17,6 +18,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -70,11 +72,13 @@ def probe_tasks(
     python: str | None = None,
     timeout: float = 120.0,
     cache_dir: Path | None = None,
+    cancel: threading.Event | None = None,
 ) -> list[ProbeReport]:
     """Trace each task's model, all in one child process (one torch import for the batch).
 
     Never raises for problems of the tasks' code: each gets a report, with `error` set when it
-    could not be built or traced. `timeout` is for the whole batch.
+    could not be built or traced. `timeout` is for the whole batch. Setting `cancel` kills the
+    probe's process tree at once (each report then says it was cancelled).
     """
     if not tasks:
         return []
@@ -102,16 +106,17 @@ def probe_tasks(
         # tracing needs no GPU: keep the probe off it (it may run while a worker is timing)
         env = child_env(device, cache, {"CUDA_VISIBLE_DEVICES": ""})
         cmd = [python or sys.executable, "-m", "forge_lsp.agent.offline.probe", str(work / "request.json")]
-        run = run_sandboxed(cmd, env=env, cwd=work, timeout=timeout, excerpt=_EXCERPT)
+        run = run_sandboxed(cmd, env=env, cwd=work, timeout=timeout, cancel=cancel, excerpt=_EXCERPT)
         code, log = run.returncode, run.output
         seconds = time.perf_counter() - t0
         out = work / "graph.json"
         if code is None or not out.exists():
-            why = (
-                f"the graph probe did not finish within {timeout:g} s"
-                if code is None
-                else f"the graph probe exited with code {code} without an answer"
-            )
+            if run.cancelled:
+                why = "the graph probe was cancelled"
+            elif code is None:
+                why = f"the graph probe did not finish within {timeout:g} s"
+            else:
+                why = f"the graph probe exited with code {code} without an answer"
             return [ProbeReport(error=why, seconds=seconds, log_excerpt=log) for _ in tasks]
         reports = [ProbeReport.model_validate(r) for r in json.loads(out.read_text())["reports"]]
         for r in reports:
@@ -127,9 +132,10 @@ def probe_task(
     python: str | None = None,
     timeout: float = 120.0,
     cache_dir: Path | None = None,
+    cancel: threading.Event | None = None,
 ) -> ProbeReport:
     """Trace the task's model in a child process. Never raises for problems of the task's code."""
-    return probe_tasks([task], device=device, python=python, timeout=timeout, cache_dir=cache_dir)[0]
+    return probe_tasks([task], device=device, python=python, timeout=timeout, cache_dir=cache_dir, cancel=cancel)[0]
 
 
 # ----------------------------------------------------------------------------- child side
