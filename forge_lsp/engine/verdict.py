@@ -94,6 +94,9 @@ class MemoryUse(BaseModel):
         None, description="the device's free memory once the worker had started: the level it must get back to"
     )
     gpu_free_before_bytes: int | None = Field(None, description="the device's free memory as this evaluation began")
+    gpu_kept_before_bytes: int | None = Field(
+        None, description="the drawn inputs the worker kept on the device as this evaluation began"
+    )
     gpu_free_after_bytes: int | None = Field(
         None, description="after it, the candidate's objects dropped, the garbage collected, the caches emptied"
     )

@@ -1098,13 +1098,14 @@ class DeviceMemory:
     def free(self) -> int:
         return int(self.torch.cuda.mem_get_info(self.device)[0])
 
-    def after(self, state: WorkerState, slack: int, free_before: int) -> MemoryUse:
+    def after(self, state: WorkerState, slack: int, free_before: int, kept_before: int) -> MemoryUse:
         """Release what the evaluation left and measure; `recovered` False when the worker cannot go on."""
         torch = self.torch
         use = MemoryUse(
             gpu_total_bytes=int(self.total),
             gpu_free_at_start_bytes=int(self.free0),
             gpu_free_before_bytes=free_before,
+            gpu_kept_before_bytes=kept_before,
             gpu_kept_bytes=state.drawn_bytes,
         )
         try:
@@ -1188,11 +1189,11 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(req, PrepareRequest):
             pipe.send(args.out_fd, Evaluation(req, state, args.out_fd).prepare(req.reference))
             continue
-        free_before = memory.free() if memory is not None else 0
+        free_before, kept_before = (memory.free() if memory is not None else 0), state.drawn_bytes
         verdict = Evaluation(req, state, args.out_fd).run()  # the evaluation and what it held are dropped here
         verdict.device_name = name
         if memory is not None and not state.unusable:
-            verdict.memory = memory.after(state, req.options.gpu_memory_slack_bytes, free_before)
+            verdict.memory = memory.after(state, req.options.gpu_memory_slack_bytes, free_before, kept_before)
             if not verdict.memory.recovered:
                 state.unusable = True
         pipe.send(args.out_fd, EvaluateResult(verdict=verdict, worker_unusable=state.unusable))
