@@ -6,12 +6,57 @@ import argparse
 import ast
 import json
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import TextIO
 
 from rich.console import Console
 from rich.table import Table
 
-from ..engine import Candidate, EvalOptions, Evaluator, Status, TaskError, Verdict, load_candidate, load_task
+from ..engine import (
+    Backend,
+    Candidate,
+    EvalOptions,
+    Evaluator,
+    StageTimeouts,
+    Status,
+    TaskError,
+    Verdict,
+    load_candidate,
+    load_task,
+)
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console on stdout (or stderr). Into a pipe or a file nothing is wrapped or cut: lines keep their
+    full length, so what is printed (a source, a run id) reads back as it is."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=100_000, soft_wrap=True, no_color=True)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+    return value
 
 
 def add_parser(sub) -> None:
@@ -25,7 +70,7 @@ def add_parser(sub) -> None:
     p.add_argument("candidate", type=Path, nargs="?", help="candidate file (ModelNew) or a directory")
     p.add_argument("--device", default="auto", help="cuda:N, cpu, or auto (default)")
     p.add_argument("--json", action="store_true", help="print verdicts as JSON")
-    p.add_argument("--trials", type=int, help="random input sets (default: the task's, else 3)")
+    p.add_argument("--trials", type=positive_int, help="random input sets (default: the task's, else 3)")
     p.add_argument(
         "--vary",
         action="append",
@@ -40,6 +85,13 @@ def add_parser(sub) -> None:
         help="CUDA: also run each correct candidate once under compute-sanitizer (racecheck, memcheck, initcheck)",
     )
     p.add_argument("--timing-mode", choices=["auto", "events", "graph"], default="auto")
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        metavar="SECONDS",
+        help="limit of each stage (compile, first call, verify, time); a stage that runs longer is killed and "
+        "the verdict is `timeout` (default: 600 s to compile, 180 s for a first call, 120 s to verify, 180 s to time)",
+    )
     p.add_argument("--cache-dir", type=Path, help="compile cache (default ~/.cache/forge-lsp)")
     p.set_defaults(func=run)
 
@@ -79,6 +131,67 @@ def _vary(specs: list[str]) -> dict[str, list[int]] | None:
 
 def _fmt_ms(ms: float) -> str:
     return f"{ms * 1000:.1f} µs" if ms < 1 else f"{ms:.3f} ms"
+
+
+#: What each stage of an evaluation is called in progress lines.
+STAGE_LABELS = {
+    "starting": "starting",
+    "load_task": "loading the task",
+    "compile": "compiling",
+    "build": "compiling",
+    "first_call": "first call",
+    "verify": "verifying",
+    "time": "timing",
+    "sanitize": "sanitizing",
+}
+
+
+class StageProgress:
+    """Progress lines on a stream during long waits: a stage that has lasted `after` seconds is announced
+    (``softmax_cpp: compiling… 2 s``), then again every `every` seconds while it lasts. Short stages print
+    nothing. Feed it `stage(candidate, stage)` (the engine's `on_stage`) and `done()` after each verdict."""
+
+    def __init__(self, stream: TextIO, after: float = 2.0, every: float = 10.0) -> None:
+        self.stream, self.after, self.every = stream, after, every
+        self._lock = threading.Lock()
+        self._what: tuple[str, str] | None = None
+        self._since = 0.0
+        self._next = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="forge-progress", daemon=True)
+
+    def __enter__(self) -> StageProgress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1)
+
+    def stage(self, candidate: str, stage: str) -> None:
+        with self._lock:
+            self._what = (candidate, STAGE_LABELS.get(stage, stage.replace("_", " ")))
+            self._since = time.monotonic()
+            self._next = self._since + self.after
+
+    def done(self) -> None:
+        with self._lock:
+            self._what = None
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.2):
+            with self._lock:
+                now = time.monotonic()
+                if self._what is None or now < self._next:
+                    continue
+                name, label = self._what
+                waited = now - self._since
+                self._next = now + self.every
+            try:
+                self.stream.write(f"  {name}: {label}… {waited:.0f} s\n")
+                self.stream.flush()
+            except (OSError, ValueError):
+                return
 
 
 def render(console: Console, task_name: str, cand_name: str, v: Verdict) -> None:
@@ -124,7 +237,15 @@ def render(console: Console, task_name: str, cand_name: str, v: Verdict) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(stderr=args.json)
+    from ..usecases import UseCaseError
+    from ..usecases.common import check_device, task_paths
+
+    try:
+        device = check_device(args.device)
+    except UseCaseError as exc:
+        print(f"forge eval: {exc}", file=sys.stderr)
+        return 2
+    out = console(stderr=args.json)
     if args.task.is_dir():
         cand_dir = args.candidate or args.task
         if not cand_dir.is_dir():
@@ -141,9 +262,14 @@ def run(args: argparse.Namespace) -> int:
         jobs = [(args.task, [args.candidate])]
 
     opts = EvalOptions(timing=not args.no_timing, timing_mode=args.timing_mode, trials=args.trials)
+    if args.timeout is not None:  # every stage of a candidate's evaluation (the worker's own start keeps its limit)
+        t = args.timeout
+        opts = opts.model_copy(
+            update={"timeouts": StageTimeouts(load_task=t, compile=t, first_call=t, verify=t, time=t)}
+        )
     results: list[dict] = []
     all_ok = True
-    with Evaluator(args.device, options=opts, cache_dir=args.cache_dir) as ev:
+    with Evaluator(device, options=opts, cache_dir=args.cache_dir) as ev, StageProgress(sys.stderr) as progress:
         for task_path, cand_paths in jobs:
             try:
                 task = load_task(task_path, vary=_vary(args.vary))
@@ -158,13 +284,28 @@ def run(args: argparse.Namespace) -> int:
                     print(f"forge eval: cannot read {p}: {exc}", file=sys.stderr)
                     return 2
 
-            def show(c: Candidate, v: Verdict, task=task) -> None:
-                if args.sanitize and v.correct and ev.device != "cpu":
-                    ev.sanitize_into(v, task, c)
-                if not args.json:
-                    render(console, task.name, c.name, v)
+            def first_stage(c: Candidate, n: int = len(cands)) -> str:
+                # several candidates that build are compiled by build workers before the device worker sees them
+                built = n > 1 and c.backend in (Backend.cpp_inline, Backend.cuda_inline, Backend.nvrtc)
+                return "build" if built else "starting"
 
-            verdicts = ev.evaluate_many(task, cands, on_verdict=show)
+            def show(c: Candidate, v: Verdict, task=task, cands=cands) -> None:
+                progress.done()
+                if args.sanitize and v.correct and ev.device != "cpu":
+                    progress.stage(c.name, "sanitize")
+                    ev.sanitize_into(v, task, c)
+                    progress.done()
+                v.traceback, v.log_excerpt = task_paths(v.traceback, task, c), task_paths(v.log_excerpt, task, c)
+                if not args.json:
+                    render(out, task.name, c.name, v)
+                following = next(i for i, x in enumerate(cands) if x is c) + 1
+                if following < len(cands):
+                    progress.stage(cands[following].name, first_stage(cands[following]))
+
+            progress.stage(cands[0].name, first_stage(cands[0]))
+            verdicts = ev.evaluate_many(
+                task, cands, on_stage=lambda c, stage: progress.stage(c.name, stage), on_verdict=show
+            )
             for c, v in zip(cands, verdicts, strict=True):
                 all_ok &= v.correct
                 results.append({"task": str(task.path), "candidate": str(c.path), "verdict": v.model_dump(mode="json")})
@@ -173,5 +314,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     elif len(results) > 1:
         n_ok = sum(r["verdict"]["status"] == "correct" for r in results)
-        console.print(f"[bold]{n_ok}/{len(results)} candidates correct[/]")
+        out.print(f"[bold]{n_ok}/{len(results)} candidates correct[/]")
     return 0 if all_ok else 1

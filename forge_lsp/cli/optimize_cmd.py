@@ -12,6 +12,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from .eval_cmd import console, positive_float, positive_int
+
 
 def add_parsers(sub) -> None:
     p = sub.add_parser(
@@ -24,10 +26,10 @@ def add_parsers(sub) -> None:
     p.add_argument("target", nargs="?", help="FILE.py or FILE.py::ClassName (KernelBench-style task file)")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run")
     p.add_argument("--search", choices=["mcts", "linear"])
-    p.add_argument("--rounds", type=int)
-    p.add_argument("--budget-usd", type=float)
-    p.add_argument("--wall-s", type=float, help="wall-time budget in seconds")
-    p.add_argument("--concurrency", type=int, help="expansions per round (mcts)")
+    p.add_argument("--rounds", type=positive_int)
+    p.add_argument("--budget-usd", type=positive_float)
+    p.add_argument("--wall-s", type=positive_float, help="wall-time budget in seconds")
+    p.add_argument("--concurrency", type=positive_int, help="expansions per round (mcts)")
     p.add_argument("--model", help="model name (coder and judge)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")
     p.add_argument("--no-offline", action="store_true", help="skip the offline seeds")
@@ -37,7 +39,7 @@ def add_parsers(sub) -> None:
         help="rewrite the class in FILE.py with the best verified candidate (guarded; the original "
         "computation stays as the fallback) instead of writing FILE_forge_best.py",
     )
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help="cuda:N, cpu, or auto (default: the configured device, else auto)")
     p.add_argument("--workspace", type=Path, help="where .forge/ lives (default: the project around the file)")
     p.add_argument("--cache-dir", type=Path)
     p.add_argument("--quiet", action="store_true")
@@ -67,7 +69,7 @@ def run_optimize(args: argparse.Namespace) -> int:
     from ..usecases import UseCaseError
     from ..usecases.optimize import ModuleOptimization, OptimizeRequest
 
-    console = Console(stderr=True)
+    err = console(stderr=True)
     path, cls = _split_target(args.target) if args.target else (None, None)
     overrides = {
         "model": args.model,
@@ -89,24 +91,24 @@ def run_optimize(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
     )
     try:
-        optimization = ModuleOptimization(request, on_event=None if args.quiet else _printer(console))
+        optimization = ModuleOptimization(request, on_event=None if args.quiet else _printer(err))
     except UseCaseError as exc:
         print(f"forge optimize: {exc}", file=sys.stderr)
         return 2
     if not optimization.model_configured:
-        console.print(
+        err.print(
             "[yellow bold]No model configured[/]: running the offline candidates only "
             "(torch.compile variants and forge's built-in Triton kernels)."
         )
-        console.print(HOW_TO_CONFIGURE, markup=False, highlight=False)
+        err.print(HOW_TO_CONFIGURE, markup=False, highlight=False)
     try:
         result = optimization.run()
     except KeyboardInterrupt:
         optimization.interrupted("interrupted (Ctrl-C)")
-        console.print(f"[yellow]interrupted[/]: resume with `forge optimize --resume {optimization.run_id}`")
+        err.print(f"[yellow]interrupted[/]: resume with `forge optimize --resume {optimization.run_id}`")
         return 130
     outcome = result.outcome
-    out = Console()
+    out = console()
     _summary(out, optimization.store, result.run_id)
     out.print(
         f"run {result.run_id}: {outcome.status} ({outcome.stop_reason}); {_count(outcome.rounds, 'round')}, "
@@ -169,12 +171,12 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _printer(console: Console):
+def _printer(err: Console):
     def show(event) -> None:
         d = event.data
         k = event.kind
         if k == "round":
-            console.print(
+            err.print(
                 f"[bold]round {d.get('round')}[/]"
                 + (f"/{d['of']}" if d.get("of") else "")
                 + (f" · best {d['best_speedup']:.2f}x" if d.get("best_speedup") else "")
@@ -182,33 +184,31 @@ def _printer(console: Console):
                 highlight=False,
             )
         elif k == "candidate_queued":
-            console.print(
-                f"  queued {d['candidate'].split('/')[-1]} ({d['origin']}): {d['summary'][:90]}", highlight=False
-            )
+            err.print(f"  queued {d['candidate'].split('/')[-1]} ({d['origin']}): {d['summary'][:90]}", highlight=False)
         elif k == "candidate_timed" and d.get("speedup"):
-            console.print(
+            err.print(
                 f"  [green]correct[/] {d['candidate'].split('/')[-1]}: {d['speedup']:.2f}x"
                 + (" (final re-timing)" if d.get("final") else ""),
                 highlight=False,
             )
         elif k == "candidate_failed":
             cid = (d.get("candidate") or "").split("/")[-1]
-            console.print(f"  [red]{d.get('status', 'failed')}[/] {cid}: {d.get('reason', '')[:140]}", highlight=False)
+            err.print(f"  [red]{d.get('status', 'failed')}[/] {cid}: {d.get('reason', '')[:140]}", highlight=False)
         elif k == "new_best":
-            console.print(
+            err.print(
                 f"  [bold green]new best[/] {d['candidate'].split('/')[-1]}: {d['speedup']:.2f}x", highlight=False
             )
         elif k == "model_call" and not d.get("ok"):
-            console.print(
+            err.print(
                 f"  [yellow]model call failed[/] ({d.get('error')}): {d.get('message', '')[:160]}", highlight=False
             )
         elif k == "budget":
-            console.print(f"stopping: {d['reason']}", highlight=False)
+            err.print(f"stopping: {d['reason']}", highlight=False)
 
     return show
 
 
-def _summary(console: Console, store, run_id: str, top: int = 8) -> None:
+def _summary(out: Console, store, run_id: str, top: int = 8) -> None:
     cands = [c for c in store.candidates(run_id) if c.status == "evaluated"]
     table = Table(title="best candidates", box=None, header_style="bold")
     for col in ("id", "origin", "speedup", "summary"):
@@ -217,18 +217,25 @@ def _summary(console: Console, store, run_id: str, top: int = 8) -> None:
     for c in ranked:
         table.add_row(c.id.split("/")[-1], c.origin, f"{c.speedup:.2f}x" if c.speedup else "-", c.summary[:80])
     if ranked:
-        console.print(table)
+        out.print(table)
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    from ..agent.store import RunStore
-    from ..usecases.runs import list_runs
+    from ..usecases.runs import list_runs, workspace_store
+
+    store = workspace_store(args.workspace)
+    if store is None:  # nothing to list: nothing is created either
+        if args.json:
+            print("[]")
+        else:
+            print(f"no runs in {args.workspace.resolve()} (no .forge/runs.sqlite yet)", file=sys.stderr)
+        return 0
 
     table = Table(box=None, header_style="bold")
     for col in ("run", "started", "status", "task", "best", "candidates", "cost"):
         table.add_column(col)
     rows = []
-    for d in list_runs(RunStore.for_workspace(args.workspace)):
+    for d in list_runs(store):
         run, best = d.run, d.best
         rows.append(
             {
@@ -255,34 +262,38 @@ def run_runs(args: argparse.Namespace) -> int:
         )
     if args.json:
         print(json.dumps(rows, indent=2))
+    elif rows:
+        console().print(table)
     else:
-        Console().print(table)
+        print(f"no runs in {args.workspace.resolve()}", file=sys.stderr)
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from ..agent.store import RunStore
     from ..usecases import UseCaseError
-    from ..usecases.runs import run_details
+    from ..usecases.runs import run_details, workspace_store
 
-    store = RunStore.for_workspace(args.workspace)
+    store = workspace_store(args.workspace)
+    if store is None:
+        print(f"forge show: no runs in {args.workspace.resolve()} (no .forge/runs.sqlite)", file=sys.stderr)
+        return 2
     try:
         d = run_details(store, args.run)
     except UseCaseError as exc:
         print(f"forge show: {exc}", file=sys.stderr)
         return 2
     run = d.run
-    console = Console()
+    out = console()
     if args.source:
         cid = args.source if "/" in args.source else f"{run.id}/{args.source}"
         cand = next((c for c in d.candidates if c.id == cid), None)
         if cand is None:
             print(f"forge show: no candidate {cid!r}", file=sys.stderr)
             return 2
-        console.print(cand.source, markup=False, highlight=False)
+        sys.stdout.write(cand.source if cand.source.endswith("\n") else cand.source + "\n")  # as stored, byte for byte
         return 0
     age = time.time() - run.updated
-    console.print(
+    out.print(
         f"[bold]{run.id}[/] {run.status} — {run.message}\ntask {run.task_path}::{run.model_class}\n"
         f"model calls: {len(store.calls(run.id))}, tokens {d.tokens_in} in / {d.tokens_out} out, ${d.spent_usd:.4f}; "
         f"updated {age:.0f} s ago",
@@ -300,7 +311,7 @@ def run_show(args: argparse.Namespace) -> int:
             f"{c.speedup:.2f}x" if c.speedup else "-",
             c.summary[:70],
         )
-    console.print(table)
+    out.print(table)
     from ..agent.store import costs_by_round
 
     per_round = costs_by_round(store, run.id)
@@ -317,5 +328,5 @@ def run_show(args: argparse.Namespace) -> int:
                 str(r["completion_tokens"]),
                 f"${r['cost_usd']:.4f}",
             )
-        console.print(costs)
+        out.print(costs)
     return 0

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..profiler.metrics import METRICS
 from ..profiler.model import ProfileResult
+from .eval_cmd import console, positive_float
 
 _SHOWN = (
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
@@ -32,19 +33,25 @@ def add_parser(sub) -> None:
     )
     p.add_argument("task", type=Path)
     p.add_argument("candidate", type=Path, nargs="?")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help="cuda:N, cpu, or auto (default)")
     p.add_argument("--kernel", help="profile only kernels whose name matches this regex")
     p.add_argument("--full", action="store_true", help="collect ncu's full set and keep the report")
-    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--timeout", type=positive_float, default=300.0, metavar="SECONDS")
     p.add_argument("--json", action="store_true")
     p.add_argument("--cache-dir", type=Path)
     p.set_defaults(func=run)
 
 
-def render(console: Console, result: ProfileResult) -> None:
+def render(out: Console, result: ProfileResult) -> None:
+    from ..usecases.explain import failure_excerpt
+
     if result.mode != "ncu":
-        console.print(f"[yellow bold]degraded profile[/]: {result.reason}")
-    console.print(f"device: {result.device_name or '?'}  (profiling took {result.seconds:.1f} s)")
+        out.print(f"[yellow bold]degraded profile[/]: {result.reason}", highlight=False)
+    failure = failure_excerpt(result)
+    if failure:  # nothing was measured: say what failed (the user's code, as a rule), not just that it did
+        out.print("nothing could be measured; the profiled process ended with:", highlight=False)
+        out.print("  " + failure.replace("\n", "\n  "), markup=False, highlight=False)
+    out.print(f"device: {result.device_name or '?'}  (profiling took {result.seconds:.1f} s)")
     if result.kernels:
         table = Table(box=None, header_style="bold")
         for col in ("kernel", "time", "grid", "block", *(METRICS[m].label for m in _SHOWN)):
@@ -58,18 +65,18 @@ def render(console: Console, result: ProfileResult) -> None:
                 "x".join(map(str, launch.block)) if launch else "",
                 *(f"{k.metrics[m]:.1f}" if m in k.metrics else "" for m in _SHOWN),
             )
-        console.print(table)
+        out.print(table)
     if result.wall_ms is not None:
-        console.print(f"median time per call: {result.wall_ms * 1000:.1f} µs")
+        out.print(f"median time per call: {result.wall_ms * 1000:.1f} µs")
     if result.ops:
         table = Table(box=None, header_style="bold")
         for col in ("op / kernel", "calls", "device µs", "cpu µs"):
             table.add_column(col)
         for op in result.ops[:15]:
             table.add_row(op.name[:70], str(op.calls), f"{op.device_us:.1f}", f"{op.cpu_us:.1f}")
-        console.print(table)
+        out.print(table)
     if result.report_path:
-        console.print(f"report: {result.report_path}")
+        out.print(f"report: {result.report_path}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result.model_dump(mode="json"), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        render(Console(), result)
+        render(console(), result)
     return 0 if (result.kernels or result.wall_ms is not None) else 1
 
 
@@ -116,8 +123,8 @@ def add_explain_parser(sub) -> None:
         "(default: the Python file beside it that names it)",
     )
     p.add_argument("--launch-skip", type=int, default=0, help="with a .cu file: launches to skip (warm-up)")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--device", default="auto", help="cuda:N, cpu, or auto (default)")
+    p.add_argument("--timeout", type=positive_float, default=300.0, metavar="SECONDS")
     p.add_argument("--json", action="store_true")
     p.add_argument("--cache-dir", type=Path)
     p.add_argument("--no-narrative", action="store_true", help="skip the LLM narrative even when a model is configured")
@@ -152,6 +159,7 @@ def run_explain(args: argparse.Namespace) -> int:
                 "profile": result.model_dump(mode="json"),
                 "peaks_note": peaks_note,
                 "narrative_note": narrative_note,
+                "findings_note": explained.findings_note,
                 "explanations": [e.model_dump(mode="json") for e in explanations],
             },
             sys.stdout,
@@ -159,33 +167,35 @@ def run_explain(args: argparse.Namespace) -> int:
         )
         sys.stdout.write("\n")
         return 0 if explanations else 1
-    console = Console()
-    render(console, result)
+    out = console()
+    render(out, result)
     if result.kernels and peaks is None:
-        console.print(
+        out.print(
             f"[yellow]no peak figures for {result.device_name!r} ({peaks_note}): cannot place kernels on a roofline[/]"
         )
     for e in explanations:
-        console.print(f"\n[bold]{e.kernel.name}[/]  ({e.peaks.source} peaks of {e.peaks.name}: {peaks_note})")
+        out.print(f"\n[bold]{e.kernel.name}[/]  ({e.peaks.source} peaks of {e.peaks.name}: {peaks_note})")
         if e.roofline:
             r = e.roofline
-            console.print(
+            out.print(
                 f"  roofline: {r.bound}-bound, {r.pct_of_roof:.0f}% of the roof at "
                 f"{r.arithmetic_intensity:.2f} FLOP/byte ({r.achieved_bytes_per_s / 1e12:.2f} TB/s)"
             )
         for i, f in enumerate(e.findings, 1):
-            console.print(f"  {i}. [bold]{f.title}[/] ({f.rule}, severity {f.severity:.2f})")
+            out.print(f"  {i}. [bold]{f.title}[/] ({f.rule}, severity {f.severity:.2f})")
             if f.evidence:
-                console.print(
+                out.print(
                     "     evidence: "
                     + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items()),
                     highlight=False,
                 )
             for h in f.lines[:3]:
-                console.print(f"     {h.file}:{h.line}  {h.stall_pct:.0f}% of stalls ({h.dominant_stall})")
-            console.print(f"     → {f.suggestion}")
+                out.print(f"     {h.file}:{h.line}  {h.stall_pct:.0f}% of stalls ({h.dominant_stall})")
+            out.print(f"     → {f.suggestion}")
         if e.narrative:
-            console.print("  [bold]narrative[/]:\n    " + e.narrative.replace("\n", "\n    "), highlight=False)
+            out.print("  [bold]narrative[/]:\n    " + e.narrative.replace("\n", "\n    "), highlight=False)
     if narrative_note and explanations:
-        console.print(f"[dim]{narrative_note}[/]", highlight=False)
+        out.print(f"[dim]{narrative_note}[/]", highlight=False)
+    if explained.findings_note and (result.kernels or result.wall_ms is not None):
+        out.print(explained.findings_note, highlight=False)
     return 0 if (explanations or result.wall_ms is not None) else 1

@@ -94,6 +94,21 @@ class Evaluator:
     ) -> Verdict:
         """One candidate, verified and timed. With `sanitize` (final acceptance), a correct candidate on CUDA is
         also run once under compute-sanitizer; its findings fail the `sanitizer` check."""
+        from .candidate import gpu_requirement
+
+        # a candidate that cannot run on this device is said at once, before any worker starts or builds it
+        # (CPU workers run Triton under its interpreter: sandbox.child_env sets TRITON_INTERPRET=1)
+        needs_gpu = gpu_requirement(candidate.backend, self.device, triton_interpreter=True)
+        if needs_gpu is not None:
+            return Verdict(
+                status=Status.compile_error,
+                reason=needs_gpu,
+                device=self.device,
+                backend=candidate.backend.value,
+                task_sha=task.sha,
+                candidate_sha=candidate.sha,
+                stages={"total": 0.0},
+            )
         opts = (options or self.options).model_copy(update={"device": self.device})
         t0 = time.perf_counter()
         verdict = self.worker.evaluate(

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..engine import Candidate, Task
 
 
 class UseCaseError(Exception):
@@ -18,3 +22,72 @@ def find_workspace(path: Path) -> Path:
         if any((folder / marker).exists() for marker in ("forge.toml", "pyproject.toml", ".forge", ".git")):
             return folder
     return start
+
+
+DEVICES = "cpu, cuda, cuda:N or auto"
+
+
+def _visible_gpus() -> int | None:
+    """How many NVIDIA GPUs this process may use, read without torch (0: none; None: there is a driver but
+    the count cannot be read)."""
+    import os
+    import shutil
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return 0
+    gpus = Path("/proc/driver/nvidia/gpus")
+    driver = Path("/proc/driver/nvidia/version").exists() or gpus.exists() or shutil.which("nvidia-smi") is not None
+    if not driver:
+        return 0
+    try:
+        count = sum(1 for _ in gpus.iterdir())
+    except OSError:
+        count = 0
+    if visible is not None:
+        listed = len([d for d in visible.split(",") if d.strip()])
+        return min(listed, count) if count else listed
+    return count or None
+
+
+def check_device(device: str) -> str:
+    """`device` as given (cpu, cuda, cuda:N, auto) when this machine has it; else a `UseCaseError` that says
+    what is wrong in one line. Called before any work, so that a wrong device is not found out by a worker."""
+    name = device.strip().lower()
+    if name in ("auto", "cpu"):
+        return name
+    kind, _, index = name.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise UseCaseError(f"unknown device {device!r}: use {DEVICES}")
+    gpus = _visible_gpus()
+    if gpus == 0:
+        raise UseCaseError(
+            f"device {device!r}: no NVIDIA GPU here (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them); use cpu"
+        )
+    if index and gpus is not None and int(index) >= gpus:
+        plural = "s" if gpus != 1 else ""
+        raise UseCaseError(
+            f"device {device!r}: this machine has {gpus} visible GPU{plural} (cuda:0 to cuda:{gpus - 1})"
+        )
+    return name
+
+
+def user_paths(text: str, files: dict[str, Path]) -> str:
+    """`text` (a worker's traceback or log) with the worker's copies of the user's files named by the user's own
+    paths: `files` maps a worker module's file name (`engine.logparse.worker_module_name`) to the user's path."""
+    import re
+
+    for module, path in files.items():
+        user_file = str(path)
+        text = re.sub(r'[^\s"\']*' + re.escape(module), lambda _m: user_file, text)  # noqa: B023 (used at once)
+    return text
+
+
+def task_paths(text: str, task: Task, candidate: Candidate | None = None) -> str:
+    """`text` with the worker's copies of the task's (and the candidate's) source named by the user's files."""
+    from ..engine.logparse import worker_module_name
+
+    files = {worker_module_name(task.source, "task"): task.path}
+    if candidate is not None and candidate.path is not None:
+        files[worker_module_name(candidate.source, "candidate")] = candidate.path
+    return user_paths(text, files)

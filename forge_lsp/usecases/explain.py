@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import Candidate, Task, TaskError, load_candidate, load_task, resolve_device
+from ..engine.candidate import gpu_requirement
 from ..profiler.model import DevicePeaks, Explanation, KernelProfile, ProfileResult
-from .common import UseCaseError, find_workspace
+from .common import UseCaseError, check_device, find_workspace, task_paths
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 
@@ -59,6 +60,7 @@ class ExplainResult:
     peaks_note: str  # where the peaks come from, or why there are none
     explanations: list[Explanation] = field(default_factory=list)  # one per profiled kernel, in profile order
     narrative_note: str = ""  # what became of the narrative (by which model, or why there is none)
+    findings_note: str = ""  # why there are no findings, when there are none
 
     @property
     def result(self) -> ProfileResult:
@@ -103,7 +105,7 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
     """Profile what `req` names; `on_start` hears what is about to be profiled (it takes seconds)."""
     from ..profiler.ncu import profile, profile_cu_kernel
 
-    device = resolve_device(req.device)
+    device = resolve_device(check_device(req.device))
     if req.is_cuda_source:
         kernel, entry = cuda_target(req)
         if on_start:
@@ -123,12 +125,32 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
         cand = load_candidate(req.candidate) if req.candidate else None
     except (TaskError, OSError) as exc:
         raise UseCaseError(str(exc)) from exc
+    needs_gpu = gpu_requirement(cand.backend, device) if cand is not None else None
+    if needs_gpu:
+        raise UseCaseError(needs_gpu.replace("evaluate it with", "profile it with"))
     if on_start:
-        on_start("profiling under Nsight Compute")
+        on_start(
+            "profiling on the CPU (wall-clock timing and torch.profiler)"
+            if device == "cpu"
+            else "profiling under Nsight Compute"
+        )
     result = profile(
         task, cand, device=device, kernel=req.kernel, full=req.full, timeout=req.timeout, cache_dir=req.cache_dir
     )
+    # the profiled process ran the worker's copies of the files: tracebacks name the user's files instead
+    result.log_excerpt = task_paths(result.log_excerpt or "", task, cand)
     return Profiled(result, device, req.candidate or req.target)
+
+
+def failure_excerpt(result: ProfileResult, lines: int = 15) -> str:
+    """When nothing could be measured: the end of the profiled process's last traceback (the user's code that
+    failed, with its exception), else the end of its log; "" when something was measured."""
+    if result.kernels or result.wall_ms is not None or not result.log_excerpt:
+        return ""
+    log = result.log_excerpt
+    start = log.rfind("Traceback (most recent call last)")
+    text = log[start:] if start >= 0 else log
+    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def explain(
@@ -143,9 +165,26 @@ def explain(
     profiled = profile_target(req, on_start)
     peaks, note, explanations = _explanations(profiled, req.cache_dir)
     out = ExplainResult(profiled, peaks, note, explanations)
+    if not explanations:
+        out.findings_note = _no_findings(profiled, note)
     if narrative and explanations:
         out.narrative_note = _narrate(out, workspace or find_workspace(req.target))
     return out
+
+
+def _no_findings(profiled: Profiled, peaks_note: str) -> str:
+    """Why an explanation has no findings."""
+    result = profiled.result
+    if profiled.device == "cpu":
+        return (
+            "no findings: on the CPU there are no hardware counters to explain kernels with (the findings come from "
+            "Nsight Compute on an NVIDIA GPU); the figures above are wall-clock times"
+        )
+    if result.kernels:
+        return f"no findings: no peak figures for {result.device_name or profiled.device} ({peaks_note})"
+    if result.wall_ms is None:
+        return f"no findings: nothing could be profiled ({result.reason or 'no kernel ran'})"
+    return f"no findings: no kernel was profiled under Nsight Compute ({result.reason or 'no kernel ran'})"
 
 
 def _explanations(profiled: Profiled, cache_dir: Path | None) -> tuple[DevicePeaks | None, str, list[Explanation]]:

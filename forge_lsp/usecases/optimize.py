@@ -22,7 +22,7 @@ from ..agent.progress import speedup_label
 from ..agent.store import CandidateRecord, RunStore
 from ..engine import Evaluator, Task, TaskError, Verdict, load_task
 from ..reintegrate import VerifiedDomain, domain_from_verdict
-from .common import UseCaseError, find_workspace
+from .common import UseCaseError, check_device, find_workspace
 
 #: Verdict reasons that mean the user's own module failed in the worker, not a candidate.
 REFERENCE_FAILED = ("the reference model failed", "the reference constructor failed", "the task file failed to load")
@@ -146,6 +146,8 @@ class ModuleOptimization:
         from .explain import judge_feedback
 
         self.request = request
+        if request.device != "auto":  # before any work; a configured device is checked once it is read
+            check_device(request.device)
         path, model_class, workspace = self._target(request, store)
         self.workspace = workspace
         self.store = store or RunStore.for_workspace(workspace)
@@ -165,7 +167,7 @@ class ModuleOptimization:
             raise UseCaseError(str(exc)) from exc
         coder, judge = models_from_config(self.config)
         self.model_configured = coder is not None
-        device = request.device if request.device != "auto" else self.config.device
+        device = check_device(request.device if request.device != "auto" else self.config.device)
         self.evaluator = Evaluator(device, cache_dir=request.cache_dir)
         self.bus = EventBus(self.store)
         if on_event is not None:

@@ -7,6 +7,7 @@ typed records; each front end renders them its own way (rich tables, the LSP wir
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..agent.store import CandidateRecord, RunRecord, RunStore
 from .common import UseCaseError
@@ -62,3 +63,9 @@ def run_details(store: RunStore, run_id: str) -> RunDetails:
 def list_runs(store: RunStore, limit: int = 50) -> list[RunDetails]:
     """The workspace's latest runs, newest first."""
     return [run_details(store, run.id) for run in store.list_runs(limit)]
+
+
+def workspace_store(workspace: Path) -> RunStore | None:
+    """The workspace's run store, or None when it has none yet: reading runs never creates `.forge/`."""
+    path = Path(workspace) / ".forge" / "runs.sqlite"
+    return RunStore(path) if path.is_file() else None

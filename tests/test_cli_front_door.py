@@ -1,0 +1,339 @@
+"""The `forge` front door as a person meets it: devices checked before any work, output that survives a pipe,
+no long silences, arguments refused in one line, errors that point at the user's own files. Every test runs the
+real `forge` in a subprocess."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import candidates as C
+import pytest
+from conftest import FIXTURES, ROOT
+
+EXAMPLES = ROOT / "forge_lsp" / "examples"
+NO_GPU_LINE = "device 'cuda': no NVIDIA GPU here (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them); use cpu"
+DEVICE_COMMANDS = ("eval", "profile", "explain", "optimize")
+
+
+def forge(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300):
+    """`python -m forge_lsp.cli.main ARGS` from this checkout, wherever it runs."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=full_env,
+    )
+
+
+def device_args(command: str, device: str, tmp_path: Path) -> list[str | Path]:
+    task = FIXTURES / "softmax_small.py"
+    if command == "eval":
+        cand = tmp_path / "cand.py"
+        cand.write_text(C.TORCH_CORRECT)
+        return ["eval", task, cand, "--device", device, "--cache-dir", tmp_path / "cache"]
+    if command == "optimize":
+        return ["optimize", task, "--device", device, "--workspace", tmp_path / "ws", "--cache-dir", tmp_path / "cache"]
+    return [command, task, "--device", device, "--cache-dir", tmp_path / "cache"]
+
+
+def lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+# ------------------------------------------------------------------------ 10. devices checked up front
+@pytest.mark.parametrize("command", DEVICE_COMMANDS)
+def test_an_unknown_device_is_one_line_and_exit_2_before_any_work(tmp_path, command):
+    t0 = time.monotonic()
+    r = forge(*device_args(command, "tpu", tmp_path))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert lines(r.stderr) == [f"forge {command}: unknown device 'tpu': use cpu, cuda, cuda:N or auto"]
+    assert r.stdout == ""
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "ws").exists()  # no worker, no run store
+    assert time.monotonic() - t0 < 30  # no worker was started (one takes seconds to import torch)
+
+
+@pytest.mark.parametrize("command", DEVICE_COMMANDS)
+def test_cuda_on_a_machine_without_a_visible_gpu_is_one_line_and_exit_2(tmp_path, command):
+    r = forge(*device_args(command, "cuda", tmp_path), env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert lines(r.stderr) == [f"forge {command}: {NO_GPU_LINE}"]
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "ws").exists()
+
+
+CUDA_INLINE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+__global__ void copy(const float* x, float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }
+torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x); copy<<<(x.numel() + 255) / 256, 256>>>(
+    x.data_ptr<float>(), y.data_ptr<float>(), x.numel()); return y; }
+"""
+ext = load_inline(name="front_door_cuda", cpp_sources="torch::Tensor f(torch::Tensor x);", cuda_sources=src,
+                  functions=["f"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(ext.f(x), dim=1)
+'''
+
+NVRTC = '''
+import torch
+import torch.nn as nn
+from forge_lsp.runtime import cuda as fcuda
+
+k = fcuda.compile_kernel(r"""extern "C" __global__ void copy(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }""", "copy")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        k(grid=((x.numel() + 255) // 256,), block=(256,), args=(x, y, x.numel()))
+        return torch.softmax(y, dim=1)
+'''
+
+
+@pytest.mark.parametrize(
+    ("source", "how"),
+    [(CUDA_INLINE, "load_inline (cuda_sources=)"), (NVRTC, "forge_lsp.runtime.cuda (NVRTC)")],
+    ids=["cuda_inline", "nvrtc"],
+)
+def test_a_cuda_candidate_on_the_cpu_fails_at_once_saying_it_needs_a_gpu(tmp_path, source, how):
+    cand = tmp_path / "cuda_cand.py"
+    cand.write_text(source)
+    t0 = time.monotonic()
+    r = forge("eval", FIXTURES / "softmax_small.py", cand, "--device", "cpu", "--json", "--cache-dir", tmp_path / "c")
+    wall = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout + r.stderr
+    v = json.loads(r.stdout)["verdict"]
+    assert v["status"] == "compile_error"
+    assert v["reason"].startswith("this candidate needs an NVIDIA GPU: ") and how in v["reason"], v["reason"]
+    assert "CUDA_HOME" not in r.stdout
+    assert v["stages"]["total"] < 1.0  # decided before any worker started
+    assert wall < 20, wall  # the whole command, interpreter start included (it was 43 s to a CUDA_HOME error)
+
+
+def test_profile_of_a_cuda_candidate_on_the_cpu_says_it_needs_a_gpu(tmp_path):
+    cand = tmp_path / "cuda_cand.py"
+    cand.write_text(NVRTC)
+    r = forge("profile", FIXTURES / "softmax_small.py", cand, "--device", "cpu", "--cache-dir", tmp_path / "c")
+    assert r.returncode == 2
+    assert lines(r.stderr) == [
+        "forge profile: this candidate needs an NVIDIA GPU: it compiles and launches CUDA kernels through "
+        "forge_lsp.runtime.cuda (NVRTC); the device is cpu (profile it with --device cuda)"
+    ]
+
+
+# ------------------------------------------------------------------------ 11. output into a pipe
+LONG_LINE = "    y = " + " + ".join(f"torch.sin(x * {i}.0)" for i in range(1, 15)) + "  # a long line\n"
+LONG_SOURCE = (
+    "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+    "    def forward(self, x):\n" + LONG_LINE.replace("    y", "        y") + "        return torch.softmax(y, dim=1)\n"
+)
+
+
+def _store_with_a_run(workspace: Path) -> str:
+    from forge_lsp.agent.store import RunStore
+
+    store = RunStore.for_workspace(workspace)
+    task = workspace / ("a_task_file_with_a_rather_long_name_" + "x" * 40 + ".py")
+    run_id = store.create_run(task, "Model", "class Model: ...\n", {})
+    store.add_candidate(run_id, LONG_SOURCE, parent_id=None, origin="coder", summary="sines, " * 30)
+    store.set_run_status(run_id, "done", "finished")
+    store.close()
+    return run_id
+
+
+def test_piped_show_source_is_the_source_byte_for_byte_and_parses(tmp_path):
+    assert len(max(LONG_SOURCE.splitlines(), key=len)) > 200
+    run_id = _store_with_a_run(tmp_path)
+    r = forge("show", run_id, "--source", "c1", "--workspace", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == LONG_SOURCE
+    ast.parse(r.stdout)
+
+
+def test_piped_runs_and_show_keep_full_run_ids_and_lines(tmp_path):
+    run_id = _store_with_a_run(tmp_path)
+    r = forge("runs", "--workspace", tmp_path)
+    assert r.returncode == 0, r.stderr
+    row = next(ln for ln in r.stdout.splitlines() if ln.split()[:1] == [run_id])  # the whole id, first on its row
+    assert "a_task_file_with_a_rather_long_name_" + "x" * 40 + ".py::Model" in row  # one row, not folded
+    r = forge("show", run_id, "--workspace", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith(f"{run_id} done — finished")
+    assert all("…" not in ln for ln in r.stdout.splitlines()[:2])
+
+
+def test_piped_eval_lines_are_not_wrapped(tmp_path):
+    cand = tmp_path / "a_candidate_with_a_long_name_so_the_verdict_line_runs_past_eighty_columns.py"
+    cand.write_text(C.TORCH_CORRECT.replace("dim=1)", "dim=1) * 1.01"))
+    r = forge("eval", FIXTURES / "softmax_small.py", cand, "--device", "cpu", "--no-timing", "--cache-dir", tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith(f"{cand.stem} vs softmax_small on cpu (torch): incorrect — ") and len(first) > 80, first
+
+
+# ------------------------------------------------------------------------ 12. no long silences
+HANG = """
+import time
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        while True:
+            time.sleep(0.05)
+"""
+
+
+def test_eval_timeout_stops_a_hanging_forward_and_progress_names_the_stage(tmp_path):
+    cand = tmp_path / "hang.py"
+    cand.write_text(HANG)
+    t0 = time.monotonic()
+    r = forge(
+        "eval", FIXTURES / "softmax_small.py", cand, "--device", "cpu", "--timeout", "4", "--json",
+        "--cache-dir", tmp_path / "c",
+    )  # fmt: skip
+    wall = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout + r.stderr
+    v = json.loads(r.stdout)["verdict"]
+    assert v["status"] == "timeout"
+    assert v["reason"] == "stage 'first_call' exceeded its 4 s limit; worker killed"
+    assert "  hang: first call… 2 s" in r.stderr.splitlines()  # said while it waited, on stderr
+    assert wall < 90, wall  # not the 180 s default
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "nan", "soon"])
+def test_eval_timeout_must_be_a_positive_number(tmp_path, value):
+    cand = tmp_path / "cand.py"
+    cand.write_text(C.TORCH_CORRECT)
+    r = forge("eval", FIXTURES / "softmax_small.py", cand, "--device", "cpu", f"--timeout={value}")
+    assert r.returncode == 2
+    expected = "expected a number, got 'soon'" if value == "soon" else f"must be a number above 0, got {value}"
+    assert lines(r.stderr)[-1] == f"forge eval: error: argument --timeout: {expected}"
+
+
+@pytest.mark.slow
+def test_bundled_example_reports_its_compile_and_is_faster_on_the_cpu(tmp_path):
+    """What `./dev example` runs, with a cold compile cache: the ~30 s build is not silent, and the
+    bundled candidate is correct and faster than its reference on a CPU."""
+    r = forge(
+        "eval", EXAMPLES / "bias_act_task.py", EXAMPLES / "bias_act_cpp.py", "--device", "cpu", "--json",
+        "--cache-dir", tmp_path / "cache",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    v = json.loads(r.stdout)["verdict"]
+    assert v["status"] == "correct", v["reason"]
+    if v["stages"]["compile"] > 3:
+        assert "  bias_act_cpp: compiling… 2 s" in r.stderr.splitlines(), r.stderr
+    assert v["timing"]["speedup"] > 1.0, v["timing"]
+
+
+# ------------------------------------------------------------------------ 13. the small ones
+@pytest.mark.parametrize(("value", "why"), [("-1", "must be at least 1, got -1"), ("0", "must be at least 1, got 0")])
+def test_trials_below_one_is_a_one_line_usage_error(tmp_path, value, why):
+    cand = tmp_path / "cand.py"
+    cand.write_text(C.TORCH_CORRECT)
+    r = forge("eval", FIXTURES / "softmax_small.py", cand, "--device", "cpu", "--trials", value)
+    assert r.returncode == 2
+    assert lines(r.stderr)[-1] == f"forge eval: error: argument --trials: {why}"
+    assert "Traceback" not in r.stderr
+
+
+FAILING_REFERENCE = """import torch
+import torch.nn as nn
+
+batch_size = 16
+dim = 100
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        y = torch.softmax(x, dim=1)
+        return y.view(3, -1, 7)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_failing_reference_traceback_points_at_the_task_file(tmp_path):
+    task = tmp_path / "my_task.py"
+    task.write_text(FAILING_REFERENCE)
+    cand = tmp_path / "cand.py"
+    cand.write_text(C.TORCH_CORRECT)
+    r = forge("eval", task, cand, "--device", "cpu", "--cache-dir", tmp_path / "cache")
+    assert r.returncode == 1
+    assert f'File "{task}", line 11, in forward' in r.stdout, r.stdout
+    assert "modules/task_" not in r.stdout
+    r = forge("eval", task, cand, "--device", "cpu", "--json", "--cache-dir", tmp_path / "cache")
+    v = json.loads(r.stdout)["verdict"]
+    assert f'File "{task}", line 11, in forward' in v["traceback"] + v["log_excerpt"]
+
+
+def test_profile_of_a_failing_reference_says_what_failed(tmp_path):
+    task = tmp_path / "my_task.py"
+    task.write_text(FAILING_REFERENCE)
+    r = forge("profile", task, "--device", "cpu", "--cache-dir", tmp_path / "cache")
+    assert r.returncode == 1
+    out = r.stdout.splitlines()
+    assert out[0].startswith("degraded profile: profiling on the CPU: no GPU counters; the timing fallback also failed")
+    assert out[1] == "nothing could be measured; the profiled process ended with:"
+    assert f'    File "{task}", line 11, in forward' in out
+    assert "  RuntimeError: shape '[3, -1, 7]' is invalid for input of size 1600" in out
+
+
+def test_explain_on_the_cpu_says_why_there_are_no_findings(tmp_path):
+    r = forge("explain", FIXTURES / "softmax_small.py", "--device", "cpu", "--cache-dir", tmp_path / "cache")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1] == (
+        "no findings: on the CPU there are no hardware counters to explain kernels with (the findings come from "
+        "Nsight Compute on an NVIDIA GPU); the figures above are wall-clock times"
+    )
+    assert "Nsight Compute" not in r.stderr.splitlines()[0]  # it does not claim to run ncu on the CPU
+
+
+def test_runs_in_an_empty_folder_creates_nothing(tmp_path):
+    r = forge("runs", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == ""
+    assert lines(r.stderr) == [f"no runs in {tmp_path.resolve()} (no .forge/runs.sqlite yet)"]
+    r = forge("runs", "--json", cwd=tmp_path)
+    assert r.returncode == 0 and json.loads(r.stdout) == []
+    r = forge("show", "2026", cwd=tmp_path)
+    assert r.returncode == 2
+    assert lines(r.stderr) == [f"forge show: no runs in {tmp_path.resolve()} (no .forge/runs.sqlite)"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dev_without_a_command_prints_its_usage():
+    r = subprocess.run([str(ROOT / "dev")], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[0] == "usage: ./dev COMMAND [ARGS]"
+    assert "set -euo" not in r.stdout and "example" in r.stdout
+    r = subprocess.run([str(ROOT / "dev"), "nonsense"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and r.stderr.splitlines()[0] == "./dev: unknown command 'nonsense'"
+
+
+def test_readme_quick_start_says_where_forge_is_and_how_gpu_tests_are_left_out():
+    readme = (ROOT / "README.md").read_text()
+    quick = readme[readme.index("## Quick start") : readme.index("## `forge eval`")]
+    assert ".venv/bin/forge" in quick and "source .venv/bin/activate" in quick
+    assert "deselected" in quick and "skipped" not in quick
