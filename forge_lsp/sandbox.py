@@ -291,7 +291,7 @@ def children_die_with_this_process() -> None:
     subprocess.Popen._forge_dies_with_parent = True  # type: ignore[attr-defined]
 
 
-_GUARDIAN_CODE = r"""
+_GUARDIAN_CODE = r"""# forge-lsp guardian: kills its parent's child process trees once the parent is gone
 import os, signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -352,7 +352,7 @@ class _Guardian:
     """The process that kills this process's children's trees when this process is gone (see the module doc)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: `kill_all` runs in signal handlers
         self._proc: subprocess.Popen | None = None
         self._fd: int | None = None
         self._owner = 0  # the pid that started it (a forked copy of this process needs its own)

@@ -171,7 +171,11 @@ def forge_eval(task: Path, cand: Path, cache: Path) -> subprocess.Popen:
 
 
 # ----------------------------------------------------------------------------- the forge CLI
-@pytest.mark.parametrize("signo", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL], ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "signo",
+    [signal.SIGTERM, pytest.param(signal.SIGHUP, marks=pytest.mark.slow), signal.SIGKILL],  # HUP: TERM's path
+    ids=lambda s: s.name,
+)
 def test_forge_ended_by_a_signal_leaves_no_process_behind(tmp_path, cache_dir, signo):
     mark = tmp_path / "pids"
     cand = tmp_path / "hang.py"
@@ -200,6 +204,7 @@ def test_forge_ended_by_a_signal_leaves_no_process_behind(tmp_path, cache_dir, s
             forge.wait()
 
 
+@pytest.mark.slow
 def test_forge_killed_while_a_candidate_compiles_leaves_no_compiler(tmp_path, cache_dir):
     cand = tmp_path / "compile_forever.py"
     cand.write_text(COMPILE_FOREVER.format(fifo=str(tmp_path / "never.h")))
