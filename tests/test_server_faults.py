@@ -513,3 +513,174 @@ def test_after_shutdown_requests_are_refused_and_exit_ends_with_0(server):
 def test_exit_without_shutdown_ends_with_1(server):
     server.notify("exit")
     assert server.proc.wait(timeout=10) == 1
+
+
+# ------------------------------------------------------------------ 5: the client goes away mid-run
+def model_settings(fake, **extra) -> dict[str, Any]:
+    return {
+        "model": "scripted",
+        "baseUrl": fake.base_url,
+        "device": "cpu",
+        "search": "linear",
+        "rounds": 1,
+        "offline": False,
+        "profile": False,
+        **extra,
+    }
+
+
+def workers_of(pid: int) -> list[int]:
+    return [p for p in descendants(pid) if "forge_lsp.engine.worker" in cmdline(p)]
+
+
+@pytest.mark.slow
+def test_a_client_that_disconnects_with_two_runs_going_leaves_nothing_behind(raw, tmp_path, fake_openai):
+    """stdin closed while two runs wait on the model (and the client had work-done progress): the server
+    exits 0 at once, both jobs are cancelled and no process it started is left running a second later."""
+    fake_openai.script(*({"delay": 60.0, "content": coder(FAST, "slow")} for _ in range(2)))
+    c = raw()
+    c.initialize(tmp_path, {"window": {"workDoneProgress": True}}, model_settings(fake_openai, workers=2))
+    jobs = []
+    for name in ("first.py", "second.py"):
+        (tmp_path / name).write_text(TASK)
+        uri = c.open(tmp_path / name)
+        started = c.call("workspace/executeCommand", {"command": "forge.optimize", "arguments": [uri, "Model"]})
+        jobs.append(started["result"]["job"])
+    deadline = time.monotonic() + 120
+    while len(fake_openai.chat_requests) < 2 or len(workers_of(c.proc.pid)) < 2:
+        assert time.monotonic() < deadline, (len(fake_openai.chat_requests), workers_of(c.proc.pid), c.log()[-3000:])
+        time.sleep(0.2)
+    children = descendants(c.proc.pid)
+    assert len(workers_of(c.proc.pid)) >= 2 and all(c.progress(f"forge/{j}") for j in jobs)
+    closed = time.monotonic()
+    c.proc.stdin.close()  # the editor is gone
+    assert c.proc.wait(timeout=10) == 0
+    exited = time.monotonic() - closed
+    while running(children) and time.monotonic() - closed < 1.5:
+        time.sleep(0.05)
+    left = running(children)
+    assert not left, [(p, cmdline(p)) for p in left]
+    assert exited < 1.5, exited
+    log, stderr = c.log(), c.stderr_text()
+    assert "Traceback" not in stderr and "Event loop is closed" not in log + stderr, (stderr[-3000:], log[-3000:])
+    for job in jobs:
+        assert f"job {job} cancelled" in log, log[-3000:]
+
+
+# ------------------------------------------------------------- 7: stale answers, honest progress
+PROGRESS = {"window": {"workDoneProgress": True}, "workspace": {"codeLens": {"refreshSupport": True}}}
+
+
+def start_optimize(c: RawClient, uri: str) -> str:
+    started = c.call("workspace/executeCommand", {"command": "forge.optimize", "arguments": [uri, "Model"]})
+    assert "job" in started["result"], started
+    return started["result"]["job"]
+
+
+def ended(c: RawClient, job: str, timeout: float = 180.0) -> dict[str, Any]:
+    return c.wait(
+        lambda: next((v for v in c.progress(f"forge/{job}") if v["kind"] == "end"), None), timeout, f"{job}'s end"
+    )
+
+
+def job_of(c: RawClient, job: str) -> dict[str, Any]:
+    return next(j for j in c.call("forge/runs", None)["result"]["runs"] if j["id"] == job)
+
+
+def lenses(c: RawClient, uri: str) -> list[dict[str, Any]]:
+    return c.call("textDocument/codeLens", {"textDocument": {"uri": uri}})["result"]
+
+
+@pytest.mark.slow
+def test_an_edit_during_a_run_makes_its_answer_stale_and_nothing_is_offered(raw, tmp_path, fake_openai):
+    (tmp_path / "softmax_mod.py").write_text(TASK)
+    c = raw()
+    c.initialize(tmp_path, PROGRESS, model_settings(fake_openai))
+    uri = c.open(tmp_path / "softmax_mod.py")
+    fake_openai.script({"delay": 2.0, "content": coder(FAST, "vectorized")})
+    job = start_optimize(c, uri)
+    c.wait(lambda: fake_openai.chat_requests, 60, "the model call")
+    c.edit(uri, c.docs[uri]["text"].replace("dim = 32", "dim = 48"))  # while the run goes on
+    end = ended(c, job)
+    assert "not offered" in end["message"] and "changed" in end["message"], end
+    assert "faster candidate found" not in end["message"]
+    time.sleep(0.5)
+    assert not any(d.get("code") == "faster-candidate" for d in c.diagnostics(uri)), c.diagnostics(uri)
+    published = [
+        p for p in (m["params"] for m in c.notifications("textDocument/publishDiagnostics")) if p["uri"] == uri
+    ]
+    assert not any(d.get("code") == "faster-candidate" for p in published for d in p["diagnostics"])
+    commands = [(lens["command"]["title"], lens["command"]["command"]) for lens in lenses(c, uri)]
+    assert not any(cmd in ("forge.accept", "forge.showDiff", "forge.reject") for _, cmd in commands), commands
+    assert any("re-run" in title and cmd == "forge.optimize" for title, cmd in commands), commands
+    info = job_of(c, job)
+    assert info["decision"] == "stale" and "proposal" not in info, info
+    shown = [m["params"] for m in c.notifications("window/showMessage")]
+    assert any(s["type"] == 3 and "changed" in s["message"] for s in shown), shown
+    # a new run on the current code takes the re-run lens away
+    fake_openai.script(coder(FAST + "\n# again\n", "vectorized"))
+    start_optimize(c, uri)
+    commands = [lens["command"]["title"] for lens in lenses(c, uri)]
+    assert not any("re-run" in title for title in commands), commands
+
+
+@pytest.mark.slow
+def test_progress_begins_reports_rising_percentages_and_ends(raw, tmp_path, fake_openai):
+    (tmp_path / "softmax_mod.py").write_text(TASK)
+    c = raw()
+    c.initialize(tmp_path, PROGRESS, model_settings(fake_openai))
+    uri = c.open(tmp_path / "softmax_mod.py")
+    fake_openai.script({"delay": 1.0, "content": coder(FAST, "vectorized")})
+    job = start_optimize(c, uri)
+    ended(c, job)
+    values = c.progress(f"forge/{job}")
+    kinds = [v["kind"] for v in values]
+    assert kinds[0] == "begin" and kinds[-1] == "end" and kinds.count("begin") == kinds.count("end") == 1, kinds
+    reports = [v for v in values if v["kind"] == "report"]
+    percentages = [r["percentage"] for r in reports]
+    assert reports and all(isinstance(p, int) and 0 <= p <= 100 for p in percentages), reports
+    assert percentages == sorted(percentages), percentages  # never goes back
+    # it moves during the round, before the final re-timing, not only at the end
+    before_final = [r["percentage"] for r in reports if not r["message"].startswith("final")]
+    assert len({p for p in before_final}) >= 3 and max(before_final) > 0, reports
+
+
+@pytest.mark.slow
+def test_a_rerun_that_offers_nothing_does_not_say_it_found_a_candidate(raw, tmp_path, fake_openai):
+    (tmp_path / "softmax_mod.py").write_text(TASK)
+    c = raw()
+    c.initialize(tmp_path, PROGRESS, model_settings(fake_openai))
+    uri = c.open(tmp_path / "softmax_mod.py")
+    source = FAST + "\n# rejected\n"
+    fake_openai.script(coder(source, "vectorized"))
+    first = start_optimize(c, uri)
+    assert "found" in ended(c, first)["message"]
+    accept = next(lens["command"] for lens in lenses(c, uri) if lens["command"]["command"] == "forge.reject")
+    assert c.call("workspace/executeCommand", {"command": "forge.reject", "arguments": accept["arguments"]})["result"][
+        "rejected"
+    ]
+    fake_openai.script(coder(source, "vectorized"))  # the same candidate again, on the same code
+    second = start_optimize(c, uri)
+    end = ended(c, second)
+    assert "faster candidate found" not in end["message"] and "not offered" in end["message"], end
+    assert not any(lens["command"]["command"] == "forge.accept" for lens in lenses(c, uri))
+
+
+def test_a_failed_kernel_explain_has_its_progress_begin_and_end(raw, tmp_path):
+    ws = tmp_path / "kernels"
+    ws.mkdir()
+    cu = ws / "lonely.cu"  # no Python file launches it: the job fails
+    cu.write_text('extern "C" __global__ void lonely(float* y, int n) {\n    y[0] = 1.0f;\n}\n')
+    c = raw()
+    c.initialize(ws, PROGRESS, {"device": "cpu"})
+    c.notify(
+        "textDocument/didOpen",
+        {"textDocument": {"uri": cu.as_uri(), "languageId": "cuda", "version": 1, "text": cu.read_text()}},
+    )
+    for kind in ("explain", "profile"):
+        started = c.call("workspace/executeCommand", {"command": f"forge.{kind}", "arguments": [cu.as_uri(), "lonely"]})
+        job = started["result"]["job"]
+        end = ended(c, job, 60)
+        kinds = [v["kind"] for v in c.progress(f"forge/{job}")]
+        assert kinds[0] == "begin" and kinds[-1] == "end", kinds
+        assert end["message"].startswith("failed") and job_of(c, job)["status"] == "failed", end

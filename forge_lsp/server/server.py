@@ -21,7 +21,6 @@ import itertools
 import logging
 import os
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,6 +44,7 @@ log = logging.getLogger("forge_lsp.server")
 
 SOURCE = "forge"
 MAX_DOC_BYTES = 2_000_000
+CREATE_WAIT_S = 10.0  # how long a job's progress begin waits for the client to answer the token's creation
 
 
 class ForgeServer(LanguageServer):
@@ -193,6 +193,7 @@ class ForgeServer(LanguageServer):
         job = BackgroundJob(id=self.next_id(kind), kind=kind, uri=uri, target=target, title=title)
         with self.state.lock:
             self.state.jobs[job.id] = job
+        self.progress_begin(job)  # every job has its begin and its end: queued, failed and cancelled ones too
         job.future = self.jobs.submit(self._run_job, job, work)
         return job
 
@@ -202,9 +203,7 @@ class ForgeServer(LanguageServer):
         job.status = "running"
         log.info("job %s started: %s (%s)", job.id, job.title, self.path_of(job.uri) or job.uri)
         try:
-            self.progress_begin(job)  # every job has its begin and its end, failed ones too
-            if job.status == "running":  # not cancelled while the client created the progress
-                work(job)
+            work(job)
             if job.status == "running":
                 job.status = "done"
         except Exception as exc:  # noqa: BLE001 - a failed job is reported, never raised into the server
@@ -233,49 +232,50 @@ class ForgeServer(LanguageServer):
         if cancelled:
             stop()
 
+    # ------------------------------------------------------------------- progress
+    # A job's `$/progress` goes out on the event loop, in order: the token is created, then (on the client's
+    # answer, or after CREATE_WAIT_S without one) the begin; reports only between the begin and the end; the
+    # end once, after the begin. Nothing here waits on a job thread.
     def progress_begin(self, job: BackgroundJob) -> None:
-        """Create the job's `$/progress` token (when the client supports it) and begin it. Waits for the
-        client's answer to the create request, at most 10 s, and no longer once the job is cancelled."""
         caps = self.client_capabilities.window
         if not (caps and caps.work_done_progress) or self.closing:
             return
         token = f"{PROGRESS_TOKEN_PREFIX}{job.id}"
         job.token = token
-        created = threading.Event()
 
-        def on_created(*_args) -> None:
-            created.set()
-
-        def create() -> None:
-            try:
-                self.work_done_progress.create(token, on_created)
-            except Exception:  # noqa: BLE001 - a token in use, a closed writer: begin all the same
-                log.exception("creating progress %s", token)
-                created.set()
-
-        self.call_soon(create)
-        deadline = time.monotonic() + 10.0
-        while not created.wait(0.05):
-            if job.stopped.is_set() or self.closing or time.monotonic() > deadline:
-                break
-
-        def begin() -> None:
-            self._send_begin(job)
+        def ready(*_args) -> None:
+            if job.begun:
+                return
+            self._send_begin(job, token)
             fut = self.work_done_progress.tokens.get(token)
             if fut is not None:
                 fut.add_done_callback(lambda f: self.cancel_job(job.id) if f.cancelled() else None)
+            if job.ended:  # it ended before the client answered
+                self._send_end(job, token)
 
-        self.call_soon(begin)
+        def create() -> None:
+            try:
+                self.work_done_progress.create(token, lambda *_: self.call_soon(ready))
+            except Exception:  # noqa: BLE001 - a token in use, a closed writer: begin all the same
+                log.exception("creating progress %s", token)
+                ready()
+                return
+            if self.loop is not None:
+                self.loop.call_later(CREATE_WAIT_S, ready)  # a client that never answers still sees the job
 
-    def _send_begin(self, job: BackgroundJob) -> None:
-        """On the loop: the begin, once, before anything else of the job's progress."""
-        if job.begun or not job.token:
-            return
+        self.call_soon(create)
+
+    def _send_begin(self, job: BackgroundJob, token: str) -> None:
         job.begun = True
         self.work_done_progress.begin(
-            job.token,
-            t.WorkDoneProgressBegin(title=job.title, cancellable=True, message="starting", percentage=0),
+            token, t.WorkDoneProgressBegin(title=job.title, cancellable=True, message="starting", percentage=0)
         )
+
+    def _send_end(self, job: BackgroundJob, token: str) -> None:
+        if job.end_sent:
+            return
+        job.end_sent = True
+        self.work_done_progress.end(token, t.WorkDoneProgressEnd(message=f"{job.status}: {job.message}"[:200]))
 
     def job_progress(self, job: BackgroundJob, message: str, percentage: int | None = None) -> None:
         """A report: the message, and the percentage, which never goes back."""
@@ -303,12 +303,10 @@ class ForgeServer(LanguageServer):
         token = job.token
         if not token:
             return
-        value = t.WorkDoneProgressEnd(message=f"{job.status}: {job.message}"[:200])
 
         def end() -> None:
-            self._send_begin(job)  # cancelled before its begin went out: the client still sees both
-            job.end_sent = True
-            self.work_done_progress.end(token, value)
+            if job.begun:  # else the begin, when the client answers, sends the end after it
+                self._send_end(job, token)
 
         self.call_soon(end)
 
@@ -321,7 +319,6 @@ class ForgeServer(LanguageServer):
             ]
             for job in jobs:
                 job.status, job.message = "cancelled", "cancelled"
-                job.stopped.set()
         for job in jobs:  # each job on its own: one that fails to stop does not keep the others running
             log.info("job %s cancelled after %.1f s", job.id, time.time() - job.started)
             try:

@@ -30,9 +30,8 @@ class BackgroundJob:
     run_id: str | None = None
     percentage: int = 0
     cancel: Any = None  # callable that stops the job and its workers (`ForgeServer.on_cancel`)
-    stopped: threading.Event = field(default_factory=threading.Event)  # set when the job is cancelled
     future: Any = None  # the job thread's Future
-    ended: bool = False  # the job's progress end is decided (sent, or on its way)
+    ended: bool = False  # the job's progress end is decided (sent, or waiting for its begin)
     begun: bool = False  # the progress begin was sent (on the event loop)
     end_sent: bool = False  # the progress end was sent (on the event loop): no report after it
     decision: str | None = None  # accepted | rejected | stale: what became of the job's proposal
