@@ -337,3 +337,12 @@ def test_readme_quick_start_says_where_forge_is_and_how_gpu_tests_are_left_out()
     quick = readme[readme.index("## Quick start") : readme.index("## `forge eval`")]
     assert ".venv/bin/forge" in quick and "source .venv/bin/activate" in quick
     assert "deselected" in quick and "skipped" not in quick
+
+
+def test_the_package_version_is_the_distribution_version():
+    """What `forge --version` is to print (forge_lsp.__version__) is the version pyproject.toml ships."""
+    import tomllib
+
+    import forge_lsp
+
+    assert forge_lsp.__version__ == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]

@@ -135,7 +135,7 @@ def _fmt_ms(ms: float) -> str:
 
 #: What each stage of an evaluation is called in progress lines.
 STAGE_LABELS = {
-    "starting": "starting",
+    "starting": "starting the worker",
     "load_task": "loading the task",
     "compile": "compiling",
     "build": "compiling",
@@ -148,7 +148,7 @@ STAGE_LABELS = {
 
 class StageProgress:
     """Progress lines on a stream during long waits: a stage that has lasted `after` seconds is announced
-    (``softmax_cpp: compiling… 2 s``), then again every `every` seconds while it lasts. Short stages print
+    (``bias_act_cpp: compiling… 2 s``), then again every `every` seconds while it lasts. Short stages print
     nothing. Feed it `stage(candidate, stage)` (the engine's `on_stage`) and `done()` after each verdict."""
 
     def __init__(self, stream: TextIO, after: float = 2.0, every: float = 10.0) -> None:
@@ -194,10 +194,10 @@ class StageProgress:
                 return
 
 
-def render(console: Console, task_name: str, cand_name: str, v: Verdict) -> None:
+def render(out: Console, task_name: str, cand_name: str, v: Verdict) -> None:
     ok = v.status is Status.correct
     color = "green" if ok else "red"
-    console.print(
+    out.print(
         f"[bold]{cand_name}[/] vs [bold]{task_name}[/] on {v.device_name or v.device} "
         f"({v.backend}): [{color} bold]{v.status.value}[/] — {v.reason}"
     )
@@ -208,7 +208,7 @@ def render(console: Console, task_name: str, cand_name: str, v: Verdict) -> None
     for c in v.checks:
         table.add_row(c.name, "[green]pass[/]" if c.passed else "[red]FAIL[/]", c.detail)
     if v.checks:
-        console.print(table)
+        out.print(table)
     if v.mismatch:
         m = v.mismatch
         where = (
@@ -216,24 +216,24 @@ def render(console: Console, task_name: str, cand_name: str, v: Verdict) -> None
             if m.index is not None and m.expected is not None and m.actual is not None
             else ""
         )
-        console.print(f"  mismatch [{m.input_set}] {m.output} ({m.problem}){where}")
+        out.print(f"  mismatch [{m.input_set}] {m.output} ({m.problem}){where}")
     if v.timing:
         t = v.timing
         lo, hi = t.speedup_ci95
-        console.print(
+        out.print(
             f"  reference {_fmt_ms(t.reference.median_ms)}  candidate {_fmt_ms(t.candidate.median_ms)}  "
             f"speedup [bold]{t.speedup:.3f}×[/] (95% CI {lo:.3f}–{hi:.3f}, n={t.candidate.n}, {t.mode}"
             f"{', L2 flushed' if t.l2_flush else ''})"
         )
         for note in t.notes:
-            console.print(f"  note: {note}")
+            out.print(f"  note: {note}")
     stages = "  ".join(f"{k} {s:.2f}s" for k, s in v.stages.items() if s >= 0)
     if stages:
-        console.print(f"  stages: {stages}")
+        out.print(f"  stages: {stages}")
     if not ok and (v.traceback or v.log_excerpt):
         text = (v.traceback or v.log_excerpt).strip().splitlines()
-        console.print("  " + "\n  ".join(text[-15:]), markup=False, highlight=False)
-    console.print()
+        out.print("  " + "\n  ".join(text[-15:]), markup=False, highlight=False)
+    out.print()
 
 
 def run(args: argparse.Namespace) -> int:
