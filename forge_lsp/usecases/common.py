@@ -1,4 +1,5 @@
-"""What every use case shares: the error a person can act on, and where a workspace is."""
+"""What every use case shares: the error a person can act on, where a workspace is, whether this machine has
+the device asked for, and the user's own file names in what a worker printed."""
 
 from __future__ import annotations
 
