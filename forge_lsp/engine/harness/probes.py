@@ -174,15 +174,15 @@ class InputRefresher:
         if not (isinstance(x, torch.Tensor) and x.is_contiguous()):
             return None
         want = x.sum()
-        swap = None
+        swap = self._swaps(x)
+        if swap is None:
+            return None
         for _ in range(self.SUM_TRIES):
-            swap = self._swaps(x)
-            if swap is None:
-                return None
             _swap(x, swap)
             if bool(x.sum() == want):
                 return swap
             _swap(x, swap)  # a swap undoes itself
+            swap = self._swaps(x) or swap
         _swap(x, swap)  # no sum-keeping draw: the contents change all the same
         return swap
 
