@@ -346,3 +346,12 @@ def test_the_package_version_is_the_distribution_version():
     import forge_lsp
 
     assert forge_lsp.__version__ == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def test_forge_version_is_the_package_version():
+    from forge_lsp import __version__
+
+    out = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and out.stdout.strip() == f"forge {__version__}"

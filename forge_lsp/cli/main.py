@@ -16,7 +16,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from .. import sandbox
+from .. import __version__, sandbox
 from . import eval_cmd, optimize_cmd, profile_cmd
 
 #: Signals that end `forge` with its children: the exit status is 128 + the signal's number.
@@ -62,6 +62,7 @@ def restore_signal_handlers(previous: dict[int, Any]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="forge", description="Compile, verify, time and optimize PyTorch kernels.")
+    ap.add_argument("--version", action="version", version=f"forge {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
     eval_cmd.add_parser(sub)
     profile_cmd.add_parser(sub)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from .candidate import Backend, Candidate
+from .candidate import Backend, Candidate, gpu_requirement
 from .options import EvalOptions
 from .pipe import BuildResult, Prepared
 from .task import Task
@@ -94,7 +94,6 @@ class Evaluator:
     ) -> Verdict:
         """One candidate, verified and timed. With `sanitize` (final acceptance), a correct candidate on CUDA is
         also run once under compute-sanitizer; its findings fail the `sanitizer` check."""
-        from .candidate import gpu_requirement
 
         # a candidate that cannot run on this device is said at once, before any worker starts or builds it
         # (CPU workers run Triton under its interpreter: sandbox.child_env sets TRITON_INTERPRET=1)
@@ -167,7 +166,12 @@ class Evaluator:
         on_verdict: Callable[[Candidate, Verdict], None] | None = None,
     ) -> list[Verdict]:
         cands = list(candidates)
-        needs_build = [c for c in cands if c.backend in (Backend.cuda_inline, Backend.cpp_inline, Backend.nvrtc)]
+        needs_build = [
+            c
+            for c in cands
+            if c.backend in (Backend.cuda_inline, Backend.cpp_inline, Backend.nvrtc)
+            and gpu_requirement(c.backend, self.device) is None  # `evaluate` refuses the others at once
+        ]
         if len(cands) < 2 or not needs_build or self.n_builders == 0:
             out = []
             for c in cands:
