@@ -355,3 +355,29 @@ def test_forge_version_is_the_package_version():
         [sys.executable, "-m", "forge_lsp.cli.main", "--version"], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0 and out.stdout.strip() == f"forge {__version__}"
+
+
+def test_eval_runs_the_task_alone_first_and_a_crashing_reference_is_the_users(tmp_path):
+    """A reference forward that segfaults is said as the task's failure, on its line, before any candidate runs
+    (the candidate here would write a file if it ever ran)."""
+    task = tmp_path / "task.py"
+    task.write_text(
+        (FIXTURES / "softmax_small.py")
+        .read_text()
+        .replace(
+            "        return torch.softmax(x, dim=1)",
+            "        __import__('ctypes').string_at(0)  # crashes\n        return torch.softmax(x, dim=1)",
+        )
+    )
+    line = 1 + next(i for i, text in enumerate(task.read_text().splitlines()) if "# crashes" in text)
+    ran = tmp_path / "candidate-ran"
+    cand = tmp_path / "cand.py"
+    cand.write_text(C.TORCH_CORRECT.replace("import torch\n", f"import torch\nopen({str(ran)!r}, 'w').close()\n", 1))
+    out = forge("eval", task, cand, "--device", "cpu", "--json", "--cache-dir", tmp_path / "cache")
+    assert out.returncode == 1
+    first = out.stderr.strip().splitlines()[-1]
+    assert first.startswith("forge eval: task: the reference model failed: the worker process died"), first
+    assert f"({task}:{line})" in first and first.endswith("no candidate evaluated")
+    verdict = json.loads(out.stdout)["verdict"]
+    assert verdict["status"] == "crashed" and verdict["reason"].startswith("the reference model failed")
+    assert not ran.exists()

@@ -143,6 +143,7 @@ STAGE_LABELS = {
     "verify": "verifying",
     "time": "timing",
     "sanitize": "sanitizing",
+    "reference": "running the task's own model",
 }
 
 
@@ -238,7 +239,7 @@ def render(out: Console, task_name: str, cand_name: str, v: Verdict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..usecases import UseCaseError
-    from ..usecases.common import check_device, task_paths
+    from ..usecases.common import check_device, failure_line, task_paths
 
     try:
         device = check_device(args.device)
@@ -302,6 +303,35 @@ def run(args: argparse.Namespace) -> int:
                 if following < len(cands):
                     progress.stage(cands[following].name, first_stage(cands[following]))
 
+            # the task's own model first, alone: a failure there is the user's, and no candidate is blamed for it
+            progress.stage(task.name, "reference")
+            reference = ev.check_reference(task)
+            progress.done()
+            if not reference.ok:
+                line = failure_line(reference.traceback + "\n" + reference.log_excerpt, task)
+                where = f" ({task.path}:{line})" if line else ""
+                print(f"forge eval: {task.name}: {reference.reason}{where}; no candidate evaluated", file=sys.stderr)
+                verdicts = [
+                    Verdict(
+                        status=reference.killed or Status.runtime_error,
+                        reason=reference.reason,
+                        traceback=task_paths(reference.traceback, task, c),
+                        log_excerpt=task_paths(reference.log_excerpt, task, c),
+                        device=ev.device,
+                        backend=c.backend.value,
+                        task_sha=task.sha,
+                        candidate_sha=c.sha,
+                    )
+                    for c in cands
+                ]
+                for c, v in zip(cands, verdicts, strict=True):
+                    all_ok = False
+                    if not args.json:
+                        render(out, task.name, c.name, v)
+                    results.append(
+                        {"task": str(task.path), "candidate": str(c.path), "verdict": v.model_dump(mode="json")}
+                    )
+                continue
             progress.stage(cands[0].name, first_stage(cands[0]))
             verdicts = ev.evaluate_many(
                 task, cands, on_stage=lambda c, stage: progress.stage(c.name, stage), on_verdict=show

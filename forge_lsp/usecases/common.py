@@ -92,3 +92,12 @@ def task_paths(text: str, task: Task, candidate: Candidate | None = None) -> str
     if candidate is not None and candidate.path is not None:
         files[worker_module_name(candidate.source, "candidate")] = candidate.path
     return user_paths(text, files)
+
+
+def failure_line(log: str, task: Task) -> int | None:
+    """The line of the user's task file where `log` (a traceback, or faulthandler's stack after a crash) says the
+    user's code failed, if it says so."""
+    from ..engine.logparse import traceback_error, worker_module_name
+
+    error = traceback_error(log, [task.path, worker_module_name(task.source, "task")])
+    return error.line if error else None

@@ -116,18 +116,15 @@ def answer_of(outcome: RunOutcome) -> tuple[Answer | None, Withheld | None, str]
 def reference_failure(store: RunStore, outcome: RunOutcome, task: Task) -> ReferenceFailure | None:
     """Where the user's own module failed in the workers, if it did: alone, before any candidate (the
     run's reference check), else the first verdict of the run that says so."""
-    from ..engine.logparse import traceback_error, worker_module_name
+    from .common import failure_line
 
-    names: list[str | Path] = [task.path, worker_module_name(task.source, "task")]
     alone = outcome.reference_failure
     if alone is not None:
-        error = traceback_error(alone.traceback + "\n" + alone.log_excerpt, names)
-        return ReferenceFailure(alone.reason, error.line if error else None)
+        return ReferenceFailure(alone.reason, failure_line(alone.traceback + "\n" + alone.log_excerpt, task))
     for rec in store.candidates(outcome.run_id):
         v = rec.verdict
         if v is not None and v.reason.startswith(REFERENCE_FAILED):
-            error = traceback_error(v.traceback + "\n" + v.log_excerpt, names)
-            return ReferenceFailure(v.reason, error.line if error else None)
+            return ReferenceFailure(v.reason, failure_line(v.traceback + "\n" + v.log_excerpt, task))
     return None
 
 
