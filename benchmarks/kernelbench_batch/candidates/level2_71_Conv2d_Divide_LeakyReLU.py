@@ -1,0 +1,83 @@
+"""KernelBench level2/71_Conv2d_Divide_LeakyReLU: cuDNN convolution (at::conv2d), then the division and LeakyReLU
+fused in one CUDA kernel.
+
+load_inline CUDA candidate for the forge-lsp KernelBench batch (benchmarks/batch_memory.py): float32,
+kernels launched on at::cuda::getCurrentCUDAStream(); the module keeps the reference's parameters.
+"""
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime.h>
+
+// Blocks for a grid-stride loop over n elements (capped: the loop covers the rest).
+static unsigned int blocks_for(long long n, int threads) {
+    long long b = (n + threads - 1) / threads;
+    if (b > 65535LL * 16) b = 65535LL * 16;
+    return (unsigned int)(b < 1 ? 1 : b);
+}
+
+static void check_launch(const char* what) {
+    const cudaError_t err = cudaGetLastError();
+    TORCH_CHECK(err == cudaSuccess, what, ": kernel launch failed: ", cudaGetErrorString(err));
+}
+
+static void check_input(const torch::Tensor& t, const char* what) {
+    TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
+    TORCH_CHECK(t.scalar_type() == at::kFloat, what, " must be float32");
+}
+
+// y: the conv's output, contiguous NCHW, rewritten in place (it is this function's own temporary).
+__global__ void conv_div_lrelu_forward_tail_kernel(float* __restrict__ y, long long n, long long hw, int channels, float divisor) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
+        const float v = y[i];
+        const float t = v / divisor;
+        y[i] = t > 0.f ? t : t * 0.01f;
+    }
+}
+
+torch::Tensor conv_div_lrelu_forward(torch::Tensor x, torch::Tensor weight, torch::Tensor bias, double divisor) {
+    check_input(x, "conv_div_lrelu_forward: x");
+    check_input(weight, "conv_div_lrelu_forward: weight");
+    check_input(bias, "conv_div_lrelu_forward: bias");
+    const c10::cuda::CUDAGuard guard(x.device());
+    auto y = at::conv2d(x, weight, bias).contiguous();
+    const long long n = y.numel();
+    if (n == 0) return y;
+    const long long hw = y.size(2) * y.size(3);
+    const int channels = (int)y.size(1);
+    const int threads = 256;
+    conv_div_lrelu_forward_tail_kernel<<<blocks_for(n, threads), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        y.data_ptr<float>(), n, hw, channels, (float)divisor);
+    check_launch("conv_div_lrelu_forward");
+    return y;
+}
+"""
+
+CPP_SRC = r"""
+torch::Tensor conv_div_lrelu_forward(torch::Tensor x, torch::Tensor weight, torch::Tensor bias, double divisor);
+"""
+
+_ext = load_inline(
+    name="kb_level2_71_conv2d_divide_leakyrelu",
+    cpp_sources=CPP_SRC,
+    cuda_sources=CUDA_SRC,
+    functions=["conv_div_lrelu_forward"],
+    extra_cuda_cflags=["-O3"],
+    verbose=False,
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, divisor):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.divisor = divisor
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _ext.conv_div_lrelu_forward(x, self.conv.weight, self.conv.bias, float(self.divisor))

@@ -1,0 +1,45 @@
+# KernelBench/level1/49_Max_reduction_over_a_dimension.py from https://github.com/ScalingIntelligence/KernelBench (commit 423217d9fda9),
+# MIT License, Copyright (c) 2023 Anne Ouyang, Simon Guo, Azalia Mirhoseini (full text:
+# ../LICENSE-KernelBench). Unchanged but for sizes, shrunk so it evaluates in seconds:
+#   batch_size = 128 -> batch_size = 16
+#   dim1 = 4096 -> dim1 = 256
+#   dim2 = 4095 -> dim2 = 1023
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """
+    Simple model that performs Max reduction over a specific dimension.
+    """
+    def __init__(self, dim: int):
+        """
+        Initializes the model with the dimension to reduce over.
+
+        Args:
+            dim (int): The dimension to reduce over.
+        """
+        super(Model, self).__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """
+        Applies Max reduction over the specified dimension to the input tensor.
+
+        Args:
+            x (torch.Tensor): Input tensor.
+
+        Returns:
+            torch.Tensor: Output tensor after Max reduction over the specified dimension.
+        """
+        return torch.max(x, dim=self.dim)[0]
+
+batch_size = 16
+dim1 = 256
+dim2 = 1023
+
+def get_inputs():
+    x = torch.rand(batch_size, dim1, dim2)
+    return [x]
+
+def get_init_inputs():
+    return [1] # Example, change to desired dimension
