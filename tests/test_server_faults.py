@@ -53,7 +53,7 @@ class RawClient:
     """The server in a subprocess, and a client that writes raw bytes and reads frames itself. Requests the
     server sends (progress create, registrations, applyEdit...) are answered as an editor would."""
 
-    def __init__(self, tmp_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp_path: Path, env: dict[str, str] | None = None, light: bool = False) -> None:
         self.log_path = tmp_path / f"server-{time.monotonic_ns()}.log"
         self.stderr = open(tmp_path / f"stderr-{time.monotonic_ns()}.txt", "w+b")  # noqa: SIM115
         self.proc = subprocess.Popen(
@@ -69,7 +69,12 @@ class RawClient:
                 **(env or {}),
             },
         )
-        self.received: list[dict[str, Any]] = []
+        self.received: list[dict[str, Any]] = []  # everything (not in light mode)
+        self.by_id: dict[Any, list[dict[str, Any]]] = {}  # replies by request id (null: under None)
+        # light mode (the soak): replies kept as {id, error} except those `call` waits for; notifications counted
+        self.light = light
+        self.keep: set[Any] = set()
+        self.counts: dict[str, int] = {}
         self.cond = threading.Condition()
         self.next_id = 1000
         self.docs: dict[str, dict[str, Any]] = {}
@@ -98,7 +103,14 @@ class RawClient:
             if "method" in msg and "id" in msg:
                 self._answer(msg)
             with self.cond:
-                self.received.append(msg)
+                if "method" not in msg:
+                    rid = msg.get("id")
+                    kept = msg if not self.light or rid in self.keep else {"id": rid, "error": msg.get("error")}
+                    self.by_id.setdefault(rid, []).append(kept)
+                else:
+                    self.counts[msg["method"]] = self.counts.get(msg["method"], 0) + 1
+                if not self.light:
+                    self.received.append(msg)
                 self.cond.notify_all()
 
     def _answer(self, msg: dict[str, Any]) -> None:
@@ -147,13 +159,21 @@ class RawClient:
                 self.cond.wait(min(left, 0.2))
 
     def replies(self, msg_id: Any) -> list[dict[str, Any]]:
-        return [m for m in self.received if m.get("id") == msg_id and "method" not in m]
+        return list(self.by_id.get(msg_id, []))
 
     def reply(self, msg_id: Any, timeout: float = 30.0) -> dict[str, Any]:
         return self.wait(lambda: next(iter(self.replies(msg_id)), None), timeout, f"the reply to {msg_id!r}")
 
     def call(self, method: str, params: Any = MISSING, timeout: float = 30.0) -> dict[str, Any]:
-        return self.reply(self.request(method, params), timeout)
+        self.next_id += 1
+        msg_id = self.next_id
+        self.keep.add(msg_id)
+        reply = self.reply(self.request(method, params, msg_id=msg_id), timeout)
+        if self.light:  # read: keep only what the accounting needs
+            with self.cond:
+                self.by_id[msg_id] = [{"id": msg_id, "error": m.get("error")} for m in self.by_id[msg_id]]
+                self.keep.discard(msg_id)
+        return reply
 
     def notifications(self, method: str) -> list[dict[str, Any]]:
         with self.cond:

@@ -41,6 +41,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 SERVER_NOT_INITIALIZED = -32002
+SETTLED_FUTURES_KEPT = 256  # past this many entries in pygls's table of requests in flight, settled ones go
 
 
 def _detail(exc: BaseException) -> str:
@@ -74,6 +75,23 @@ class ForgeProtocol(LanguageServerProtocol):
             return super().structure_message(data)
         except JsonRpcException as exc:
             raise JsonRpcInvalidParams(f"Invalid params for {data['method']}: {_detail(exc)}") from exc
+
+    def handle_message(self, message: Any) -> None:
+        try:
+            super().handle_message(message)
+        finally:
+            if len(self._request_futures) > SETTLED_FUTURES_KEPT:
+                self._forget_settled()
+
+    def _forget_settled(self) -> None:
+        """pygls (2.1.1) files the future of every generator handler's run under a fresh id in its table of
+        requests in flight — each didOpen, didChange and didClose, each async command run by
+        executeCommand — and never takes it out: ~2 KB and the message's params per edit, for the life of
+        the server. A settled future there has nothing left to do (a reply is sent by its done-callback,
+        which takes its own entry out; a client's response to one of ours takes it out first): drop them."""
+        futures = self._request_futures
+        for key in [k for k, f in list(futures.items()) if f.done()]:
+            futures.pop(key, None)
 
 
 class Dispatcher:

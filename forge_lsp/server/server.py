@@ -218,6 +218,8 @@ class ForgeServer(LanguageServer):
                 )
                 self.message(f"forge: {job.title} failed: {job.message}", t.MessageType.Error)
         finally:
+            with self.state.lock:
+                job.cancel = None  # it held the whole run (optimizer, evaluator, models): the job outlives it
             job.finished = time.time()
             if job.status != "cancelled":  # cancel_job logged it
                 log.info("job %s %s after %.1f s: %s", job.id, job.status, job.finished - job.started, job.message)
@@ -225,7 +227,7 @@ class ForgeServer(LanguageServer):
 
     def on_cancel(self, job: BackgroundJob, stop) -> None:
         """`stop` stops the job's work and kills its workers: called by `cancel_job`, or now if the job was
-        cancelled before its work could say how to stop it."""
+        cancelled before its work could say how to stop it. Kept only while the job's thread runs."""
         with self.state.lock:
             job.cancel = stop
             cancelled = job.status == "cancelled"
@@ -322,8 +324,9 @@ class ForgeServer(LanguageServer):
         for job in jobs:  # each job on its own: one that fails to stop does not keep the others running
             log.info("job %s cancelled after %.1f s", job.id, time.time() - job.started)
             try:
-                if job.cancel is not None:
-                    job.cancel()  # kills the job's workers now; its thread stops at its next check
+                stop = job.cancel
+                if stop is not None:
+                    stop()  # kills the job's workers now; its thread stops at its next check
             except Exception:  # noqa: BLE001
                 log.exception("cancelling %s", job.id)
             job.finished = time.time()
@@ -348,18 +351,19 @@ class ForgeServer(LanguageServer):
             except Exception:  # noqa: BLE001
                 log.debug("stopping the file watcher", exc_info=True)
 
-    def end_session(self, wait: float = 0.5) -> list[int]:
-        """The client is gone or said `exit`: nothing more is sent, every job stops, and every process this
-        server started (workers, profilers, their children) is killed; the pids that were still there."""
-        from .children import kill_descendants
+    def end_session(self, wait: float = 0.5) -> int:
+        """The client is gone or said `exit`: nothing more is sent, every job stops, and every process tree
+        this server started (workers, profilers, what they started) is killed, also those a job thread was
+        starting while it was cancelled; how many trees were still there."""
+        from .. import sandbox
 
         self.closing = True
         try:
             self.shutdown_jobs(wait=wait)
         finally:
-            killed = kill_descendants(timeout=0.5)
+            killed = sandbox.kill_all(wait=0.5)
         if killed:
-            log.info("killed %d leftover child processes: %s", len(killed), killed)
+            log.info("killed %d child process trees left when the session ended", killed)
         return killed
 
     # --------------------------------------------------------------- task snapshots
