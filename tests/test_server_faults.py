@@ -704,3 +704,54 @@ def test_a_failed_kernel_explain_has_its_progress_begin_and_end(raw, tmp_path):
         kinds = [v["kind"] for v in c.progress(f"forge/{job}")]
         assert kinds[0] == "begin" and kinds[-1] == "end", kinds
         assert end["message"].startswith("failed") and job_of(c, job)["status"] == "failed", end
+
+
+# ------------------------------------------------------------------------- the decoder on its own
+def test_the_decoder_recovers_every_good_frame_however_the_bytes_are_split():
+    """Good frames between every kind of bad one, fed whole, byte by byte and in random chunks: each good
+    frame comes out, the same events in the same order every time."""
+    import random
+
+    from forge_lsp.server.transport import FrameDecoder, Message, Unframed
+
+    rng = random.Random(7)
+
+    def body(i: int) -> bytes:
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": i, "method": "forge/runs", "params": {"pad": "é" * (i % 50)}}
+        ).encode()
+
+    faults = [
+        lambda b: b"Content-Length: %d\r\n\r\n" % (len(b) // 2) + b,  # too short
+        lambda b: b"Content-Length: %d\r\n\r\n" % (len(b) + 9) + b,  # too long
+        lambda b: b"Content-Length: twelve\r\n\r\n" + b,  # not a number
+        lambda b: b"Content-Type: x\r\n\r\n" + b,  # no length
+        lambda b: b,  # no header at all
+        lambda b: b"Content-Length: 99999999999\r\n\r\n" + b,  # over the limit
+        lambda b: b"junk junk\r\n",
+        lambda b: b"\x00\xff\xfe",
+        lambda b: b'{"unterminated": ',
+    ]
+    stream, good = b"", []
+    for i in range(300):
+        if rng.random() < 0.4:
+            stream += rng.choice(faults)(body(10_000 + i))
+        good.append(body(i))
+        stream += frame(json.loads(good[-1]))
+
+    def events(chunks: list[bytes]) -> list[tuple[str, Any]]:
+        d = FrameDecoder(limit=1024 * 1024)
+        out = []
+        for chunk in chunks:
+            for e in d.feed(chunk):
+                assert isinstance(e, (Message, Unframed))
+                out.append(("message", e.body) if isinstance(e, Message) else ("unframed", repr(e.value)))
+        return out
+
+    whole = events([stream])
+    bodies = [b for kind, b in whole if kind == "message"]
+    assert all(g in bodies for g in good), [g for g in good if g not in bodies][:3]
+    assert events([stream[i : i + 1] for i in range(len(stream))]) == whole
+    for _ in range(5):
+        cuts = sorted(rng.sample(range(1, len(stream)), 400))
+        assert events([stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]) == whole
