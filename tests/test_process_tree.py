@@ -275,6 +275,7 @@ def test_cancelling_a_batch_kills_the_build_workers_compilers(tmp_path, cache_di
         Candidate.from_source(C.TORCH_CORRECT, "torch"),
     ]
     opts = EvalOptions(timing=False)
+    before = set(descendants(os.getpid()))  # other tests' session-wide workers are not this batch's
     with Evaluator("cpu", options=opts, cache_dir=cache_dir, build_workers=1) as ev:
         box: dict = {}
 
@@ -291,7 +292,7 @@ def test_cancelling_a_batch_kills_the_build_workers_compilers(tmp_path, cache_di
             180,
             "the compiler",
         )
-        tree = {p: c for p, c in tree.items() if "-I -S -c" not in c}  # this process's guardian stays
+        tree = {p: c for p, c in tree.items() if "-I -S -c" not in c and p not in before}  # the guardian stays
         ev.cancel()
         gone = seconds_until_gone(tree)
         print(f"\nEvaluator.cancel while building: {len(tree)} processes gone in {gone * 1000:.0f} ms")
@@ -347,6 +348,7 @@ def test_cancelling_an_optimization_during_the_probe_kills_the_probe(tmp_path, c
         OptimizeRequest(task_file=task_file, workspace=tmp_path, device="cpu", profile=False, cache_dir=cache_dir)
     )
     box: dict = {}
+    before = set(descendants(os.getpid()))  # other tests' session-wide workers are not this run's
     thread = threading.Thread(target=lambda: box.setdefault("result", run.run()), daemon=True)
     thread.start()
     read_pids(mark, 180)
@@ -358,7 +360,7 @@ def test_cancelling_an_optimization_during_the_probe_kills_the_probe(tmp_path, c
     assert gone < GONE_WITHIN_S, f"still running: {running(tree)}"
     thread.join(60)
     assert box["result"].outcome.status == "cancelled"
-    assert not {p: c for p, c in descendants(os.getpid()).items() if "forge_lsp" in c}
+    assert not {p: c for p, c in descendants(os.getpid()).items() if "forge_lsp" in c and p not in before}
 
 
 # ----------------------------------------------------------------------------- one way to start a child
