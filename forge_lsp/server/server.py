@@ -44,6 +44,7 @@ log = logging.getLogger("forge_lsp.server")
 
 SOURCE = "forge"
 MAX_DOC_BYTES = 2_000_000
+KEPT_JOBS = 200  # finished jobs `forge/runs` still lists
 CREATE_WAIT_S = 10.0  # how long a job's progress begin waits for the client to answer the token's creation
 
 
@@ -193,6 +194,7 @@ class ForgeServer(LanguageServer):
         job = BackgroundJob(id=self.next_id(kind), kind=kind, uri=uri, target=target, title=title)
         with self.state.lock:
             self.state.jobs[job.id] = job
+            self._forget_old_jobs()
         self.progress_begin(job)  # every job has its begin and its end: queued, failed and cancelled ones too
         job.future = self.jobs.submit(self._run_job, job, work)
         return job
@@ -224,6 +226,16 @@ class ForgeServer(LanguageServer):
             if job.status != "cancelled":  # cancel_job logged it
                 log.info("job %s %s after %.1f s: %s", job.id, job.status, job.finished - job.started, job.message)
             self.progress_end(job)
+
+    def _forget_old_jobs(self) -> None:
+        """Keep the last KEPT_JOBS finished jobs for `forge/runs` (their runs stay in the run store), and any
+        job whose proposal is still open. Under the state lock."""
+        offering = {p.job_id for p in self.state.proposals.values()}
+        finished = [
+            j for j in self.state.jobs.values() if j.status not in ("queued", "running") and j.id not in offering
+        ]
+        for job in finished[: max(0, len(finished) - KEPT_JOBS)]:  # oldest first: the dict keeps their order
+            del self.state.jobs[job.id]
 
     def on_cancel(self, job: BackgroundJob, stop) -> None:
         """`stop` stops the job's work and kills its workers: called by `cancel_job`, or now if the job was
@@ -278,6 +290,7 @@ class ForgeServer(LanguageServer):
             return
         job.end_sent = True
         self.work_done_progress.end(token, t.WorkDoneProgressEnd(message=f"{job.status}: {job.message}"[:200]))
+        self.work_done_progress.tokens.pop(token, None)  # pygls keeps every token's future otherwise
 
     def job_progress(self, job: BackgroundJob, message: str, percentage: int | None = None) -> None:
         """A report: the message, and the percentage, which never goes back."""
