@@ -84,3 +84,54 @@ def test_a_build_worker_over_the_cap_says_so(cache_dir):
         assert builder.peak_rss > GIB and builder.proc is None  # the build worker was killed over the cap
     assert greedy.status is Status.out_of_memory, (greedy.status, greedy.reason)  # and the device worker too
     assert ok.correct
+
+
+def test_forge_eval_memory_limit_flag_sets_the_cap(tmp_path):
+    """`forge eval --memory-limit GIB`: the greedy candidate is out_of_memory at the limit given on the line."""
+    import json
+    import subprocess
+    import sys
+
+    cand = tmp_path / "greedy.py"
+    cand.write_text(GREEDY)
+    proc = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(FIXTURES / "softmax_small.py"), str(cand)]
+        + ["--device", "cpu", "--no-timing", "--json", "--memory-limit", "0.75"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    verdict = json.loads(proc.stdout)["verdict"]
+    assert verdict["status"] == "out_of_memory", (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "0.75 GiB limit" in verdict["reason"]
+
+
+@pytest.mark.parametrize("value", ["-1", "lots", "inf"])
+def test_forge_eval_memory_limit_must_be_a_number_of_at_least_0(tmp_path, value):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(FIXTURES / "softmax_small.py"), str(tmp_path / "c.py")]
+        + ["--memory-limit", value],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "--memory-limit" in proc.stderr, proc.stderr
+
+
+def test_the_workspace_configuration_sets_the_cap_of_an_optimization(tmp_path, monkeypatch):
+    from forge_lsp.agent.config import ConfigError, load_config
+    from forge_lsp.usecases.optimize import eval_options
+
+    monkeypatch.delenv("FORGE_HOST_MEMORY_LIMIT_GIB", raising=False)
+    (tmp_path / "pyproject.toml").write_text("[tool.forge]\nmemory_limit_gib = 2.5\n")
+    assert eval_options(load_config(tmp_path)).host_memory_limit() == int(2.5 * GIB)
+    # the command line's --memory-limit is an override of the same key, and wins
+    assert eval_options(load_config(tmp_path, {"memory_limit_gib": 0})).host_memory_limit() is None
+    (tmp_path / "pyproject.toml").write_text("[tool.forge]\n")
+    assert eval_options(load_config(tmp_path)).host_memory_limit() == default_host_memory_limit()
+    (tmp_path / "pyproject.toml").write_text("[tool.forge]\nmemory_limit_gib = -1\n")
+    with pytest.raises(ConfigError, match="memory_limit_gib"):
+        load_config(tmp_path)

@@ -369,8 +369,6 @@ OUTSIDE_THE_SANDBOX = {
     # runs inside the worker: its children die with the worker (sandbox.children_die_with_this_process) and
     # are in the worker's process group and session
     "forge_lsp/runtime/nvcc.py",
-    # `ncu --import` of a report file, in the front end's process: to route through run_sandboxed
-    "forge_lsp/profiler/report.py",
 }
 
 

@@ -82,3 +82,51 @@ def test_csv_fallback_reads_the_same_numbers_as_the_reader(name, tmp_path):
     assert row.duration_ns == pytest.approx(kernel.duration_ns, rel=1e-6)
     for metric in ("dram__bytes_read.sum", "sm__warps_active.avg.pct_of_peak_sustained_active"):
         assert row.metrics[metric] == pytest.approx(kernel.metrics[metric], rel=1e-3)
+
+
+def _fake_ncu(tmp_path: Path, body: str) -> str:
+    exe = tmp_path / "ncu"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_without_the_reader_ncu_import_is_run_and_its_warnings_stay_out_of_the_csv(tmp_path, monkeypatch):
+    import forge_lsp.profiler.report as report
+
+    name = CASES[0][1]
+    csv_file = NCU / f"{name}.csv"
+    ncu = _fake_ncu(tmp_path, f'echo "==WARNING== something about the report" >&2\ncat "{csv_file}"\n')
+    monkeypatch.setattr(report, "import_ncu_report", lambda ncu=None: None)
+    (kernel,) = read_report(tmp_path / "x.ncu-rep", ncu=ncu)
+    (expected,) = from_raw_csv(csv_file.read_text())
+    assert kernel == expected
+
+
+def test_a_failing_ncu_import_says_its_exit_code_and_stderr(tmp_path, monkeypatch):
+    import forge_lsp.profiler.report as report
+
+    ncu = _fake_ncu(tmp_path, 'echo "==ERROR== cannot open the report" >&2\nexit 3\n')
+    monkeypatch.setattr(report, "import_ncu_report", lambda ncu=None: None)
+    with pytest.raises(RuntimeError, match=r"exit 3\).*cannot open the report"):
+        read_report(tmp_path / "x.ncu-rep", ncu=ncu)
+
+
+def test_a_hanging_ncu_import_is_ended_with_everything_it_started(tmp_path):
+    import time
+
+    from forge_lsp import sandbox
+    from forge_lsp.profiler.report import _ncu_import_csv
+
+    pidfile = tmp_path / "child.pid"
+    ncu = _fake_ncu(tmp_path, f'sleep 600 &\necho $! > "{pidfile}"\nsleep 600\n')
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="did not finish"):
+        _ncu_import_csv(ncu, tmp_path / "x.ncu-rep", timeout=1.0)
+    assert time.monotonic() - t0 < 10
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 2
+    while sandbox._stat(child) is not None and time.monotonic() < deadline:  # None: gone or a zombie
+        time.sleep(0.05)
+    assert sandbox._stat(child) is None, "the ncu child outlived the timeout"
+    assert not [p for p in sandbox.live_children() if p.args and p.args[0] == ncu]

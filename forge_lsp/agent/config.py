@@ -9,6 +9,7 @@ Settings come from ``[tool.forge]`` in the workspace's ``pyproject.toml`` and/or
     api_key_env = "OPENAI_API_KEY"        # the NAME of the env var holding the key
     search = "mcts"
     rounds = 10
+    memory_limit_gib = 8                  # a worker's process tree over this is out_of_memory (0: no cap)
 
     [tool.forge.judge]                    # per-role settings; the judge inherits the coder's
     model = "gpt-4o-mini"                 # settings and overrides what it names
@@ -145,6 +146,12 @@ class AgentConfig(BaseModel):
         default_factory=dict, description="model -> (input, output) USD per Mtok"
     )
     device: str = "auto"
+    memory_limit_gib: float | None = Field(
+        default=None,
+        ge=0,
+        description="resident memory a worker's process tree may hold before its verdict is out_of_memory, GiB; "
+        "0: no cap; unset: $FORGE_HOST_MEMORY_LIMIT_GIB, else min(16 GiB, 75% of the RAM)",
+    )
 
     @model_validator(mode="after")
     def _judge_defaults_to_coder(self) -> AgentConfig:

@@ -59,6 +59,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number of at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of at least 0, got {text}")
+    return value
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "eval",
@@ -91,6 +102,13 @@ def add_parser(sub) -> None:
         metavar="SECONDS",
         help="limit of each stage (compile, first call, verify, time); a stage that runs longer is killed and "
         "the verdict is `timeout` (default: 600 s to compile, 180 s for a first call, 120 s to verify, 180 s to time)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=non_negative_float,
+        metavar="GIB",
+        help="resident memory a worker's process tree may hold before its verdict is out_of_memory (0: no cap; "
+        "default: $FORGE_HOST_MEMORY_LIMIT_GIB, else min(16 GiB, 75%% of the RAM))",
     )
     p.add_argument("--cache-dir", type=Path, help="compile cache (default ~/.cache/forge-lsp)")
     p.set_defaults(func=run)
@@ -263,6 +281,8 @@ def run(args: argparse.Namespace) -> int:
         jobs = [(args.task, [args.candidate])]
 
     opts = EvalOptions(timing=not args.no_timing, timing_mode=args.timing_mode, trials=args.trials)
+    if args.memory_limit is not None:
+        opts = opts.model_copy(update={"host_memory_limit_bytes": int(args.memory_limit * (1 << 30))})
     if args.timeout is not None:  # every stage of a candidate's evaluation (the worker's own start keeps its limit)
         t = args.timeout
         opts = opts.model_copy(

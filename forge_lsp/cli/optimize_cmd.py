@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .eval_cmd import console, positive_float, positive_int
+from .eval_cmd import console, non_negative_float, positive_float, positive_int
 
 
 def add_parsers(sub) -> None:
@@ -40,6 +40,13 @@ def add_parsers(sub) -> None:
         "computation stays as the fallback) instead of writing FILE_forge_best.py",
     )
     p.add_argument("--device", default="auto", help="cuda:N, cpu, or auto (default: the configured device, else auto)")
+    p.add_argument(
+        "--memory-limit",
+        type=non_negative_float,
+        metavar="GIB",
+        help="resident memory a worker's process tree may hold before its verdict is out_of_memory (0: no cap; "
+        "default: [tool.forge] memory_limit_gib, else $FORGE_HOST_MEMORY_LIMIT_GIB, else min(16 GiB, 75%% of the RAM))",
+    )
     p.add_argument("--workspace", type=Path, help="where .forge/ lives (default: the project around the file)")
     p.add_argument("--cache-dir", type=Path)
     p.add_argument("--quiet", action="store_true")
@@ -79,6 +86,7 @@ def run_optimize(args: argparse.Namespace) -> int:
         "budget_usd": args.budget_usd,
         "wall_s": args.wall_s,
         "concurrency": args.concurrency,
+        "memory_limit_gib": args.memory_limit,
     }
     request = OptimizeRequest(
         task_file=path,

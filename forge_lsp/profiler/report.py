@@ -13,10 +13,12 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .. import sandbox
 from .model import HotLine, KernelProfile, LaunchConfig
 
 _PCSAMP = "smsp__pcsamp_warps_issue_stalled_"
@@ -54,15 +56,31 @@ def read_report(path: str | Path, *, ncu: str | None = None) -> list[KernelProfi
         return from_context(module.load_report(str(path)))
     if ncu is None:
         raise RuntimeError("cannot read an ncu report: the ncu_report module is not importable and ncu was not found")
-    out = subprocess.run(
-        [ncu, "--import", str(path), "--csv", "--page", "raw", "--print-units", "base"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"ncu --import failed: {out.stderr[-2000:]}")
-    return from_raw_csv(out.stdout)
+    return from_raw_csv(_ncu_import_csv(ncu, Path(path)))
+
+
+def _ncu_import_csv(ncu: str, path: Path, timeout: float = 300.0) -> str:
+    """`ncu --import PATH --csv --page raw`'s stdout, run as a child the sandbox owns (its tree ends with
+    this process, on a timeout and on any exception here); stderr apart, so warnings never reach the CSV."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = sandbox.spawn(
+            [ncu, "--import", str(path), "--csv", "--page", "raw", "--print-units", "base"],
+            env=sandbox.scrubbed_env(),
+            cwd=path.parent,
+            stdout=out,
+            stderr=err,
+        )
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"ncu --import did not finish in {timeout:.0f} s") from None
+        finally:
+            sandbox.kill_tree(proc, wait=5.0)
+        if code != 0:
+            err.seek(0)
+            raise RuntimeError(f"ncu --import failed (exit {code}): {err.read().decode('utf-8', 'replace')[-2000:]}")
+        out.seek(0)
+        return out.read().decode("utf-8", "replace")
 
 
 def _launch(metrics: dict[str, float]) -> LaunchConfig | None:

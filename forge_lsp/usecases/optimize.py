@@ -16,16 +16,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..agent.config import AgentConfig
 from ..agent.events import EventBus, RunEvent
 from ..agent.optimize import OptimizeOptions, Optimizer, RunOutcome, models_from_config
 from ..agent.progress import speedup_label
 from ..agent.store import CandidateRecord, RunStore
-from ..engine import Evaluator, Task, TaskError, Verdict, load_task
+from ..engine import EvalOptions, Evaluator, Task, TaskError, Verdict, load_task
 from ..reintegrate import VerifiedDomain, domain_from_verdict
 from .common import UseCaseError, check_device, find_workspace
 
 #: Verdict reasons that mean the user's own module failed in the worker, not a candidate.
 REFERENCE_FAILED = ("the reference model failed", "the reference constructor failed", "the task file failed to load")
+
+
+def eval_options(config: AgentConfig) -> EvalOptions:
+    """The engine's options a run's configuration asks for (the host-memory cap, `memory_limit_gib`)."""
+    if config.memory_limit_gib is None:
+        return EvalOptions()
+    return EvalOptions(host_memory_limit_bytes=int(config.memory_limit_gib * (1 << 30)))
 
 
 @dataclass(frozen=True)
@@ -165,7 +173,7 @@ class ModuleOptimization:
         coder, judge = models_from_config(self.config)
         self.model_configured = coder is not None
         device = check_device(request.device if request.device != "auto" else self.config.device)
-        self.evaluator = Evaluator(device, cache_dir=request.cache_dir)
+        self.evaluator = Evaluator(device, options=eval_options(self.config), cache_dir=request.cache_dir)
         self.bus = EventBus(self.store)
         if on_event is not None:
             self.bus.subscribe(on_event)
