@@ -12,10 +12,17 @@ Each ``POST /v1/chat/completions`` consumes one script entry:
 * ``{"refusal": "I can't help with that"}``: a reply whose message carries a refusal;
 * ``{"delay": 5.0, ...}``: sleep first (cut short when the server closes), then reply with the
   rest of the entry (``{"delay": d}`` alone replies ``"{}"``);
+* ``{"stall": 5.0, ...}``: for a streamed request, sleep that long after the first piece of content;
+* ``{"drip": 0.2, ...}``: for a streamed request, sleep that long before every event;
+* ``{"no_stream": True, ...}``: answer a streamed request with a 400 saying streaming is unsupported;
 * a callable ``(request_json) -> entry``, called when the request arrives.
 
 ``GET /v1/models`` lists `FakeOpenAI.models` and consumes nothing. A request that finds the
 script empty gets a 418 error naming the problem, so a test that under-scripts fails loudly.
+
+A request with ``"stream": true`` gets the reply as server-sent events, as OpenAI sends it: a first
+chunk with the role, the content in pieces of a few characters, a chunk with the finish reason, a
+chunk with the usage when ``stream_options.include_usage`` asks for it, then ``data: [DONE]``.
 """
 
 from __future__ import annotations
@@ -151,6 +158,8 @@ class FakeOpenAI:
         if delay > 0:
             self._closing.wait(delay)
         headers = {str(k): str(v) for k, v in entry.get("headers", {}).items()}
+        if entry.get("no_stream") and isinstance(body, dict) and body.get("stream"):
+            return 400, headers, _error_body(400, "stream is not supported by this server", None)
         status = int(entry.get("status", 200))
         if status != 200:
             return status, headers, _error_body(status, entry.get("error"), entry.get("code"))
@@ -173,6 +182,10 @@ class FakeOpenAI:
             ],
             "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
         }
+        if entry.get("stall"):
+            reply["_stall"] = float(entry["stall"])
+        if entry.get("drip"):
+            reply["_drip"] = float(entry["drip"])
         return 200, headers, reply
 
 
@@ -208,7 +221,52 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {}, _error_body(404, f"no route {self.path}", None))
                 return
             status, headers, reply = fake._chat_reply(body)
-            self._send(status, headers, reply)
+            if status == 200 and isinstance(body, dict) and body.get("stream"):
+                usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
+                self._send_stream(headers, reply, usage_wanted)
+            else:
+                reply.pop("_stall", None)
+                reply.pop("_drip", None)
+                self._send(status, headers, reply)
+
+        def _send_stream(self, headers: dict[str, str], reply: dict[str, Any], usage_wanted: bool) -> None:
+            stall = float(reply.pop("_stall", 0.0))
+            drip = float(reply.pop("_drip", 0.0))
+            message = reply["choices"][0]["message"]
+            content = message.get("content") or ""
+            base = {k: reply[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+
+            def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+                choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+                return {**base, "choices": [choice]}
+
+            events = [chunk({"role": "assistant", "content": ""})]
+            if message.get("refusal") is not None:
+                events.append(chunk({"refusal": message["refusal"]}))
+            events += [chunk({"content": content[i : i + 8]}) for i in range(0, len(content), 8)]
+            events.append(chunk({}, reply["choices"][0]["finish_reason"]))
+            if usage_wanted:
+                events.append({**base, "choices": [], "usage": reply["usage"]})
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                for i, event in enumerate(events):
+                    if drip:
+                        fake._closing.wait(drip)
+                    self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                    self.wfile.flush()
+                    if stall and i == 1:
+                        fake._closing.wait(stall)
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
 
         def _send(self, status: int, headers: dict[str, str], payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()

@@ -59,9 +59,15 @@ def evaluator(cache_dir, fast_options):
     ev.close()
 
 
-def optimizer(tmp_path, evaluator, server, prices=None, timeout_s=5.0, **opts) -> Optimizer:
+def optimizer(tmp_path, evaluator, server, prices=None, timeout_s=5.0, first_token_s=90.0, **opts) -> Optimizer:
     model = ChatModel(
-        ModelSettings(model="scripted", base_url=server.base_url, timeout_s=timeout_s, max_retries=2),
+        ModelSettings(
+            model="scripted",
+            base_url=server.base_url,
+            timeout_s=timeout_s,
+            first_token_s=first_token_s,
+            max_retries=2,
+        ),
         api_key=SECRET,
         sleep=lambda s: None,
         prices=prices,
@@ -422,7 +428,7 @@ def test_wall_time_budget_stops_the_run(tmp_path, evaluator, fake_openai):
             for i in range(20)
         ]
     )
-    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=50, wall_s=3.0)
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=50, wall_s=6.0)
     result = opt.run()
     assert "wall-time budget" in result.stop_reason and 1 <= result.rounds < 50
 
@@ -432,5 +438,19 @@ def test_an_endpoint_that_never_answers_ends_the_run_with_a_clear_reason(tmp_pat
     fake_openai.script(*[{"delay": 30.0}] * 9)
     result = optimizer(tmp_path, evaluator, fake_openai, timeout_s=0.4, rounds=3).run()
     assert result.status == "failed", result.stop_reason
-    assert "never answered" in result.stop_reason and "within 0.4 s" in result.stop_reason
-    assert len(fake_openai.chat_requests) == 3  # the first call's 3 attempts, no further round
+    assert "never answered" in result.stop_reason and "no first token" in result.stop_reason
+    assert "within 0.4 s" in result.stop_reason
+    assert len(fake_openai.chat_requests) == 2  # the first call's 2 first-token waits, no further round
+
+
+def test_a_model_call_that_waits_says_so_every_two_seconds_to_live_consumers_only(tmp_path, evaluator, fake_openai):
+    """`model_waiting` reaches subscribers while a call is blocked on a silent endpoint; it is not stored."""
+    fake_openai.script(*[{"delay": 30.0}] * 4)
+    opt = optimizer(tmp_path, evaluator, fake_openai, first_token_s=2.6, rounds=1)
+    seen = []
+    opt.bus.subscribe(lambda e: seen.append(e) if e.kind == "model_waiting" else None)
+    result = opt.run()
+    assert "no first token" in result.stop_reason
+    assert [round(e.data["seconds"]) for e in seen][:2] == [2, 4]  # the wait goes on across the call's retry
+    assert all(e.data["role"] == "coder" and e.data["pieces"] == 0 for e in seen)
+    assert not [e for e in opt.store.events(result.run_id) if e.kind == "model_waiting"]

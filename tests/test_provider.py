@@ -235,9 +235,81 @@ def test_timeout_exhausted_raises_timeout(fake_openai):
     slow = {"delay": 3.0, "content": GOOD}
     started = time.monotonic()
     err = error_of(fake_openai, slow, slow, timeout_s=0.3, max_retries=1)
-    assert (err.kind, err.attempts, err.retryable) == ("timeout", 2, True)
+    assert (err.kind, err.attempts) == ("timeout", 2)
     assert "0.3 s" in err.message
     assert time.monotonic() - started < 2.5
+
+
+def test_not_streamed_timeout_exhausted_raises_timeout(fake_openai):
+    slow = {"delay": 3.0, "content": GOOD}
+    err = error_of(fake_openai, slow, slow, timeout_s=0.3, max_retries=1, stream=False)
+    assert (err.kind, err.attempts, err.retryable) == ("timeout", 2, True)
+    assert "no reply" in err.message and "0.3 s" in err.message
+    assert not any(r.body.get("stream") for r in fake_openai.chat_requests)
+
+
+# -- streamed replies ----------------------------------------------------------------------------
+
+
+def test_replies_are_streamed_with_usage_and_progress(fake_openai):
+    fake_openai.script({"content": GOOD, "usage": {"prompt_tokens": 50, "completion_tokens": 7}})
+    seen: list[int] = []
+    with make_model(fake_openai) as model:
+        result = model.complete(USER, Plan, on_progress=seen.append)
+    (request,) = fake_openai.chat_requests
+    assert request.body["stream"] is True and request.body["stream_options"] == {"include_usage": True}
+    assert result.parsed == Plan(name="tile", score=3)
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (50, 7)
+    pieces = -(-len(GOOD) // 8)  # the fake sends 8 characters a piece
+    assert seen == list(range(1, pieces + 1))
+
+
+def test_an_endpoint_that_takes_the_request_and_never_answers_is_abandoned_after_two_waits(fake_openai):
+    """However many retries are configured: a silent endpoint costs two first-token waits, not ten minutes."""
+    silent = {"delay": 30.0, "content": GOOD}
+    started = time.monotonic()
+    err = error_of(fake_openai, silent, silent, silent, GOOD, first_token_s=0.4, max_retries=4)
+    elapsed = time.monotonic() - started
+    assert (err.kind, err.attempts, err.retryable) == ("timeout", 2, False)
+    assert "no first token" in err.message and "0.4 s" in err.message and "first_token_s" in err.message
+    assert elapsed < 3.0
+    assert fake_openai.pending == 2
+
+
+def test_a_reply_that_stalls_is_abandoned_and_retried_once(fake_openai):
+    fake_openai.script({"stall": 30.0, "content": GOOD}, GOOD)
+    with make_model(fake_openai, first_token_s=0.4) as model:
+        result = model.complete(USER, Plan)
+    assert result.attempts == 2 and result.parsed == Plan(name="tile", score=3)
+    stalled = {"stall": 30.0, "content": GOOD}
+    err = error_of(fake_openai, stalled, stalled, first_token_s=0.4)
+    assert err.kind == "timeout" and "stalled for 0.4 s after 1 pieces" in err.message
+
+
+def test_a_slow_but_steady_reply_is_bounded_by_timeout_s(fake_openai):
+    """A reply whose pieces keep coming is not silent, but the whole of it must arrive within timeout_s."""
+    drip = {"drip": 0.25, "content": GOOD}  # 7 events: 1.75 s
+    err = error_of(fake_openai, drip, drip, timeout_s=1.0, first_token_s=5.0, max_retries=1)
+    assert err.kind == "timeout" and "not complete after 1 s" in err.message
+
+
+def test_an_endpoint_that_cannot_stream_gets_whole_requests(fake_openai):
+    fake_openai.script({"no_stream": True}, GOOD, GOOD)
+    with make_model(fake_openai) as model:
+        first = model.complete(USER, Plan)
+        second = model.complete(USER, Plan)
+    assert first.parsed == second.parsed == Plan(name="tile", score=3)
+    streamed = [bool(r.body.get("stream")) for r in fake_openai.chat_requests]
+    assert streamed == [True, False, False]  # refused once, then remembered
+
+
+def test_an_endpoint_that_refuses_stream_options_streams_without_them(fake_openai):
+    fake_openai.script({"status": 400, "error": "Unrecognized request argument supplied: stream_options"}, GOOD)
+    with make_model(fake_openai) as model:
+        result = model.complete(USER, Plan)
+    assert result.parsed == Plan(name="tile", score=3) and not result.usage.cost_known
+    first, second = fake_openai.chat_requests
+    assert "stream_options" in first.body and "stream_options" not in second.body and second.body["stream"]
 
 
 def test_connection_refused_is_retried_then_reported():

@@ -587,6 +587,90 @@ def test_a_client_that_disconnects_with_two_runs_going_leaves_nothing_behind(raw
         assert f"job {job} cancelled" in log, log[-3000:]
 
 
+# ------------------------------------------------ 4: cancel during the probe; 6: the user's own crash
+HANGS_UNDER_TRACING = """
+import os, subprocess, time
+import torch
+import torch.nn as nn
+
+batch_size = 4
+dim = 8
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        if isinstance(x, torch.fx.Proxy):
+            subprocess.Popen(["sleep", "607"])  # a child of the probe, which must go with it
+            time.sleep(600)
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.slow
+def test_cancelling_an_optimize_during_the_graph_probe_ends_the_probe_and_its_children(raw, tmp_path):
+    """The offline run's FX-graph probe hangs in the user's forward: `forge.cancel` ends it (and the child it
+    started) within a second, and the job ends as cancelled."""
+    (tmp_path / "hangs.py").write_text(HANGS_UNDER_TRACING)
+    c = raw()
+    c.initialize(tmp_path, PROGRESS, {"device": "cpu", "profile": False})
+    uri = c.open(tmp_path / "hangs.py")
+    job = start_optimize(c, uri)
+
+    def probe_tree() -> list[int]:
+        probes = [p for p in descendants(c.proc.pid) if "forge_lsp.agent.offline.probe" in cmdline(p)]
+        return [probes[0], *descendants(probes[0])] if probes else []
+
+    tree = c.wait(lambda: (t := probe_tree()) and any("sleep 607" in cmdline(p) for p in t) and t, 180, "the probe")
+    t0 = time.monotonic()
+    reply = c.call("workspace/executeCommand", {"command": "forge.cancel", "arguments": [job]})
+    assert "result" in reply, reply
+    while running(tree) and time.monotonic() - t0 < 1.5:
+        time.sleep(0.05)
+    assert not running(tree), [(p, cmdline(p)) for p in running(tree)]
+    end = ended(c, job, 30)
+    assert "cancel" in end["message"], end
+    assert job_of(c, job)["status"] == "cancelled"
+    c.alive_and_answering()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["os._exit(3)", "__import__('ctypes').string_at(0)"], ids=["exit", "segfault"])
+def test_a_reference_that_exits_or_segfaults_is_the_users_and_no_candidate_is_asked_for(
+    raw, tmp_path, fake_openai, fault
+):
+    """The user's own forward dies in the worker: a `reference-failed` diagnostic on the class, not a candidate
+    crash; the model is never asked for a candidate."""
+    source = TASK.replace(
+        "    def forward(self, x):\n", f"    def forward(self, x):\n        import os\n        {fault}\n", 1
+    )
+    assert fault in source
+    (tmp_path / "dies.py").write_text(source)
+    c = raw()
+    c.initialize(tmp_path, PROGRESS, model_settings(fake_openai))
+    uri = c.open(tmp_path / "dies.py")
+    job = start_optimize(c, uri)
+    end = ended(c, job, 120)
+    diag = c.wait(
+        lambda: next((d for d in c.diagnostics(uri) if d.get("code") == "reference-failed"), None),
+        30,
+        "the reference-failed diagnostic",
+    )
+    fault_line = next(i for i, line in enumerate(source.splitlines()) if fault in line)
+    assert diag["range"]["start"]["line"] == fault_line, (diag, fault_line)  # the line that died, not the class
+    assert "reference model failed" in diag["message"] and "candidate" not in diag["message"], diag
+    assert not fake_openai.chat_requests, "a candidate was asked for although the reference cannot run"
+    assert "failed" in end["message"] or "reference" in end["message"], end
+    c.alive_and_answering()
+
+
 # ------------------------------------------------------------- 7: stale answers, honest progress
 PROGRESS = {"window": {"workDoneProgress": True}, "workspace": {"codeLens": {"refreshSupport": True}}}
 

@@ -110,7 +110,14 @@ class ModelSettings(BaseModel):
     model: str = Field(min_length=1)
     base_url: str | None = Field(default=None, description="None means OpenAI's own API")
     api_key_env: str = Field(default=DEFAULT_KEY_ENV, description="name of the env var holding the key")
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float = Field(default=300.0, gt=0, description="the whole reply must have arrived by then")
+    first_token_s: float = Field(
+        default=90.0,
+        gt=0,
+        description="the reply must have begun by then, and may not stall longer between two pieces; a call "
+        "abandoned this way is retried once (raise it for reasoning models that think long before they answer)",
+    )
+    stream: bool = Field(default=True, description="stream replies (false: one response, limited by timeout_s)")
     max_retries: int = Field(default=4, ge=0)
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, gt=0)

@@ -38,6 +38,10 @@ KINDS = (
     "run_finished",
 )
 
+#: Kinds that are not stored: moment-to-moment state that only a live consumer needs (a model call that
+#: has been waiting N s, how much of its reply arrived). Replays do not see them.
+TRANSIENT_KINDS = frozenset({"model_waiting"})
+
 
 class RunEvent(BaseModel):
     run_id: str
@@ -70,7 +74,7 @@ class EventBus:
 
     def publish(self, run_id: str, kind: str, **data: Any) -> RunEvent:
         ts = time.time()
-        seq = self.store.add_event(run_id, kind, data, ts) if self.store else 0
+        seq = self.store.add_event(run_id, kind, data, ts) if self.store and kind not in TRANSIENT_KINDS else 0
         event = RunEvent(run_id=run_id, kind=kind, ts=ts, data=data, seq=seq)
         with self._lock:
             subscribers = list(self._subscribers)

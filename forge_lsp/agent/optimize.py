@@ -418,7 +418,8 @@ class Optimizer:
 
         cand = None if candidate_id == ROOT else candidate_id
         try:
-            result = model.complete(messages, schema)
+            with _Waiting(lambda **d: self._publish("model_waiting", role=role, **d)) as waiting:
+                result = model.complete(messages, schema, on_progress=waiting.pieces)
         except ProviderError as exc:
             self.store.add_call(
                 self.run_id,
@@ -604,6 +605,38 @@ class Optimizer:
         lib = [r for r in self.records.values() if r.origin.startswith("offline:library") and r.correct]
         lib.sort(key=lambda r: -(r.speedup or 0))
         return [lib[0].source] if lib else []
+
+
+class _Waiting:
+    """While a model call lasts over `after` seconds, says so every `every` seconds (`model_waiting`: seconds so
+    far, the pieces of the reply received), from a thread of its own: a call blocked on a silent endpoint
+    reports too."""
+
+    def __init__(self, report: Callable[..., None], after: float = 2.0, every: float = 2.0) -> None:
+        self._report, self._after, self._every = report, after, every
+        self._pieces = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="forge-model-waiting", daemon=True)
+
+    def pieces(self, n: int) -> None:
+        self._pieces = n
+
+    def __enter__(self) -> _Waiting:
+        self._start = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+
+    def _run(self) -> None:
+        if self._stop.wait(self._after):
+            return
+        while True:
+            self._report(seconds=round(time.monotonic() - self._start, 1), pieces=self._pieces)
+            if self._stop.wait(self._every):
+                return
 
 
 class FatalModelError(Exception):

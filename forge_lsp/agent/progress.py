@@ -49,6 +49,11 @@ class RunProgress:
     def update(self, kind: str, data: dict) -> bool:
         """Take one event; True when the line or the percentage may have changed."""
         cand = data.get("candidate")
+        if kind == "model_waiting":
+            pieces = int(data.get("pieces") or 0)
+            got = f"{pieces} pieces of the reply" if pieces else "no reply yet"
+            self.phase = f"asking the {data.get('role', '')} model · {float(data.get('seconds') or 0):.0f} s, {got}"
+            return True
         if kind == "round":
             self.round = int(data.get("round") or 0)
             self._queued, self._done = set(), set()

@@ -8,6 +8,11 @@ re-asks when a reply does not validate; retries rate limits, server errors, time
 connections with exponential backoff (honouring ``Retry-After``); and adds up token usage and
 cost over every attempt. Failures raise `ProviderError`, whose ``kind`` says what went wrong.
 
+Replies are streamed: a reply that has not begun within ``first_token_s`` (an endpoint that accepts
+the request and never answers), or that stalls that long between two pieces, is abandoned and
+retried once, then fails with a reason that says so; ``timeout_s`` bounds the whole reply. The
+caller can follow a reply as it arrives (`complete`'s ``on_progress``).
+
 The API key is passed to the SDK and nowhere else: it is not logged, and error messages are
 scrubbed of it (servers sometimes echo a key back in their error text).
 """
@@ -150,6 +155,10 @@ class ChatResult(BaseModel, Generic[T]):
     mode: str = Field(description="the structured-output mode that worked: json_schema | json_object | text")
 
 
+class _Silent(Exception):
+    """A streamed reply that never began, or stalled, within ``first_token_s``."""
+
+
 class _FormatRejected(Exception):
     """The endpoint refused the requested ``response_format``."""
 
@@ -157,9 +166,19 @@ class _FormatRejected(Exception):
 class _Call:
     """Bookkeeping of one `ChatModel.complete` call."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_progress: Callable[[int], None] | None = None) -> None:
         self.attempts = 0
         self.usage = Usage()
+        self.on_progress = on_progress
+
+
+class _Reply(BaseModel):
+    """One reply's first choice, streamed or not."""
+
+    content: str = ""
+    refusal: str | None = None
+    finish_reason: str | None = None
+    model: str | None = None
 
 
 class ChatModel:
@@ -195,6 +214,8 @@ class ChatModel:
         self._mode: Mode = "json_schema" if settings.structured == "auto" else settings.structured
         self._token_param = "max_tokens"
         self._send_temperature = True
+        self._stream = settings.stream
+        self._stream_usage = True  # ask for usage in the last chunk (stream_options); dropped if refused
         self._client = openai.OpenAI(base_url=settings.base_url, api_key=key, timeout=settings.timeout_s, max_retries=0)
         self._where = display_url(str(self._client.base_url))
 
@@ -215,14 +236,21 @@ class ChatModel:
     def __repr__(self) -> str:
         return f"ChatModel(model={self.settings.model!r}, endpoint={self._where!r}, mode={self._mode!r})"
 
-    def complete(self, messages: Sequence[Mapping[str, Any]], schema: type[T]) -> ChatResult[T]:
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        schema: type[T],
+        on_progress: Callable[[int], None] | None = None,
+    ) -> ChatResult[T]:
         """Send ``messages`` and return the reply parsed into ``schema``.
 
-        Raises `ProviderError` when the endpoint fails for good, refuses, or never produces a reply
-        that validates (after `MAX_REASKS` re-asks).
+        ``on_progress(pieces)`` is called as a streamed reply arrives, with the number of content pieces
+        (about one token each) received so far in this attempt; it must be quick and must not raise.
+        Raises `ProviderError` when the endpoint fails for good, refuses, never begins a reply, or never
+        produces one that validates (after `MAX_REASKS` re-asks).
         """
         start = time.monotonic()
-        call = _Call()
+        call = _Call(on_progress)
         convo = [dict(m) for m in messages]
         anchor = max((i for i, m in enumerate(convo) if m.get("role") == "user"), default=None)
         reasks = 0
@@ -236,17 +264,15 @@ class ChatModel:
                     log.info("%s rejected response_format %s; falling back to %s", self._where, mode, fallback)
                     self._mode = fallback
                     continue
-                choice = response.choices[0]
-                message = choice.message
-                if message.refusal or choice.finish_reason == "content_filter":
-                    why = message.refusal or "the endpoint's content filter stopped the reply"
+                if response.refusal or response.finish_reason == "content_filter":
+                    why = response.refusal or "the endpoint's content filter stopped the reply"
                     raise ProviderError("refusal", f"model '{self.settings.model}' refused: {self._scrub(why)}")
-                text = message.content or ""
+                text = response.content
                 try:
                     parsed = parse_reply(text, schema)
                 except ValueError as exc:
                     reason = str(exc)
-                    if choice.finish_reason == "length":
+                    if response.finish_reason == "length":
                         reason += " (the reply was cut off by the token limit)"
                     if reasks >= MAX_REASKS:
                         raise ProviderError(
@@ -276,25 +302,30 @@ class ChatModel:
 
     def _request(
         self, convo: list[dict[str, Any]], anchor: int | None, schema: type[BaseModel], mode: Mode, call: _Call
-    ) -> ChatCompletion:
-        """One logical request, retried on transient failures."""
+    ) -> _Reply:
+        """One logical request, retried on transient failures (a reply that never began or stalled: once)."""
         params = self._params(convo, anchor, schema, mode)
         retries = 0
+        silent = 0  # attempts abandoned because the reply never began or stalled
         while True:
             call.attempts += 1
+            attempt = f"attempt {retries + 1} of {self.settings.max_retries + 1}"
+            err: ProviderError
             try:
-                response = self._client.chat.completions.create(**params)
+                reply = self._stream_once(params, call, attempt) if self._stream else self._once(params, call)
             except openai.APIStatusError as exc:
                 if self._adapt(params, exc):
                     continue
                 if mode != "text" and exc.status_code in (400, 422) and _mentions(exc, _FORMAT_WORDS):
                     raise _FormatRejected() from None
                 err = self._status_error(exc)
+            except _Silent as exc:
+                silent += 1
+                err = ProviderError("timeout", str(exc), retryable=silent < 2)
             except openai.APITimeoutError:
                 err = ProviderError(
                     "timeout",
-                    f"no reply from {self._where} within {self.settings.timeout_s:g} s "
-                    f"(attempt {retries + 1} of {self.settings.max_retries + 1})",
+                    f"no reply from {self._where} within {self.settings.timeout_s:g} s ({attempt})",
                     retryable=True,
                 )
             except openai.APIConnectionError as exc:
@@ -302,15 +333,90 @@ class ChatModel:
                 err = ProviderError(
                     "connection", f"cannot reach {self._where}: {self._scrub(str(cause))}", retryable=True
                 )
+            except ProviderError as exc:
+                err = exc
             else:
-                call.usage += self._usage(response)
-                if response.choices:
-                    return response
+                if reply is not None:
+                    return reply
                 err = ProviderError("server", f"{self._where} returned a reply without choices", retryable=True)
             if not err.retryable or retries >= self.settings.max_retries:
                 raise err
             self._sleep(self._backoff(retries, err.retry_after))
             retries += 1
+
+    def _once(self, params: dict[str, Any], call: _Call) -> _Reply | None:
+        """One request for a whole response (``stream = false``)."""
+        response: ChatCompletion = self._client.chat.completions.create(**params)
+        call.usage += self._usage(response)
+        if not response.choices:
+            return None
+        choice = response.choices[0]
+        return _Reply(
+            content=choice.message.content or "",
+            refusal=choice.message.refusal,
+            finish_reason=choice.finish_reason,
+            model=response.model,
+        )
+
+    def _stream_once(self, params: dict[str, Any], call: _Call, attempt: str) -> _Reply | None:
+        """One streamed request. Raises `_Silent` when the reply has not begun within ``first_token_s`` or
+        stalls that long, and a `ProviderError` of kind timeout when the whole reply takes over ``timeout_s``."""
+        settings = self.settings
+        silence = min(settings.first_token_s, settings.timeout_s)
+        timeout = openai.Timeout(settings.timeout_s, connect=min(silence, 30.0), read=silence)
+        extra: dict[str, Any] = {"stream_options": {"include_usage": True}} if self._stream_usage else {}
+        start = time.monotonic()
+        pieces = reported = 0
+        began = any_choice = False
+        reply = _Reply()
+        refusal: list[str] = []
+        usage = None
+        try:
+            stream = self._client.chat.completions.create(**params, **extra, stream=True, timeout=timeout)
+            try:
+                for chunk in stream:
+                    began = True
+                    reply.model = chunk.model or reply.model
+                    if chunk.usage is not None:
+                        usage = chunk.usage
+                    for choice in chunk.choices:
+                        if choice.index != 0:
+                            continue
+                        any_choice = True
+                        if choice.delta.content:
+                            reply.content += choice.delta.content
+                            pieces += 1
+                        if getattr(choice.delta, "refusal", None):
+                            refusal.append(choice.delta.refusal or "")
+                        if choice.finish_reason:
+                            reply.finish_reason = choice.finish_reason
+                    if call.on_progress is not None and pieces != reported:
+                        reported = pieces
+                        call.on_progress(pieces)
+                    if time.monotonic() - start > settings.timeout_s:
+                        raise ProviderError(
+                            "timeout",
+                            f"the reply from {self._where} was not complete after {settings.timeout_s:g} s "
+                            f"({pieces} pieces so far; timeout_s) ({attempt})",
+                            retryable=True,
+                        )
+            finally:
+                stream.close()
+        except openai.APITimeoutError:
+            if not began:
+                raise _Silent(
+                    f"no first token from {self._where} within {silence:g} s: the endpoint took the request "
+                    f"and did not answer (first_token_s; {attempt})"
+                ) from None
+            raise _Silent(
+                f"the reply from {self._where} stalled for {silence:g} s after {pieces} pieces "
+                f"(first_token_s; {attempt})"
+            ) from None
+        call.usage += self._usage_of(usage, reply.model) if usage is not None else Usage(cost_known=False)
+        if not any_choice:
+            return None
+        reply.refusal = "".join(refusal) or None
+        return reply
 
     def _params(
         self, convo: list[dict[str, Any]], anchor: int | None, schema: type[BaseModel], mode: Mode
@@ -342,6 +448,12 @@ class ChatModel:
         """Adjust ``params`` to a 400 that names a parameter this model takes differently; True if changed."""
         if exc.status_code != 400:
             return False
+        if self._stream and self._stream_usage and _mentions(exc, ("stream_options", "include_usage")):
+            self._stream_usage = False  # the endpoint streams but cannot put usage in the last chunk
+            return True
+        if self._stream and _mentions(exc, ("stream",)) and _mentions(exc, ("unsupported", "not support")):
+            self._stream = False  # an endpoint that cannot stream: whole responses, limited by timeout_s
+            return True
         if "max_tokens" in params and _mentions(exc, ("max_completion_tokens",)):
             self._token_param = "max_completion_tokens"
             params["max_completion_tokens"] = params.pop("max_tokens")
@@ -410,8 +522,11 @@ class ChatModel:
     def _usage(self, response: ChatCompletion) -> Usage:
         if response.usage is None:
             return Usage(cost_known=False)
-        prompt, completion = response.usage.prompt_tokens, response.usage.completion_tokens
-        prices = resolve_prices(self.settings, self._prices, response.model)
+        return self._usage_of(response.usage, response.model)
+
+    def _usage_of(self, usage: Any, model: str | None) -> Usage:
+        prompt, completion = usage.prompt_tokens, usage.completion_tokens
+        prices = resolve_prices(self.settings, self._prices, model)
         if prices is None:
             return Usage(prompt_tokens=prompt, completion_tokens=completion, cost_known=False)
         cost = (prompt * prices[0] + completion * prices[1]) / 1e6

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .eval_cmd import console, non_negative_float, positive_float, positive_int
+from .eval_cmd import StageProgress, console, non_negative_float, positive_float, positive_int
 
 
 def add_parsers(sub) -> None:
@@ -98,8 +98,9 @@ def run_optimize(args: argparse.Namespace) -> int:
         offline=not args.no_offline,
         cache_dir=args.cache_dir,
     )
+    stages = StageProgress(sys.stderr)
     try:
-        optimization = ModuleOptimization(request, on_event=None if args.quiet else _printer(err))
+        optimization = ModuleOptimization(request, on_event=None if args.quiet else _printer(err, stages))
     except UseCaseError as exc:
         print(f"forge optimize: {exc}", file=sys.stderr)
         return 2
@@ -110,7 +111,8 @@ def run_optimize(args: argparse.Namespace) -> int:
         )
         err.print(HOW_TO_CONFIGURE, markup=False, highlight=False)
     try:
-        result = optimization.run()
+        with stages:
+            result = optimization.run()
     except KeyboardInterrupt:
         optimization.interrupted("interrupted (Ctrl-C)")
         err.print(f"[yellow]interrupted[/]: resume with `forge optimize --resume {optimization.run_id}`")
@@ -179,10 +181,30 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _printer(err: Console):
+def _printer(err: Console, stages: StageProgress | None = None, every: float = 10.0):
+    """Prints a run's events on `err`; with `stages`, a candidate's compile or verification that lasts over 2 s is
+    said there too. A model call that lasts over 2 s is said at once, then every `every` seconds."""
+    said: dict[str, float] = {}  # role -> seconds of the call when last said
+
     def show(event) -> None:
         d = event.data
         k = event.kind
+        if stages is not None:
+            if k in ("candidate_stage", "candidate_compiled") and d.get("candidate"):
+                stages.stage(d["candidate"].split("/")[-1], d.get("stage", ""))
+            elif k in ("candidate_timed", "candidate_failed", "round", "final_retime"):
+                stages.done()
+        if k == "model_waiting":
+            role, seconds = str(d.get("role")), float(d.get("seconds") or 0)
+            last = said.get(role)
+            if last is None or seconds < last or seconds - last >= every:
+                said[role] = seconds
+                pieces = int(d.get("pieces") or 0)
+                got = f"{pieces} pieces of the reply so far" if pieces else "no reply yet"
+                err.print(f"  waiting for the {role} model… {seconds:.0f} s, {got}", highlight=False)
+            return
+        if k == "model_call":
+            said.pop(str(d.get("role")), None)
         if k == "round":
             err.print(
                 f"[bold]round {d.get('round')}[/]"

@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from ..sandbox import children_die_with_this_process
 from . import pipe
@@ -1130,6 +1130,23 @@ class DeviceMemory:
         return use
 
 
+def _say_where_os_exit_is_called() -> None:
+    """User or candidate code that calls ``os._exit`` ends this worker with no traceback: print the Python stack
+    first, as faulthandler does for a crash, so that the line that called it is found in the log."""
+    real_exit = os._exit
+
+    def _exit(status: int) -> NoReturn:
+        try:
+            sys.stderr.write(f"Fatal Python error: os._exit({status}) was called\n")
+            sys.stderr.flush()
+            faulthandler.dump_traceback(sys.stderr, all_threads=False)
+            sys.stderr.flush()
+        finally:
+            real_exit(status)
+
+    os._exit = _exit
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="forge-worker")
     ap.add_argument("--device", required=True)
@@ -1137,6 +1154,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-fd", type=int, required=True)
     args = ap.parse_args(argv)
     faulthandler.enable()  # a segfault or abort prints the Python stack to the log: the crash's line is found
+    _say_where_os_exit_is_called()
     # what this worker starts (compilers, ninja, a candidate's own processes) dies with it, as it dies with forge
     children_die_with_this_process()
 
