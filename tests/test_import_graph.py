@@ -24,6 +24,7 @@ CHILD_PROCESS_MODULES = (
     "forge_lsp.agent.offline.probe",
     "forge_lsp.agent.offline.library",
     "forge_lsp.examples",
+    "forge_lsp.hotspots.runner",
 )
 
 #: What the front ends reach only through the use cases (forge_lsp.usecases).
@@ -37,6 +38,7 @@ BEHIND_THE_USE_CASES = (
     "forge_lsp.profiler.analyze",
     "forge_lsp.profiler.roofline",
     "forge_lsp.reintegrate",
+    "forge_lsp.hotspots",
 )
 
 
@@ -78,6 +80,12 @@ RULES = (
         ("forge_lsp.agent",),
         ("forge_lsp",),
         allowed=("forge_lsp.agent", "forge_lsp.engine", "forge_lsp.profiler", "forge_lsp.sandbox", "forge_lsp.runtime"),
+    ),
+    Rule(
+        "whole-model profiling stands on the sandbox alone",
+        ("forge_lsp.hotspots",),
+        ("forge_lsp",),
+        allowed=("forge_lsp.hotspots", "forge_lsp.sandbox"),
     ),
     Rule("the use cases know no front end", ("forge_lsp.usecases",), ("forge_lsp.server", "forge_lsp.cli")),
     Rule("the CLI is an adapter over the use cases", ("forge_lsp.cli",), ("forge_lsp.server", *BEHIND_THE_USE_CASES)),

@@ -53,6 +53,14 @@ def _import_torchvision():
     return torchvision
 
 
+# At import, not only in build(): a task that `forge hotspots --extract` writes from this model imports this
+# module first, then the model's classes (torchvision's, or transformers', which imports torchvision).
+try:
+    _import_torchvision()
+except ImportError:  # not installed: build() says so
+    pass
+
+
 def _dtype(dtype):
     if isinstance(dtype, torch.dtype):
         return dtype

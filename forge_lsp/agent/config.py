@@ -153,6 +153,11 @@ class AgentConfig(BaseModel):
         default_factory=dict, description="model -> (input, output) USD per Mtok"
     )
     device: str = "auto"
+    entry: str | None = Field(
+        default=None,
+        description="how the whole model is reached for `forge hotspots`: a script, or file.py:function returning "
+        "(model, args)",
+    )
     memory_limit_gib: float | None = Field(
         default=None,
         ge=0,

@@ -18,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .. import sandbox
+from ..sandbox import kill_tree, scrubbed_env, spawn
 from .model import HotLine, KernelProfile, LaunchConfig
 
 _PCSAMP = "smsp__pcsamp_warps_issue_stalled_"
@@ -63,9 +63,9 @@ def _ncu_import_csv(ncu: str, path: Path, timeout: float = 300.0) -> str:
     """`ncu --import PATH --csv --page raw`'s stdout, run as a child the sandbox owns (its tree ends with
     this process, on a timeout and on any exception here); stderr apart, so warnings never reach the CSV."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = sandbox.spawn(
+        proc = spawn(
             [ncu, "--import", str(path), "--csv", "--page", "raw", "--print-units", "base"],
-            env=sandbox.scrubbed_env(),
+            env=scrubbed_env(),
             cwd=path.parent,
             stdout=out,
             stderr=err,
@@ -75,7 +75,7 @@ def _ncu_import_csv(ncu: str, path: Path, timeout: float = 300.0) -> str:
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"ncu --import did not finish in {timeout:.0f} s") from None
         finally:
-            sandbox.kill_tree(proc, wait=5.0)
+            kill_tree(proc, wait=5.0)
         if code != 0:
             err.seek(0)
             raise RuntimeError(f"ncu --import failed (exit {code}): {err.read().decode('utf-8', 'replace')[-2000:]}")
