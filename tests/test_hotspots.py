@@ -368,3 +368,32 @@ def test_real_models_hot_spots_and_an_extracted_task_that_passes_forge_eval(tmp_
         shutil.rmtree(Path(ROOT / report.capture_folder).parent, ignore_errors=True)
         for t in result.extraction.tasks:
             t.path.unlink(missing_ok=True)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_time_is_the_kernels_device_time(workspace):
+    """On CUDA the attributed time is each op's kernels' device time, and an extracted task verifies on the GPU."""
+    report = find_hotspots(
+        parse_entry("netmodel.py:build(batch=64)", workspace),
+        workspace,
+        HotspotOptions(device="cuda:0", warmup=2, iterations=3, top=2),
+    )
+    assert report.timer == "device" and report.device_name and report.model_ms > 0
+    assert sum(i.self_pct for i in report.instances) == pytest.approx(100.0, abs=0.01)
+    assert report.targets[0] == "netmodel.Block"
+    assert any(o.name in ("aten::addmm", "aten::mm", "aten::linear") for o in report.ops[:3])
+    (task,) = [
+        t for t in extract_tasks(report, workspace, out_dir=workspace / "tasks-gpu").tasks if t.cls.endswith("Block")
+    ]
+    candidate = workspace / "tasks-gpu" / "Block_reference.py"
+    candidate.write_text(task.path.read_text() + "\nModelNew = Model\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(task.path), str(candidate), "--device", "cuda:0"]
+        + ["--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=workspace,
+    )
+    verdict = json.loads(proc.stdout)["verdict"]
+    assert verdict["status"] == "correct", (verdict["reason"], proc.stderr[-2000:])
