@@ -379,6 +379,7 @@ def test_on_the_gpu_time_is_the_kernels_device_time(workspace):
         HotspotOptions(device="cuda:0", warmup=2, iterations=3, top=2),
     )
     assert report.timer == "device" and report.device_name and report.model_ms > 0
+    assert report.eager_ms is not None and report.eager_ms > 0
     assert sum(i.self_pct for i in report.instances) == pytest.approx(100.0, abs=0.01)
     assert report.targets[0] == "netmodel.Block"
     assert any(o.name in ("aten::addmm", "aten::mm", "aten::linear") for o in report.ops[:3])

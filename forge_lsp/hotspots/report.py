@@ -94,7 +94,8 @@ class HotspotReport(BaseModel):
     iterations: int = 0  # profiled forwards of the model
     model: str = ""  # the root module's class
     model_ms: float = 0.0  # attributed time per forward
-    wall_ms: float = 0.0  # the entry's own run time (whole profiled part)
+    wall_ms: float = 0.0  # the profiled part's wall time (all its forwards, the profiler's overhead included)
+    eager_ms: float | None = None  # one forward's wall time without the profiler (function entries)
     instances: list[Instance] = []
     classes: list[ModuleClass] = []
     ops: list[Op] = []

@@ -447,6 +447,11 @@ def run(req: dict[str, Any]) -> HotspotReport:
                 model(*args, **call_kwargs)
             _sync(torch, device)
             observer.capturing = False
+            t0 = time.perf_counter()
+            for _ in range(3):  # the forward's own wall time, for the share the device was busy
+                model(*args, **call_kwargs)
+            _sync(torch, device)
+            report.eager_ms = (time.perf_counter() - t0) / 3 * 1000
             observer.profiling = True
             t0 = time.perf_counter()
             with profile(activities=activities) as prof:
@@ -480,6 +485,11 @@ def run(req: dict[str, Any]) -> HotspotReport:
     observer.uninstall()
     progress("attributing time")
     keys = _attribute(torch, prof, report, observer, roots, counted, excluded, workspace)
+    if report.timer == "device" and report.eager_ms and report.model_ms < 0.7 * report.eager_ms:
+        report.notes.append(
+            f"the GPU ran kernels for {report.model_ms:.2f} of the {report.eager_ms:.2f} ms a forward takes: the rest "
+            "it waited for the host to launch them (launch-bound); fewer, larger kernels or a CUDA graph help there"
+        )
     report.targets = rank_targets(report, int(req.get("top", 5)))
     progress("saving captures")
     _save_captures(torch, req, report, observer, ctors, workspace, keys)
