@@ -76,9 +76,11 @@ MODEL = textwrap.dedent(
 
 
     if __name__ == "__main__":
+        import sys
+
         model, args = build()
         with torch.no_grad():
-            for _ in range(3):
+            for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3):
                 model(*args)
     '''
 )
@@ -116,6 +118,8 @@ def test_entries_are_scripts_files_with_functions_or_modules(tmp_path):
         "build",
         {"size": "full", "batch": 8, "dtypes": ["bf16"]},
     )
+    with_args = parse_entry("train.py --steps 3 --name 'a b'", tmp_path)
+    assert (with_args.kind, with_args.argv) == ("script", ["--steps", "3", "--name", "a b"])
     mod = parse_entry("pkg.models:make_model", tmp_path)
     assert (mod.module, mod.function, mod.path) == ("pkg.models", "make_model", None)
 
@@ -172,6 +176,11 @@ def test_a_script_is_observed_as_it_runs_and_its_first_forward_is_the_warm_up(sc
     assert block is not None and block.instances == 3 and block.calls == 3
     assert block.file == str((workspace / "netmodel.py").resolve()) and block.line is not None
     assert sum(i.self_pct for i in r.instances) == pytest.approx(100.0, abs=0.01)
+
+
+def test_a_script_gets_its_arguments(workspace):
+    report = find_hotspots(parse_entry("netmodel.py 5", workspace), workspace, OPTIONS)
+    assert (report.warmup, report.iterations) == (1, 4)  # it ran the model 5 times, as its argument said
 
 
 # ----------------------------------------------------------------------------- capture and extraction

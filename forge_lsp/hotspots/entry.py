@@ -3,7 +3,8 @@
 Three forms, all strings (the command line's ENTRY, or ``[tool.forge] entry = ...``):
 
 * ``path/to/train.py`` — a script: forge runs it as ``__main__`` and observes every forward of every module
-  it runs (the user's code is not edited to be profiled);
+  it runs (the user's code is not edited to be profiled); arguments may follow, as on a command line
+  (``train.py --steps 3``);
 * ``path/to/file.py:build`` or ``package.module:build`` — a function that returns ``(model, args)`` or
   ``(model, args, kwargs)``: forge calls the model itself, a few times to warm up, then under the profiler;
 * the same with literal keyword arguments: ``examples/models/gpt2.py:build(size="full", dtype="bfloat16")``.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +39,7 @@ class Entry(BaseModel):
     module: str | None = None
     function: str | None = None
     arguments: dict[str, Any] = {}  # the function's keyword arguments
+    argv: list[str] = []  # a script's arguments
 
     @property
     def label(self) -> str:
@@ -52,6 +55,13 @@ def parse_entry(text: str, root: Path) -> Entry:
     spec = text.strip()
     if not spec:
         raise EntryError("an entry is empty: give a script (train.py) or a function (models.py:build)")
+    first, _, rest = spec.partition(" ")
+    if rest and first.endswith(".py") and ":" not in first:  # a script and its arguments
+        try:
+            argv = shlex.split(rest)
+        except ValueError as exc:
+            raise EntryError(f"entry {text!r}: cannot read the script's arguments: {exc}") from None
+        return Entry(text=spec, kind="script", path=_resolve_file(first, root, text), argv=argv)
     target, call = spec, None
     if spec.endswith(")") and "(" in spec:
         open_at = spec.index("(")

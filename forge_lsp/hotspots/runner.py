@@ -467,7 +467,7 @@ def run(req: dict[str, Any]) -> HotspotReport:
     else:
         progress("running the script")
         observer.profiling = True
-        sys.argv = [entry["path"]]
+        sys.argv = [entry["path"], *entry.get("argv", [])]
         _SCRIPT["path"] = Path(entry["path"]).resolve()
         sys.path.insert(0, str(Path(entry["path"]).parent))
         t0 = time.perf_counter()
