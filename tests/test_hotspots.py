@@ -107,6 +107,22 @@ def script_report(workspace):
     return find_hotspots(parse_entry("netmodel.py", workspace), workspace, OPTIONS)
 
 
+def eval_against_itself(task: Path, candidate: Path, device: str, cwd: Path, timing: bool = False) -> dict:
+    """`forge eval TASK CANDIDATE` where the candidate is the task's own model; the verdict, asserted correct."""
+    candidate.write_text(task.read_text() + "\nModelNew = Model\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(task), str(candidate), "--device", device, "--json"]
+        + ([] if timing else ["--no-timing"]),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=cwd,
+    )
+    verdict = json.loads(proc.stdout)["verdict"]
+    assert verdict["status"] == "correct", (verdict["reason"], proc.stderr[-2000:])
+    return verdict
+
+
 # ----------------------------------------------------------------------------- entries
 def test_entries_are_scripts_files_with_functions_or_modules(tmp_path):
     (tmp_path / "train.py").write_text("")
@@ -223,18 +239,7 @@ def test_an_extracted_task_passes_forge_eval_with_the_reference_as_its_candidate
     extraction = extract_tasks(report, workspace, out_dir=out)
     (task,) = [t for t in extraction.tasks if t.cls.endswith("Block")]
     assert len(task.input_sets) == 6 and all(p.is_file() for p in task.input_sets)
-    candidate = out / "Block_reference.py"
-    candidate.write_text(task.path.read_text() + "\nModelNew = Model\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(task.path), str(candidate), "--device", "cpu"]
-        + ["--json", "--no-timing"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=workspace,
-    )
-    verdict = json.loads(proc.stdout)["verdict"]
-    assert verdict["status"] == "correct", (verdict["reason"], proc.stderr[-2000:])
+    verdict = eval_against_itself(task.path, out / "Block_reference.py", "cpu", workspace)
     matched = next(c for c in verdict["checks"] if c["name"] == "outputs_match")
     assert matched["detail"].count("captured:") == 6, matched
 
@@ -356,18 +361,7 @@ def test_real_models_hot_spots_and_an_extracted_task_that_passes_forge_eval(tmp_
     task = next((t for t in result.extraction.tasks if t.cls == hot.key), None)
     assert task is not None, result.extraction.skipped
     try:
-        candidate = tmp_path / f"{cls_name}_reference.py"
-        candidate.write_text(task.path.read_text() + "\nModelNew = Model\n")
-        proc = subprocess.run(
-            [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(task.path), str(candidate), "--device", "cpu"]
-            + ["--json", "--no-timing"],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd=ROOT,
-        )
-        verdict = json.loads(proc.stdout)["verdict"]
-        assert verdict["status"] == "correct", (verdict["reason"], proc.stderr[-2000:])
+        verdict = eval_against_itself(task.path, tmp_path / f"{cls_name}_reference.py", "cpu", ROOT)
         matched = next(c for c in verdict["checks"] if c["name"] == "outputs_match")
         assert matched["detail"].count("captured:") == len(task.input_sets) >= 1, matched
     finally:
@@ -395,15 +389,4 @@ def test_on_the_gpu_time_is_the_kernels_device_time(workspace):
     (task,) = [
         t for t in extract_tasks(report, workspace, out_dir=workspace / "tasks-gpu").tasks if t.cls.endswith("Block")
     ]
-    candidate = workspace / "tasks-gpu" / "Block_reference.py"
-    candidate.write_text(task.path.read_text() + "\nModelNew = Model\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(task.path), str(candidate), "--device", "cuda:0"]
-        + ["--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=workspace,
-    )
-    verdict = json.loads(proc.stdout)["verdict"]
-    assert verdict["status"] == "correct", (verdict["reason"], proc.stderr[-2000:])
+    eval_against_itself(task.path, workspace / "tasks-gpu" / "Block_reference.py", "cuda:0", workspace, timing=True)

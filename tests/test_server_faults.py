@@ -588,37 +588,16 @@ def test_a_client_that_disconnects_with_two_runs_going_leaves_nothing_behind(raw
 
 
 # ------------------------------------------------ 4: cancel during the probe; 6: the user's own crash
-HANGS_UNDER_TRACING = """
-import os, subprocess, time
-import torch
-import torch.nn as nn
-
-batch_size = 4
-dim = 8
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        if isinstance(x, torch.fx.Proxy):
-            subprocess.Popen(["sleep", "607"])  # a child of the probe, which must go with it
-            time.sleep(600)
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.randn(batch_size, dim)]
-
-
-def get_init_inputs():
-    return []
-"""
 
 
 @pytest.mark.slow
 def test_cancelling_an_optimize_during_the_graph_probe_ends_the_probe_and_its_children(raw, tmp_path):
     """The offline run's FX-graph probe hangs in the user's forward: `forge.cancel` ends it (and the child it
     started) within a second, and the job ends as cancelled."""
-    (tmp_path / "hangs.py").write_text(HANGS_UNDER_TRACING)
+    from test_process_tree import TASK_HANGS_UNDER_TRACING
+
+    mark = tmp_path / "probe-child"
+    (tmp_path / "hangs.py").write_text(TASK_HANGS_UNDER_TRACING.format(mark=str(mark)))
     c = raw()
     c.initialize(tmp_path, PROGRESS, {"device": "cpu", "profile": False})
     uri = c.open(tmp_path / "hangs.py")
@@ -628,7 +607,7 @@ def test_cancelling_an_optimize_during_the_graph_probe_ends_the_probe_and_its_ch
         probes = [p for p in descendants(c.proc.pid) if "forge_lsp.agent.offline.probe" in cmdline(p)]
         return [probes[0], *descendants(probes[0])] if probes else []
 
-    tree = c.wait(lambda: (t := probe_tree()) and any("sleep 607" in cmdline(p) for p in t) and t, 180, "the probe")
+    tree = c.wait(lambda: mark.exists() and (t := probe_tree()) and len(t) >= 2 and t, 180, "the probe and its child")
     t0 = time.monotonic()
     reply = c.call("workspace/executeCommand", {"command": "forge.cancel", "arguments": [job]})
     assert "result" in reply, reply

@@ -15,12 +15,18 @@ Needs only torch.
 
 import math
 import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+try:
+    from .example_support import dtype_of, run_script
+except ImportError:  # run as a script, or loaded from its path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from example_support import dtype_of, run_script
+
 CONFIGS = {
     "tiny": dict(channels=32, temb_channels=64, heads=2, groups=8),
     "full": dict(channels=320, temb_channels=1280, heads=8, groups=32),
@@ -110,20 +116,11 @@ class UNetBlock(nn.Module):
         return x
 
 
-def _dtype(dtype):
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    try:
-        return DTYPES[dtype]
-    except KeyError:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}") from None
-
-
 def build(size="tiny", dtype="float32", batch=None, device="cpu"):
     """Return (model, args): the block in eval mode on `device` in `dtype`; args = (x, timesteps)."""
     if size not in CONFIGS:
         raise ValueError(f"size must be one of {sorted(CONFIGS)}, got {size!r}")
-    torch_dtype = _dtype(dtype)
+    torch_dtype = dtype_of(dtype)
     default_batch, side = SHAPES[size]
     batch = default_batch if batch is None else int(batch)
     cfg = CONFIGS[size]
@@ -136,18 +133,5 @@ def build(size="tiny", dtype="float32", batch=None, device="cpu"):
     return model, (x.to(device=device, dtype=torch_dtype), timesteps.to(device))
 
 
-def main():
-    size = os.environ.get("FORGE_EXAMPLE_SIZE", "tiny")
-    dtype = os.environ.get("FORGE_EXAMPLE_DTYPE", "float32")
-    device = os.environ.get("FORGE_EXAMPLE_DEVICE", "cuda" if torch.cuda.is_available() else "cpu")
-    model, args = build(size=size, dtype=dtype, device=device)
-    with torch.inference_mode():
-        for _ in range(3):
-            out = model(*args)
-    if out.is_cuda:
-        torch.cuda.synchronize()
-    print(f"unet_block size={size} dtype={dtype} device={device}: output {tuple(out.shape)}")
-
-
 if __name__ == "__main__":
-    main()
+    run_script("unet_block", build)
