@@ -211,6 +211,11 @@ def test_hot_instances_are_captured_with_their_constructor_and_state(function_re
         "from netmodel import Block as _netmodel_Block",
     ]
     assert "super().forward(x, scale=0.5)" in cap.forward
+    assert [(a.name, a.how, a.tensor, a.source) for a in cap.call] == [
+        ("x", "pos", True, None),
+        ("scale", "kw", False, "0.5"),
+    ]
+    assert cap.output == "tensor" and cap.training is False
     folder = workspace / cap.folder
     assert len(cap.calls) == 2  # its first two calls, from the two warm-up forwards
     (x,) = torch.load(folder / cap.calls[0], weights_only=True)

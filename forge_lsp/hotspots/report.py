@@ -19,6 +19,16 @@ class TensorSpec(BaseModel):
         return f"({', '.join(map(str, self.shape))}) {_short_dtype(self.dtype)}"
 
 
+class CallArg(BaseModel):
+    """One argument of a captured call: a tensor (a parameter of the task's forward, in order) or a constant
+    (its Python source), passed by position or by keyword."""
+
+    name: str
+    how: str  # "pos" or "kw"
+    tensor: bool
+    source: str | None = None  # a constant's value as Python source
+
+
 class Capture(BaseModel):
     """What was saved of one hot module instance, under ``.forge/captures/``."""
 
@@ -30,6 +40,8 @@ class Capture(BaseModel):
     init_missing: str | None = None  # why the constructor could not be recovered
     training: bool = False  # the instance's mode when it was captured (dropout, batch-norm statistics)
     forward: str = ""  # the Model wrapper's forward() over the captured tensors, as Python source
+    call: list[CallArg] = []  # the same call, argument by argument
+    output: str = ""  # what the call returned: "tensor", or the type's name (a tuple, a model output...)
     inputs: list[TensorSpec] = []  # the tensors of one call, in the order of the saved lists
     skipped: str | None = None  # why nothing was saved (over the size budget, ...)
 

@@ -34,7 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .report import Capture, HotspotReport, Instance, ModuleClass, Op, TensorSpec, rank_targets
+from .report import CallArg, Capture, HotspotReport, Instance, ModuleClass, Op, TensorSpec, rank_targets
 
 _RANGE = "forge::m"
 #: The script a script entry ran as ``__main__``: where its classes are defined.
@@ -196,7 +196,8 @@ class Observer:
         self.modules: dict[int, Any] = {}
         self.roots: dict[int, int] = defaultdict(int)  # root instance -> forwards
         self.specs: dict[int, list[TensorSpec]] = {}
-        self.captured: dict[int, list[tuple[list[Any], str]]] = defaultdict(list)  # (tensors, forward source)
+        self.captured: dict[int, list[tuple[list[Any], str, list[CallArg]]]] = defaultdict(list)
+        self.outputs: dict[int, str] = {}  # what each captured instance's call returned
         self.capture_skips: dict[int, str] = {}
         self.capture_calls, self.call_limit, self.total_limit = capture_calls, call_limit, total_limit
         self.captured_bytes = 0
@@ -238,7 +239,10 @@ class Observer:
             rf.__enter__()
         stack.append(key)
         try:
-            return original(mod, *args, **kwargs)
+            out = original(mod, *args, **kwargs)
+            if key in self.captured and key not in self.outputs:
+                self.outputs[key] = "tensor" if type(out) is self.torch.Tensor else type(out).__qualname__
+            return out
         finally:
             stack.pop()
             if rf is not None:
@@ -266,13 +270,13 @@ class Observer:
             self.capture_skips[key] = f"the capture budget of {self.total_limit / 2**20:.0f} MiB was spent"
             return
         try:
-            source = _forward_source(named, torch)
+            source, call = _forward_source(named, torch)
         except SourceError as exc:
             self.capture_skips[key] = str(exc)
             return
         copies = [v.detach().to("cpu", copy=True) for _, v in tensors]
         self.captured_bytes += size
-        self.captured[key].append((copies, source))
+        self.captured[key].append((copies, source, call))
 
 
 def _name_arguments(mod: Any, args: tuple, kwargs: dict) -> list[tuple[str, Any, str]]:
@@ -306,24 +310,28 @@ def _spec(torch: Any, name: str, t: Any) -> TensorSpec:
     return TensorSpec(name=name, shape=list(t.shape), dtype=dtype, low=low, high=high)
 
 
-def _forward_source(named: list[tuple[str, Any, str]], torch: Any) -> str:
-    """The task's ``forward`` over the captured tensors: tensors are its parameters, every other argument a
-    constant written as source (a call whose other arguments cannot be written cannot be replayed)."""
-    params, call = [], []
+def _forward_source(named: list[tuple[str, Any, str]], torch: Any) -> tuple[str, list[CallArg]]:
+    """The task's ``forward`` over the captured tensors, and the call argument by argument: tensors are its
+    parameters, every other argument a constant written as source (a call whose other arguments cannot be
+    written cannot be replayed)."""
+    params, call, args = [], [], []
     for name, value, how in named:
         if isinstance(value, torch.Tensor):
             params.append(name)
             text = name
+            args.append(CallArg(name=name, how=how, tensor=True))
         else:
             try:
                 text = _constant(value, torch)
             except SourceError as exc:
                 raise SourceError(f"argument {name} of its forward() cannot be replayed: {exc}") from None
+            args.append(CallArg(name=name, how=how, tensor=False, source=text))
         call.append(text if how == "pos" else f"{name}={text}")
-    return (
+    source = (
         f"    def forward(self{''.join(', ' + p for p in params)}):\n"
         f"        return _tensors(super().forward({', '.join(call)}))\n"
     )
+    return source, args
 
 
 def _constant(v: Any, torch: Any) -> str:
@@ -692,11 +700,12 @@ def _save_captures(
             continue
         where = folder / _slug(inst.name)
         where.mkdir(parents=True, exist_ok=True)
-        for j, (tensors, _) in enumerate(calls):
+        for j, (tensors, _, _) in enumerate(calls):
             name = f"{_slug(inst.name)}.call{j}.pt"  # its stem names the input set in verdicts
             torch.save(tensors, where / name)
             cap.calls.append(name)
-        cap.forward = calls[0][1]
+        cap.forward, cap.call = calls[0][1], calls[0][2]
+        cap.output = observer.outputs.get(k, "")
         torch.save({n: t.detach().cpu() for n, t in mod.state_dict().items()}, where / "state_dict.pt")
         cap.state_dict = "state_dict.pt"
         writer = SourceWriter(torch, ctors, workspace)
