@@ -25,6 +25,8 @@ CHILD_PROCESS_MODULES = (
     "forge_lsp.agent.offline.library",
     "forge_lsp.examples",
     "forge_lsp.hotspots.runner",
+    "forge_lsp.hotspots.model_check",
+    "forge_lsp.hotspots.patching",
 )
 
 #: What the front ends reach only through the use cases (forge_lsp.usecases).

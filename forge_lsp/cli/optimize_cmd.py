@@ -41,6 +41,13 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--device", default="auto", help="cuda:N, cpu, or auto (default: the configured device, else auto)")
     p.add_argument(
+        "--model-wide",
+        action="store_true",
+        help="TARGET is a whole model's entry (script.py, FILE.py:function): find its hot modules, optimize each "
+        "on its captured inputs, check the whole model end to end and write .forge/model_wide/.../forge_patch.py",
+    )
+    p.add_argument("--top", type=positive_int, default=3, help="--model-wide: how many hot module classes")
+    p.add_argument(
         "--memory-limit",
         type=non_negative_float,
         metavar="GIB",
@@ -72,6 +79,8 @@ def _split_target(target: str) -> tuple[Path, str | None]:
 
 
 def run_optimize(args: argparse.Namespace) -> int:
+    if args.model_wide:
+        return run_model_wide(args)
     from ..agent.config import HOW_TO_CONFIGURE
     from ..usecases import UseCaseError
     from ..usecases.optimize import ModuleOptimization, OptimizeRequest
@@ -359,4 +368,69 @@ def run_show(args: argparse.Namespace) -> int:
                 f"${r['cost_usd']:.4f}",
             )
         out.print(costs)
+    return 0
+
+
+def run_model_wide(args: argparse.Namespace) -> int:
+    from ..usecases import UseCaseError
+    from ..usecases.hotspots import EntryFailed
+    from ..usecases.model_wide import ModelWideRequest, optimize_model
+
+    err = console(stderr=True)
+    overrides = {
+        k: v
+        for k, v in {
+            "model": args.model,
+            "base_url": args.base_url,
+            "search": args.search,
+            "rounds": args.rounds,
+            "budget_usd": args.budget_usd,
+            "wall_s": args.wall_s,
+            "concurrency": args.concurrency,
+            "memory_limit_gib": args.memory_limit,
+        }.items()
+        if v is not None
+    }
+    request = ModelWideRequest(
+        entry=args.target,
+        workspace=args.workspace,
+        device=args.device,
+        top=args.top,
+        overrides=overrides,
+        offline=not args.no_offline,
+        cache_dir=args.cache_dir,
+    )
+    try:
+        result = optimize_model(request, say=None if args.quiet else lambda text: err.print(text, highlight=False))
+    except UseCaseError as exc:
+        print(f"forge optimize --model-wide: {exc}", file=sys.stderr)
+        return 1 if isinstance(exc, EntryFailed) else 2
+    out = console()
+    report = result.report
+    table = Table(title=f"{report.model}: hot modules", box=None, header_style="bold", title_justify="left")
+    for col in ("class", "% of model", "module speedup", "status", "why"):
+        table.add_column(col)
+    for m in result.modules:
+        table.add_row(m.name, f"{m.total_pct:.1f}", f"{m.speedup:.2f}x" if m.speedup else "-", m.status, m.reason[:100])
+    out.print(table)
+    check = result.check
+    if check is not None:
+        worst = max((o.get("max_abs") or 0.0 for o in check.outputs), default=0.0)
+        out.print(
+            f"end to end on {report.device_name or report.device}: outputs "
+            f"{'match' if check.outputs_match else 'DIFFER'} (worst abs error {worst:.3g}); "
+            f"{check.before_ms:.3f} ms -> {check.after_ms:.3f} ms per forward",
+            highlight=False,
+        )
+        if check.speedup is not None and check.ci:
+            out.print(
+                f"speedup {check.speedup:.3f}x (95% CI {check.ci[0]:.3f}-{check.ci[1]:.3f}, {check.reps} forwards each way)",
+                highlight=False,
+            )
+        for r in check.reverted:
+            out.print(f"reverted {r.cls}: {r.why}", highlight=False)
+    for note in result.notes:
+        out.print(note, highlight=False)
+    if result.patch_file is not None:
+        out.print(f"patch: {result.patch_file} (import it and call apply(model))", highlight=False)
     return 0

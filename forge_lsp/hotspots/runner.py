@@ -386,6 +386,37 @@ def _to(torch: Any, value: Any, device: str) -> Any:
     return value
 
 
+def build_entry(torch: Any, entry: dict[str, Any], device: str, workspace: Path) -> tuple[Any, tuple, dict]:
+    """A function entry's (model, args, kwargs), on `device`; `SystemExit` with a message for a wrong entry."""
+    if entry.get("path"):
+        module = _import_path(Path(entry["path"]), workspace)
+    else:
+        sys.path.insert(0, str(workspace))
+        module = importlib.import_module(entry["module"])
+    _ENTRY["module"] = module
+    fn = getattr(module, entry["function"], None)
+    if fn is None:
+        raise SystemExit(f"the entry's module has no function {entry['function']!r}")
+    kwargs = dict(entry.get("arguments") or {})
+    takes_device = "device" in inspect.signature(fn).parameters
+    if takes_device:
+        kwargs.setdefault("device", device)
+    built = fn(**kwargs)
+    if not isinstance(built, (tuple, list)) or len(built) not in (2, 3):
+        raise SystemExit(
+            f"the entry {entry['text']} must return (model, args) or (model, args, kwargs), not {type(built).__name__}"
+        )
+    model, args = built[0], built[1]
+    call_kwargs = built[2] if len(built) == 3 else {}
+    if not isinstance(model, torch.nn.Module):
+        raise SystemExit(f"the entry returned {type(model).__name__} as its model, not an nn.Module")
+    args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
+    if not takes_device:
+        model = model.to(device)
+        args, call_kwargs = _to(torch, args, device), _to(torch, call_kwargs, device)
+    return model, args, call_kwargs
+
+
 def _sync(torch: Any, device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
@@ -421,33 +452,7 @@ def run(req: dict[str, Any]) -> HotspotReport:
 
     if entry["kind"] == "function":
         progress("building the model")
-        if entry.get("path"):
-            module = _import_path(Path(entry["path"]), workspace)
-        else:
-            sys.path.insert(0, str(workspace))
-            module = importlib.import_module(entry["module"])
-        _ENTRY["module"] = module
-        fn = getattr(module, entry["function"], None)
-        if fn is None:
-            raise SystemExit(f"the entry's module has no function {entry['function']!r}")
-        kwargs = dict(entry.get("arguments") or {})
-        takes_device = "device" in inspect.signature(fn).parameters
-        if takes_device:
-            kwargs.setdefault("device", device)
-        built = fn(**kwargs)
-        if not isinstance(built, (tuple, list)) or len(built) not in (2, 3):
-            raise SystemExit(
-                f"the entry {entry['text']} must return (model, args) or (model, args, kwargs), "
-                f"not {type(built).__name__}"
-            )
-        model, args = built[0], built[1]
-        call_kwargs = built[2] if len(built) == 3 else {}
-        if not isinstance(model, torch.nn.Module):
-            raise SystemExit(f"the entry returned {type(model).__name__} as its model, not an nn.Module")
-        args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
-        if not takes_device:
-            model = model.to(device)
-            args, call_kwargs = _to(torch, args, device), _to(torch, call_kwargs, device)
+        model, args, call_kwargs = build_entry(torch, entry, device, workspace)
         report.model = type(model).__name__
         with torch.no_grad():
             for i in range(warmup):

@@ -3,6 +3,9 @@
 Reads the entry (given, else ``[tool.forge] entry``), checks the device, runs the entry in a child process
 (`hotspots.find_hotspots`) and, when asked, writes a task per hot module class from the captures
 (`hotspots.extract_tasks`). Plain data in, plain data out; the CLI and the server render it.
+
+For the editor: `entry_functions` (where "Find hot spots" is offered), `latest_report` (the workspace's last
+report, read at start-up) and `tasks_of_report` (the extracted tasks on disk that hold that report's captures).
 """
 
 from __future__ import annotations
@@ -12,9 +15,35 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..hotspots import EntryError, HotspotError, HotspotOptions, HotspotReport, find_hotspots, parse_entry
-from ..hotspots.extract import Extraction, extract_tasks
+from ..hotspots import (
+    EntryError,
+    HotspotError,
+    HotspotOptions,
+    HotspotReport,
+    Instance,
+    ModuleClass,
+    find_hotspots,
+    parse_entry,
+)
+from ..hotspots import latest_report as _latest_report
+from ..hotspots.entry import defined_entry_functions
+from ..hotspots.extract import ExtractedTask, Extraction, extract_tasks
 from .common import UseCaseError, check_device, find_workspace
+
+__all__ = [
+    "EntryFailed",
+    "ExtractedTask",
+    "Extraction",
+    "HotspotReport",
+    "HotspotsRequest",
+    "HotspotsResult",
+    "Instance",
+    "ModuleClass",
+    "entry_functions",
+    "find_model_hotspots",
+    "latest_report",
+    "tasks_of_report",
+]
 
 
 class EntryFailed(UseCaseError):
@@ -69,10 +98,13 @@ def find_model_hotspots(
             "no entry: give a script (train.py) or a function returning (model, args) (models.py:build), or set "
             "entry under [tool.forge]"
         )
-    try:
+    try:  # a relative path: from the current folder, else from the workspace
         entry = parse_entry(text, cwd if request.entry else workspace)
     except EntryError as exc:
-        raise UseCaseError(str(exc)) from exc
+        try:
+            entry = parse_entry(text, workspace)
+        except EntryError:
+            raise UseCaseError(str(exc)) from exc
     device = check_device(request.device if request.device != "auto" else config.device)
     if device == "auto":
         from ..engine.evaluate import resolve_device
@@ -98,3 +130,37 @@ def find_model_hotspots(
     if request.extract:
         result.extraction = extract_tasks(report, workspace, classes=list(request.classes) or None)
     return result
+
+
+def entry_functions(source: str) -> list[tuple[str, int]]:
+    """The module-level functions of a file that look like entries (``build``, ``build_*``, ``make_model``,
+    ``get_model``), each as (name, 0-based line), read from its AST: nothing is imported or run."""
+    return defined_entry_functions(source)
+
+
+def latest_report(workspace: Path) -> HotspotReport | None:
+    """The workspace's last hot-spot report (``.forge/hotspots.json``), if there is one that reads."""
+    return _latest_report(workspace)
+
+
+def tasks_of_report(report: HotspotReport, workspace: Path) -> dict[str, Path]:
+    """The extracted tasks under ``.forge/tasks/`` that hold this report's captures, by class key: those a
+    later run (another entry, or the same one again) has not replaced. Read from the files, not run."""
+    if not report.capture_folder:
+        return {}
+    run = Path(report.capture_folder).parent.name  # .forge/captures/<run>/captures
+    folder = workspace / ".forge" / "tasks"
+    out: dict[str, Path] = {}
+    for key in report.targets:
+        cls = report.cls(key)
+        if cls is None:
+            continue
+        name = "".join(ch if ch.isalnum() else "_" for ch in cls.name)
+        path = folder / f"{name if name[:1].isalpha() else 'm_' + name}.py"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if f"/captures/{run}/" in text:
+            out[key] = path
+    return out

@@ -1,0 +1,114 @@
+"""Put verified candidates in place of hot module instances inside a running model (child side: imports torch).
+
+A patch names a module class's instances (by their qualified names in the model, as the hot-spot report
+gives them), a candidate's source (a task extracted from those instances, with ``ModelNew``) and the captured
+call (`CallArg`s). Each instance gets its own ``ModelNew()``, loaded with the instance's ``state_dict`` and in
+the instance's device, dtype and mode; the instance's ``forward`` is shadowed by one that sends a call shaped
+like the captured one (the same arguments, tensors where tensors were, the same constants) to the candidate,
+and any other call to the original. The model's own modules, parameters and ``state_dict`` are unchanged;
+`uninstall` restores the instances.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from .report import CallArg
+
+
+class PatchError(RuntimeError):
+    pass
+
+
+def load_candidate(path: str | Path) -> Any:
+    """The candidate file as a module of its own (a real file: torch.compile reads sources)."""
+    path = Path(path)
+    name = f"forge_patch_{path.stem}_{abs(hash(str(path.resolve()))) % 10**8}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise PatchError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, "ModelNew"):
+        raise PatchError(f"{path.name} defines no ModelNew")
+    return module
+
+
+def instances_by_name(model: Any) -> dict[str, Any]:
+    """The model's modules by the names the hot-spot report uses (the root's class name, then the path)."""
+    root = type(model).__name__
+    return {(f"{root}.{name}" if name else root): m for name, m in model.named_modules()}
+
+
+def install(model: Any, patches: list[dict[str, Any]]) -> list[str]:
+    """Apply `patches` (dicts: ``instances``, ``source_file``, ``call``, ``output``) to `model`; returns the names of
+    the instances replaced. Raises `PatchError` for a patch that cannot apply (a missing instance, a candidate
+    whose state does not load)."""
+    torch = _torch()
+    named = instances_by_name(model)
+    done: list[str] = []
+    for patch in patches:
+        if patch.get("output", "tensor") != "tensor":
+            raise PatchError(
+                f"{patch.get('cls')}: its calls return a {patch['output']}; only tensor outputs are replaced"
+            )
+        module = load_candidate(patch["source_file"])
+        call = [CallArg.model_validate(a) for a in patch["call"]]
+        for name in patch["instances"]:
+            inst = named.get(name)
+            if inst is None:
+                raise PatchError(f"the model has no module {name}")
+            new = module.ModelNew()
+            try:
+                new.load_state_dict(inst.state_dict(), strict=True)
+            except RuntimeError as exc:
+                raise PatchError(f"{name}: its state does not load into the candidate: {exc}") from None
+            ref = next(iter(inst.parameters()), None)
+            ref = ref if ref is not None else next(iter(inst.buffers()), None)
+            if ref is not None:
+                new = new.to(device=ref.device, dtype=ref.dtype if ref.is_floating_point() else None)
+            new.train(inst.training)
+            _shadow(torch, inst, new, call)
+            done.append(name)
+    return done
+
+
+def uninstall(model: Any) -> None:
+    for m in model.modules():
+        if "_forge_candidate" in m.__dict__:
+            del m.__dict__["_forge_candidate"]
+            m.__dict__.pop("forward", None)
+
+
+def _shadow(torch: Any, inst: Any, new: Any, call: list[CallArg]) -> None:
+    from .runner import _constant, _name_arguments
+
+    original = type(inst).forward.__get__(inst)
+    shape = [(a.name, a.how, a.tensor) for a in call]
+    constants = {a.name: a.source for a in call if not a.tensor}
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        named = _name_arguments(inst, args, kwargs)
+        if [(n, how, isinstance(v, torch.Tensor)) for n, v, how in named] == shape:
+            try:
+                same = all(_constant(v, torch) == constants[n] for n, v, _ in named if not isinstance(v, torch.Tensor))
+            except Exception:  # noqa: BLE001 - a constant forge cannot write: not the captured call
+                same = False
+            if same:
+                return new(*[v for _, v, _ in named if isinstance(v, torch.Tensor)])
+        return original(*args, **kwargs)
+
+    inst.__dict__["_forge_candidate"] = new  # not a submodule: the model's state_dict stays as it was
+    inst.__dict__["forward"] = forward
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch

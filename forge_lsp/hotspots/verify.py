@@ -1,0 +1,130 @@
+"""The whole model, end to end, with verified candidates in place of its hot modules (`check_model`).
+
+Runs ``python -m forge_lsp.hotspots.model_check`` through the sandbox (see there for what it does) and reads
+its answer as a `ModelCheck`. `write_patch_file` writes what a user imports to get the same replacements.
+"""
+
+from __future__ import annotations
+
+import json
+import pprint
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..sandbox import child_env, default_cache_dir, run_sandboxed
+from .entry import Entry
+
+
+class Reverted(BaseModel):
+    cls: str
+    why: str
+
+
+class ModelCheck(BaseModel):
+    kept: list[str] = []  # class keys whose candidates stay in place
+    reverted: list[Reverted] = []
+    outputs: list[dict[str, Any]] = []  # per output: ok, dtype, shape, max_abs, atol, rtol
+    before_ms: float = 0.0
+    after_ms: float = 0.0
+    speedup: float | None = None
+    ci: list[float] | None = None
+    reps: int = 0
+
+    @property
+    def outputs_match(self) -> bool:
+        return all(o.get("ok") for o in self.outputs)
+
+
+class ModelCheckError(RuntimeError):
+    pass
+
+
+def check_model(
+    entry: Entry,
+    workspace: Path,
+    device: str,
+    patches: list[dict[str, Any]],
+    tolerances: dict[str, list[float]],
+    *,
+    reps: int = 30,
+    timeout: float = 1800.0,
+    cancel: threading.Event | None = None,
+    cache_dir: Path | None = None,
+    python: str | None = None,
+) -> ModelCheck:
+    import sys
+
+    out = workspace / ".forge" / "model_wide" / (time.strftime("%Y%m%d-%H%M%S") + f"-{time.monotonic_ns() % 10**6:06d}")
+    out.mkdir(parents=True, exist_ok=True)
+    request = {
+        "entry": entry.model_dump(mode="json"),
+        "device": device,
+        "workspace": str(workspace),
+        "patches": patches,
+        "tolerances": tolerances,
+        "reps": reps,
+        "out": str(out),
+    }
+    (out / "request.json").write_text(json.dumps(request, indent=1))
+    env = child_env(device, Path(cache_dir or default_cache_dir()))
+    cmd = [python or sys.executable, "-m", "forge_lsp.hotspots.model_check", str(out / "request.json")]
+    run = run_sandboxed(cmd, env=env, cwd=workspace, timeout=timeout, cancel=cancel)
+    if run.cancelled:
+        raise ModelCheckError("cancelled")
+    if run.timed_out:
+        raise ModelCheckError(f"the end-to-end check did not finish within {timeout:g} s")
+    if (out / "error.txt").exists():
+        raise ModelCheckError(f"the end-to-end check failed: {(out / 'error.txt').read_text().strip()}")
+    if run.returncode != 0 or not (out / "result.json").exists():
+        raise ModelCheckError(f"the end-to-end check exited with code {run.returncode}: {run.output.strip()[-2000:]}")
+    return ModelCheck.model_validate_json((out / "result.json").read_text())
+
+
+PATCH_FILE = '''"""Verified replacements for the hot modules of `{entry}` (forge optimize --model-wide, {stamp}).
+
+    import forge_patch
+    forge_patch.apply(model)   # the model the entry builds, on its device and in its dtype
+
+Each replaced instance keeps its parameters; calls shaped like the captured ones go to the candidate, any
+other call to the original. `remove(model)` undoes it. Needs forge-lsp importable.
+"""
+
+import pathlib
+
+from forge_lsp.hotspots.patching import install, uninstall
+
+HERE = pathlib.Path(__file__).resolve().parent
+PATCHES = {patches}
+
+
+def apply(model):
+    return install(model, [dict(p, source_file=str(HERE / p["source_file"])) for p in PATCHES])
+
+
+def remove(model):
+    uninstall(model)
+'''
+
+
+def write_patch_file(folder: Path, entry: Entry, patches: list[dict[str, Any]]) -> Path:
+    """``forge_patch.py`` and the candidates it installs, in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    local: list[dict[str, Any]] = []
+    for p in patches:
+        src = Path(p["source_file"])
+        name = f"candidate_{len(local)}_{src.stem}.py"
+        (folder / name).write_text(src.read_text())
+        local.append(dict(p, source_file=name))
+    path = folder / "forge_patch.py"
+    path.write_text(
+        PATCH_FILE.format(
+            entry=entry.text,
+            stamp=time.strftime("%Y-%m-%d %H:%M"),
+            patches=pprint.pformat(local, width=110, sort_dicts=False),
+        )
+    )
+    return path

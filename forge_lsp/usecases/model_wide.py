@@ -1,0 +1,177 @@
+"""Use case: optimize a whole model (`forge optimize ENTRY --model-wide`).
+
+1. Its hot spots, with the hot module classes captured and extracted as tasks (`usecases.hotspots`).
+2. Each extracted task optimized in turn with its captured inputs (`usecases.optimize.ModuleOptimization`:
+   the offline candidates, and the model's when one is configured); a run's answer (verified, re-checked,
+   faster after re-timing) becomes a patch for the instances the task was captured from.
+3. The whole model checked end to end with the patches in place (`hotspots.verify.check_model`): outputs
+   against the original's on the entry's inputs, per-dtype tolerances; a patch that makes them differ is
+   reverted and said; then the forward timed with and without, with a 95% interval.
+4. The kept patches written as ``.forge/model_wide/<run>/forge_patch.py`` (``apply(model)``) for the user to
+   import: the model's own code is not edited.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engine.task import DEFAULT_TOLERANCES
+from ..hotspots import HotspotReport, parse_entry
+from ..hotspots.verify import ModelCheck, ModelCheckError, check_model, write_patch_file
+from .common import UseCaseError
+from .hotspots import EntryFailed, HotspotsRequest, find_model_hotspots
+
+
+@dataclass(frozen=True)
+class ModelWideRequest:
+    entry: str | None = None
+    workspace: Path | None = None
+    device: str = "auto"
+    top: int = 3
+    overrides: dict[str, Any] = field(default_factory=dict)  # configuration keys for each module's run
+    offline: bool = True
+    reps: int = 30  # end-to-end timings, each way
+    cache_dir: Path | None = None
+
+
+@dataclass
+class ModuleOutcome:
+    cls: str  # class key
+    name: str
+    total_pct: float  # of the model's time
+    task: Path | None = None
+    run_id: str | None = None
+    speedup: float | None = None  # the module's, final re-timing on its captured inputs
+    status: str = "skipped"  # "kept", "reverted", "not_faster", "not_extracted", "not_replaceable", "failed"
+    reason: str = ""
+    instances: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ModelWideResult:
+    report: HotspotReport
+    modules: list[ModuleOutcome]
+    check: ModelCheck | None = None  # None when no module had a faster candidate
+    patch_file: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+Say = Callable[[str], None]
+
+
+def optimize_model(
+    request: ModelWideRequest,
+    *,
+    say: Say | None = None,
+    cancel: threading.Event | None = None,
+) -> ModelWideResult:
+    """Raises `UseCaseError` for a request that cannot run (`EntryFailed` when the entry itself fails)."""
+    from .optimize import ModuleOptimization, OptimizeRequest
+
+    tell = say or (lambda text: None)
+    hot = find_model_hotspots(
+        HotspotsRequest(
+            entry=request.entry,
+            workspace=request.workspace,
+            device=request.device,
+            top=request.top,
+            extract=True,
+            cache_dir=request.cache_dir,
+        ),
+        on_progress=lambda step, done, of: tell(f"hot spots: {step}" + (f" {done}/{of}" if done and of else "")),
+        cancel=cancel,
+    )
+    report, workspace = hot.report, hot.workspace
+    assert hot.extraction is not None
+    tasks = {t.cls: t for t in hot.extraction.tasks}
+    skipped = dict(hot.extraction.skipped)
+    modules: list[ModuleOutcome] = []
+    patches: list[dict[str, Any]] = []
+    for key in report.targets[: request.top]:
+        c = report.cls(key)
+        assert c is not None
+        mo = ModuleOutcome(cls=key, name=c.name, total_pct=c.total_pct)
+        modules.append(mo)
+        task = tasks.get(key)
+        if task is None:
+            mo.status, mo.reason = "not_extracted", skipped.get(key, "no task was extracted")
+            continue
+        mo.task, mo.instances = task.path, task.instances
+        captured = next((i.capture for i in report.instances if i.name == task.instances[0]), None)
+        if captured is None or captured.output != "tensor":
+            mo.status = "not_replaceable"
+            mo.reason = f"its calls return a {captured.output if captured else '?'}: only tensor outputs are replaced"
+            continue
+        if cancel is not None and cancel.is_set():
+            raise EntryFailed("cancelled")
+        tell(f"optimizing {c.name} ({c.total_pct:.1f}% of the model) on its captured inputs")
+        try:
+            run = ModuleOptimization(
+                OptimizeRequest(
+                    task_file=task.path,
+                    workspace=workspace,
+                    overrides=request.overrides,
+                    device=report.device,
+                    offline=request.offline,
+                    cache_dir=request.cache_dir,
+                )
+            )
+            result = run.run()
+        except UseCaseError as exc:
+            mo.status, mo.reason = "failed", str(exc)
+            continue
+        mo.run_id = result.run_id
+        if result.answer is None:
+            mo.status, mo.reason = "not_faster", result.message
+            continue
+        mo.speedup = result.answer.speedup
+        source = workspace / ".forge" / "model_wide" / "candidates" / f"{result.run_id}_{c.name}.py"
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(result.answer.candidate.source)
+        patches.append(
+            {
+                "cls": key,
+                "instances": task.instances,
+                "source_file": str(source),
+                "call": [a.model_dump() for a in captured.call],
+                "output": captured.output,
+            }
+        )
+        mo.status, mo.reason = "kept", f"{result.answer.label} on its captured inputs"
+    out = ModelWideResult(report=report, modules=modules)
+    if not patches:
+        out.notes.append("no hot module got a verified candidate faster than its reference: the model is unchanged")
+        return out
+    tell(f"checking the whole model with {len(patches)} module(s) replaced")
+    entry = parse_entry(report.entry, workspace)
+    tolerances = {k: [t.atol, t.rtol] for k, t in DEFAULT_TOLERANCES.items()}
+    try:
+        check = check_model(
+            entry,
+            workspace,
+            report.device,
+            patches,
+            tolerances,
+            reps=request.reps,
+            cancel=cancel,
+            cache_dir=request.cache_dir,
+        )
+    except ModelCheckError as exc:
+        raise EntryFailed(str(exc)) from exc
+    out.check = check
+    why = {r.cls: r.why for r in check.reverted}
+    for mo in modules:
+        if mo.status == "kept" and mo.cls in why:
+            mo.status, mo.reason = "reverted", why[mo.cls]
+    kept = [p for p in patches if p["cls"] in check.kept]
+    if not kept:
+        out.notes.append("no replacement survived the end-to-end check: the model is unchanged")
+    if kept:
+        folder = workspace / ".forge" / "model_wide" / time.strftime("%Y%m%d-%H%M%S")
+        out.patch_file = write_patch_file(folder, entry, kept)
+    return out

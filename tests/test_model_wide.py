@@ -1,0 +1,195 @@
+"""`forge optimize ENTRY --model-wide` on the CPU: hot modules found and captured, each optimized on its captured
+inputs (a scripted model on 127.0.0.1), the whole model checked end to end with the replacements in place — a
+wrong or slower replacement reverted and said — and the kept ones written as an importable patch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from forge_lsp.hotspots import HotspotOptions, find_hotspots, parse_entry
+from forge_lsp.hotspots.extract import extract_tasks
+from forge_lsp.hotspots.verify import check_model
+from forge_lsp.usecases.model_wide import ModelWideRequest, optimize_model
+
+pytest_plugins = ["fake_openai"]
+pytestmark = pytest.mark.slow
+
+MODEL = textwrap.dedent(
+    '''
+    import torch
+    import torch.nn as nn
+
+
+    class SlowBlock(nn.Module):
+        """A projection, then a softmax over each row in a Python loop: slow on purpose."""
+
+        def __init__(self, dim):
+            super().__init__()
+            self.proj = nn.Linear(dim, dim)
+
+        def forward(self, x):
+            h = self.proj(x)
+            rows = h.reshape(-1, h.shape[-1])
+            return torch.stack([torch.softmax(r, dim=0) for r in rows]).reshape(h.shape)
+
+
+    class Net(nn.Module):
+        def __init__(self, dim=32):
+            super().__init__()
+            self.embed = nn.Linear(8, dim)
+            self.blocks = nn.ModuleList([SlowBlock(dim) for _ in range(2)])
+            self.head = nn.Linear(dim, 4)
+
+        def forward(self, x):
+            h = self.embed(x)
+            for b in self.blocks:
+                h = b(h)
+            return self.head(h)
+
+
+    def build(batch=32):
+        torch.manual_seed(0)
+        return Net().eval(), (torch.randn(batch, 128, 8),)  # 4096 rows: tens of ms in the loop
+    '''
+)
+
+FAST = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(32, 32)
+
+        def forward(self, x):
+            return torch.softmax(self.proj(x), dim=-1)
+    """
+)
+
+
+@pytest.fixture()
+def workspace(tmp_path) -> Path:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "slownet.py").write_text(MODEL)
+    return tmp_path
+
+
+def _patches(workspace: Path, sources: dict[str, str]) -> tuple:
+    """One patch per (name -> candidate source), each for the SlowBlock instances it names after a ':'."""
+    entry = parse_entry("slownet.py:build", workspace)
+    report = find_hotspots(entry, workspace, HotspotOptions(device="cpu", warmup=1, iterations=1))
+    (task,) = [t for t in extract_tasks(report, workspace).tasks if t.cls.endswith("SlowBlock")]
+    cap = next(i.capture for i in report.instances if i.name == task.instances[0])
+    patches = []
+    for label, source in sources.items():
+        name, _, which = label.partition(":")
+        path = workspace / f"{name}.py"
+        path.write_text(task.path.read_text() + "\n" + source)
+        patches.append(
+            {
+                "cls": name,
+                "instances": [i for i in task.instances if i.endswith(which)],
+                "source_file": str(path),
+                "call": [a.model_dump() for a in cap.call],
+                "output": cap.output,
+            }
+        )
+    return entry, patches
+
+
+TOL = {"float32": [1e-4, 1e-4]}
+
+
+def test_a_wrong_replacement_is_reverted_and_a_right_one_kept(workspace):
+    """Verified or not, a replacement whose model outputs differ is reverted, named, with the worst error."""
+    entry, patches = _patches(
+        workspace,
+        {
+            "right:blocks.0": FAST,
+            "wrong:blocks.1": FAST.replace("dim=-1)", "dim=-1) * 1.01"),
+        },
+    )
+    check = check_model(entry, workspace, "cpu", patches, TOL, reps=5)
+    assert check.kept == ["right"] and [r.cls for r in check.reverted] == ["wrong"]
+    assert "outputs differ" in check.reverted[0].why
+    assert check.outputs_match and all(o["max_abs"] < 1e-4 for o in check.outputs)
+    assert check.speedup is not None and check.speedup > 1.0  # a Python loop replaced by one softmax
+
+
+def test_a_replacement_that_makes_the_model_slower_is_reverted(workspace):
+    slow = FAST.replace(
+        "        return torch.softmax", "        import time\n        time.sleep(0.4)\n        return torch.softmax"
+    )
+    entry, patches = _patches(workspace, {"sleepy:blocks.0": slow})
+    check = check_model(entry, workspace, "cpu", patches, TOL, reps=5)
+    assert check.kept == [] and check.reverted[0].cls == "sleepy" and "slower" in check.reverted[0].why
+
+
+def test_model_wide_optimizes_the_hot_module_checks_the_model_and_writes_a_patch(workspace, fake_openai):
+    fake_openai.script(json.dumps({"summary": "one vectorized softmax", "source": FAST}))
+    result = optimize_model(
+        ModelWideRequest(
+            entry="slownet.py:build",
+            workspace=workspace,
+            device="cpu",
+            top=1,
+            offline=False,
+            reps=20,
+            overrides={"model": "scripted", "base_url": fake_openai.base_url, "search": "linear", "rounds": 1},
+        )
+    )
+    (module,) = result.modules
+    assert module.name == "SlowBlock" and module.status == "kept", module
+    assert module.speedup is not None and module.speedup > 1.5 and module.run_id
+    assert sorted(module.instances) == ["Net.blocks.0", "Net.blocks.1"]
+    check = result.check
+    assert check is not None and check.outputs_match and check.kept == [module.cls]
+    # the loop of 4096 softmaxes is gone from both blocks: the median forward is faster (its interval is wide on
+    # a loaded 2-core machine, so only the median is held here)
+    assert check.speedup is not None and check.speedup > 1.0 and check.ci is not None, check
+    assert result.patch_file is not None and result.patch_file.is_file()
+    # the user's side: import the patch, apply it to the model the entry builds
+    probe = textwrap.dedent(
+        f"""
+        import sys, torch
+        sys.path.insert(0, {str(workspace)!r}); sys.path.insert(0, {str(result.patch_file.parent)!r})
+        import slownet, forge_patch
+        model, (x,) = slownet.build()
+        with torch.no_grad():
+            ref = model(x)
+            replaced = forge_patch.apply(model)
+            got = model(x)
+        assert sorted(replaced) == ["Net.blocks.0", "Net.blocks.1"], replaced
+        assert all("_forge_candidate" in model.blocks[i].__dict__ for i in range(2))
+        assert sorted(model.state_dict()) == sorted(slownet.build()[0].state_dict())  # the model's own state
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+        forge_patch.remove(model)
+        assert "forward" not in model.blocks[0].__dict__
+        print("applied")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "applied" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_cli_model_wide_says_when_nothing_is_faster(workspace):
+    """No model and (on purpose) no offline candidates: nothing to replace, said, the exit status 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "optimize", "slownet.py:build", "--model-wide", "--device", "cpu"]
+        + ["--no-offline", "--top", "1", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=workspace,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SlowBlock" in proc.stdout and "the model is unchanged" in proc.stdout, proc.stdout
