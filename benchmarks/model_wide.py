@@ -1,0 +1,108 @@
+"""Whole-model optimization on the GPU machine: `forge optimize ENTRY --model-wide` against eager and against
+`torch.compile(model)`, on the same inputs, one model at a time.
+
+    PYTHONPATH=. python3 benchmarks/model_wide.py --device cuda:0 --models resnet --dtypes bfloat16 --top 1 \
+        --out results.json
+
+For each model and dtype: (1) `torch.compile(model)` vs eager in a fresh process (median of 30 forwards each,
+after warm-up; TF32 off), (2) `forge optimize ENTRY --model-wide --top N` (offline candidates, no model
+configured) with its end-to-end check (outputs against the original's, the forward timed with and without
+the kept replacements, alternating). Prints a short table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COMPILED = """
+import sys, statistics, importlib.util, torch
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+spec = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+model, args = m.build(size=sys.argv[4], dtype=sys.argv[2], device=sys.argv[3])
+def timed(f, n=30):
+    out = []
+    with torch.no_grad():
+        for _ in range(3):
+            f(*args)
+        for _ in range(n):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record(); f(*args); e.record(); e.synchronize(); out.append(s.elapsed_time(e))
+    return statistics.median(out)
+eager = timed(model)
+compiled = torch.compile(model)
+c = timed(compiled)
+print(eager, c)
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--models", default="resnet")
+    ap.add_argument("--dtypes", default="bfloat16")
+    ap.add_argument("--size", default="full")
+    ap.add_argument("--top", type=int, default=1)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    rows = []
+    for model in args.models.split(","):
+        for dtype in args.dtypes.split(","):
+            row: dict = {"model": model, "dtype": dtype}
+            comp = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    COMPILED,
+                    str(ROOT / f"examples/models/{model}.py"),
+                    dtype,
+                    args.device,
+                    args.size,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            if comp.returncode == 0:
+                eager, compiled = (float(x) for x in comp.stdout.split()[-2:])
+                row |= {"eager_ms": eager, "compiled_ms": compiled, "compile_speedup": eager / compiled}
+            else:
+                row["compile_error"] = comp.stderr[-800:]
+            entry = f"examples/models/{model}.py:build(size='{args.size}', dtype='{dtype}')"
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, "-m", "forge_lsp.cli.main", "optimize", entry, "--model-wide", "--device", args.device]
+                + ["--top", str(args.top)],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=1800,
+            )
+            row["forge_s"] = round(time.perf_counter() - t0, 1)
+            row["forge_exit"] = proc.returncode
+            row["forge_stdout"] = proc.stdout[-3000:]
+            row["forge_stderr"] = proc.stderr[-1500:]
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k not in ("forge_stderr",)})[:3000], flush=True)
+    if args.out:
+        args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}, indent=1))
+    print("\n| model | dtype | eager ms | torch.compile ms (x) | forge s | forge --model-wide (last lines) |")
+    for r in rows:
+        tail = " / ".join(r["forge_stdout"].strip().splitlines()[-3:])
+        print(
+            f"| {r['model']} | {r['dtype']} | {r.get('eager_ms', 0):.2f} | {r.get('compiled_ms', 0):.2f} "
+            f"({r.get('compile_speedup', 0):.2f}x) | {r['forge_s']} | {tail[:300]} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
