@@ -335,8 +335,9 @@ EXAMPLES = {
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("model", sorted(EXAMPLES))
-def test_real_models_hot_spots_and_an_extracted_task_that_passes_forge_eval(tmp_path, model):
+def test_real_models_hot_spots_and_an_extracted_task_that_passes_forge_eval(tmp_path, model, dtype):
     """ResNet-50's and ViT-B/16's torchvision classes, GPT-2's transformers classes and a UNet block of the
     examples, on tiny configs: the hot class is found with its instances, captured with its constructor
     (configs, partials, modules as arguments), extracted, and passes `forge eval` against itself on the
@@ -348,7 +349,7 @@ def test_real_models_hot_spots_and_an_extracted_task_that_passes_forge_eval(tmp_
         pytest.skip(f"{needs} is not installed (the models extra)")
     result = find_model_hotspots(
         HotspotsRequest(
-            entry=f"examples/models/{model}.py:build(size='tiny')",
+            entry=f"examples/models/{model}.py:build(size='tiny', dtype='{dtype}')",
             workspace=ROOT,
             device="cpu",
             warmup=2,

@@ -109,6 +109,7 @@ def extract_tasks(
             init_args=rest[:-1],
             forward=cap.forward,
             training=cap.training,
+            dtype=cap.dtype,
             inputs=cap.inputs,
             input_sets=[os.path.relpath(p, out) for p in sets],
         )

@@ -39,6 +39,7 @@ class Capture(BaseModel):
     init_imports: list[str] = []  # import lines that source needs
     init_missing: str | None = None  # why the constructor could not be recovered
     training: bool = False  # the instance's mode when it was captured (dropout, batch-norm statistics)
+    dtype: str | None = None  # its floating parameters' and buffers' dtype, where they share one
     forward: str = ""  # the Model wrapper's forward() over the captured tensors, as Python source
     call: list[CallArg] = []  # the same call, argument by argument
     output: str = ""  # what the call returned: "tensor", or the type's name (a tuple, a model output...)

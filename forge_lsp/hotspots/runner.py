@@ -697,6 +697,7 @@ def _save_captures(
             folder=os.path.relpath(folder / _slug(inst.name), workspace),
             inputs=inst.inputs,
             training=bool(mod.training),
+            dtype=_state_dtype(mod),
         )
         inst.capture = cap
         calls = observer.captured.get(k, [])
@@ -723,6 +724,12 @@ def _save_captures(
             cap.init_missing = str(exc)
         except Exception as exc:  # noqa: BLE001 - rebuilding ran the user's constructor: anything can happen
             cap.init_missing = f"rebuilt from the recorded arguments, it failed: {type(exc).__name__}: {exc}"
+
+
+def _state_dtype(mod: Any) -> str | None:
+    """The one dtype of a module's floating parameters and buffers (None: none, or several)."""
+    kinds = {str(t.dtype).removeprefix("torch.") for t in [*mod.parameters(), *mod.buffers()] if t.is_floating_point()}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _slug(name: str) -> str:
