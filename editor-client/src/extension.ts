@@ -106,7 +106,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }
     if (job.status === "failed") return; // the server has shown the error
     if (job.kind !== "optimize") {
-      vscode.window.setStatusBarMessage(`forge: ${job.kind} ${where}: ${job.message || "done"} — hover the ${job.kind === "explain" ? "line" : "class"} for the numbers`, 10000);
+      const look = job.kind === "hotspots" ? "see the lenses on the hot classes" : `hover the ${job.kind === "explain" ? "line" : "class"} for the numbers`;
+      vscode.window.setStatusBarMessage(`forge: ${job.kind} ${where}: ${job.message || "done"} — ${look}`, 10000);
       return;
     }
     const ref = findProposal(job);
@@ -116,14 +117,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     else if (pick === "Details") await panels.show(runsView.job(job.id) ?? job);
   });
 
-  const onTarget = (kind: "optimize" | "profile" | "explain") => async () => {
+  const onTarget = (kind: "optimize" | "profile" | "explain" | "hotspots") => async () => {
     const editor = vscode.window.activeTextEditor;
     if (!editor) return;
     const command = COMMANDS[kind];
     const lenses = await vscode.commands.executeCommand<vscode.CodeLens[]>("vscode.executeCodeLensProvider", editor.document.uri);
     const targets = (lenses ?? []).filter((l) => l.command?.command === command && Array.isArray(l.command.arguments));
     if (targets.length === 0) {
-      void vscode.window.showInformationMessage(`Forge: nothing to ${kind} in this file (no nn.Module${kind === "optimize" ? "" : " or __global__ kernel"} found).`);
+      void vscode.window.showInformationMessage(kind === "hotspots"
+        ? "Forge: no model entry in this file (a build, build_*, make_model or get_model function returning (model, args))."
+        : `Forge: nothing to ${kind} in this file (no nn.Module${kind === "optimize" ? "" : " or __global__ kernel"} found).`);
       return;
     }
     const line = editor.selection.active.line;
@@ -132,7 +135,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     let chosen = targets.length === 1 ? targets[0] : above[0];
     if (!chosen) {
       const pick = await vscode.window.showQuickPick(targets.map((l) => ({ label: String(l.command!.arguments![1]), lens: l })),
-        { placeHolder: `What to ${kind}?` });
+        { placeHolder: kind === "hotspots" ? "Which entry?" : `What to ${kind}?` });
       chosen = pick?.lens as vscode.CodeLens;
     }
     if (chosen?.command) await vscode.commands.executeCommand(command, ...(chosen.command.arguments ?? []));
@@ -173,6 +176,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("forge.optimizeHere", onTarget("optimize")),
     vscode.commands.registerCommand("forge.profileHere", onTarget("profile")),
     vscode.commands.registerCommand("forge.explainHere", onTarget("explain")),
+    vscode.commands.registerCommand("forge.hotspotsHere", onTarget("hotspots")),
     vscode.commands.registerCommand("forge.review.acceptHunk", (uri?: unknown, index?: unknown) => review.decide("accept", uri, index)),
     vscode.commands.registerCommand("forge.review.rejectHunk", (uri?: unknown, index?: unknown) => review.decide("reject", uri, index)),
     vscode.commands.registerCommand("forge.review.acceptAll", (uri?: unknown) => review.decide("acceptAll", uri)),

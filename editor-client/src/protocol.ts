@@ -22,6 +22,8 @@ export const COMMANDS = {
   showDiff: "forge.showDiff",
   cancel: "forge.cancel",
   insertInputs: "forge.insertInputs",
+  hotspots: "forge.hotspots",
+  optimizeCaptured: "forge.optimizeCaptured",
 } as const;
 
 export const RUNS_REQUEST = "forge/runs";
@@ -29,7 +31,7 @@ export const PROPOSAL_CODE = "faster-candidate";
 export const PROGRESS_PREFIX = "forge/";
 
 export type JobStatus = "queued" | "running" | "done" | "failed" | "cancelled";
-export type JobKind = "optimize" | "profile" | "explain" | string;
+export type JobKind = "optimize" | "profile" | "explain" | "hotspots" | string;
 
 /** The verified faster candidate a finished optimize job offers (until accepted, rejected or stale). */
 export interface JobProposal extends CandidateRef {

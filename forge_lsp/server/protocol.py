@@ -30,6 +30,8 @@ COMMANDS = (
     "forge.reject",
     "forge.showDiff",
     "forge.insertInputs",
+    "forge.hotspots",
+    "forge.optimizeCaptured",
 )
 PROGRESS_TOKEN_PREFIX = "forge/"  # `$/progress` tokens are "forge/<jobId>"
 
@@ -74,7 +76,7 @@ def wire(model: Message) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ forge/runs
-JobKind = Literal["optimize", "profile", "explain"]
+JobKind = Literal["optimize", "profile", "explain", "hotspots"]
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
@@ -92,12 +94,12 @@ class JobProposal(Message):
 
 
 class Job(Message):
-    """A background job of this server (an optimize run, a profile, an explanation)."""
+    """A background job of this server (an optimize run, a profile, an explanation, a hot-spot run)."""
 
     id: str
     kind: JobKind
     uri: str
-    target: str  # the module or kernel name
+    target: str  # the module or kernel name (hotspots: the entry function)
     title: str
     status: JobStatus
     message: str
@@ -294,10 +296,17 @@ class RunResult(Message):
 
 # -------------------------------------------------------------------------------- commands
 class TargetArgs(Message):
-    """forge.optimize / forge.profile / forge.explain / forge.insertInputs: ``[uri, name]``."""
+    """forge.optimize / forge.profile / forge.explain / forge.insertInputs / forge.optimizeCaptured: ``[uri, name]``."""
 
     uri: str
     name: str
+
+
+class EntryArgs(Message):
+    """forge.hotspots: ``[uri, function]``, a function of the file that returns ``(model, args)``."""
+
+    uri: str
+    function: str
 
 
 class CandidateArgs(Message):

@@ -183,6 +183,15 @@ class ForgeServer(LanguageServer):
                 "%s changed (%s): cleared %d proposals, %d diagnostic sets", uri, reason, len(dropped), len(producers)
             )
             self.refresh_lenses()
+        elif self.defines_hot_class(uri):  # its hot-spot lens now says stale
+            self.refresh_lenses()
+
+    def defines_hot_class(self, uri: str) -> bool:
+        """Whether the latest hot-spot report has a hot class in this file."""
+        path = self.path_of(uri)
+        with self.state.lock:
+            view = self.state.hotspots
+            return bool(path and view is not None and view.in_file(os.path.realpath(path)))
 
     def refresh_lenses(self) -> None:
         caps = self.client_capabilities.workspace
@@ -427,10 +436,10 @@ class ForgeServer(LanguageServer):
 
 
 def create_server() -> ForgeServer:
-    from .features import actions, documents, hover, jobs, lifecycle
+    from .features import actions, documents, hotspots, hover, jobs, lifecycle
 
     ls = ForgeServer()
-    for feature in (lifecycle, documents, actions, jobs, hover):
+    for feature in (lifecycle, documents, actions, jobs, hotspots, hover):
         feature.register(ls)
     return ls
 

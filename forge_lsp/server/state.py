@@ -62,6 +62,35 @@ class Result:
 
 
 @dataclass
+class HotClass:
+    """A hot module class of the latest hot-spot report, defined in one of the workspace's files."""
+
+    key: str  # the report's class key ("module.QualName")
+    name: str
+    path: str  # the file that defines it
+    line: int  # 0-based line of its class statement when the report was made
+    summary: str  # `ModuleClass.summary()`: "18.2% of model time · 2 instances · inputs (8, 77, 768) bf16"
+    doc_sha: str  # the file's text the report measured ("": it changed during the run)
+    task: Any = None  # Path of the task the run extracted for it, if any
+    not_extracted: str | None = None  # why no task was extracted for it, when it was a target
+
+
+@dataclass
+class HotspotView:
+    """The latest hot-spot report as the editor shows it: which classes of the workspace's files are hot."""
+
+    report: Any  # usecases.hotspots.HotspotReport
+    entry: str  # the entry, as the person would write it (relative to the workspace)
+    workspace: Any  # Path: where .forge/ (captures, tasks) is
+    when: float  # Unix time of the report
+    classes: list[HotClass] = field(default_factory=list)
+    job_id: str | None = None  # the job that made it (None: read from .forge/hotspots.json)
+
+    def in_file(self, path: str) -> list[HotClass]:
+        return [c for c in self.classes if c.path == path]
+
+
+@dataclass
 class Proposal:
     """A verified faster candidate offered for a module."""
 
@@ -95,6 +124,7 @@ class ServerState:
         self.accepting: dict[str, str] = {}  # uri -> the text an accept in flight is turning it into
         # (uri, target) -> why the last run's answer was not offered: the file changed while it ran
         self.stale_runs: dict[tuple[str, str], str] = {}
+        self.hotspots: HotspotView | None = None  # the latest hot-spot report, for lenses and hover
 
     def result_for(self, uri: str, target: str) -> list[Result]:
         with self.lock:

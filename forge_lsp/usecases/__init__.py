@@ -10,6 +10,8 @@ built, how a candidate is written back, where a run is kept.
   bottlenecks (`profile_target`, `explain`, and the Judge's feedback `judge_feedback`).
 - `apply`: write a verified candidate back into the user's class (`rewrite_for`, `apply_to_file`).
 - `runs`: the run store read for people (`list_runs`, `run_details`).
+- `hotspots`: where a whole model spends its time, and tasks of its hot classes' captured inputs
+  (`find_model_hotspots`).
 """
 
 from .common import UseCaseError, find_workspace

@@ -1,4 +1,5 @@
-"""Code lenses, code actions and the `forge.*` commands (optimize, profile, explain, cancel, accept, reject)."""
+"""Code lenses, code actions and the `forge.*` commands (optimize, profile, explain, cancel, accept, reject). The
+hot-spot lenses and commands are in `hotspots`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from lsprotocol import types as t
 
 from ..protocol import CancelResult, CandidateArgs, InsertInputsResult, ProtocolError, TargetArgs, positional, wire
 from ..server import ForgeServer
-from . import accept, jobs
+from . import accept, hotspots, jobs
 
 
 def _lens(line: int, title: str, command: str, args: list[Any]) -> t.CodeLens:
@@ -20,10 +21,10 @@ def register(ls: ForgeServer) -> None:
     @ls.feature(t.TEXT_DOCUMENT_CODE_LENS)
     def code_lens(ls: ForgeServer, params: t.CodeLensParams) -> list[t.CodeLens]:
         uri = params.text_document.uri
+        lenses = hotspots.lenses(ls, uri)  # Find hot spots on entry functions; a hot class's share, first
         entry = _file_entry(ls, uri)
         if entry is None:
-            return []
-        lenses = []
+            return lenses
         for m in entry.modules:
             prop = ls.state.proposals.get((uri, m.name))
             if prop is None and (uri, m.name) in ls.state.stale_runs:

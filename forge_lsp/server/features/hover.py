@@ -1,4 +1,5 @@
-"""Hover on a module or kernel: last measured numbers, with the run and their age; stale ones marked."""
+"""Hover on a module or kernel: last measured numbers, with the run and their age; stale ones marked. A hot class of
+the latest hot-spot report shows its share of the model's time first."""
 
 from __future__ import annotations
 
@@ -9,41 +10,42 @@ from lsprotocol import types as t
 from ...agent.progress import speedup_label
 from ..server import ForgeServer
 from ..state import Result, text_sha
+from . import hotspots
 
 
 def register(ls: ForgeServer) -> None:
     @ls.feature(t.TEXT_DOCUMENT_HOVER)
     def hover(ls: ForgeServer, params: t.HoverParams) -> t.Hover | None:
         uri, line = params.text_document.uri, params.position.line
-        if ls.index is None:
-            return None
+        hot = hotspots.hover_text(ls, uri, line)
         path = ls.path_of(uri)
-        entry = ls.index.get(path) if path else None
-        if entry is None:
-            return None
-        target = next((m.name for m in entry.modules if m.line == line), None) or next(
-            (k.name for k in entry.kernels if k.line == line), None
-        )
-        if target is None:
-            return None
-        results = ls.state.result_for(uri, target)
-        if not results:
+        entry = ls.index.get(path) if path and ls.index is not None else None
+        target = (
+            next((m.name for m in entry.modules if m.line == line), None)
+            or next((k.name for k in entry.kernels if k.line == line), None)
+            if entry is not None
+            else None
+        ) or (hot[0] if hot else None)
+        results = ls.state.result_for(uri, target) if target else []
+        if not results and hot is None:
             return None
         text = ls.doc_text(uri) or ""
-        return t.Hover(
-            contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=render(target, results, text_sha(text)))
-        )
+        parts = [hot[1]] if hot else []
+        if results:
+            parts.append(render(target or "", results, text_sha(text), header=hot is None))
+        return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value="\n\n".join(parts)))
 
 
-def render(target: str, results: list[Result], current_sha: str) -> str:
-    lines = [f"**forge: {target}**"]
+def render(target: str, results: list[Result], current_sha: str, header: bool = True) -> str:
+    lines = [f"**forge: {target}**"] if header else []
     for r in sorted(results, key=lambda r: -r.when):
         age = _age(time.time() - r.when)
         stale = r.doc_sha != current_sha
         head = f"*{r.kind}*, {age} ago" + (f", run `{r.run_id}`" if r.run_id else "")
         if stale:
             head += " — **stale: the code changed since these numbers were measured**"
-        lines.append("")
+        if lines:
+            lines.append("")
         lines.append(head)
         if r.reference_ms is not None and r.candidate_ms is not None:
             lines.append(

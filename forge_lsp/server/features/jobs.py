@@ -54,15 +54,31 @@ def start(ls: ForgeServer, kind: str, uri: str, target: str) -> JobStarted:
     try:
         work, title = _plan(ls, kind, uri, target)
     except JobError as exc:
-        ls.message(f"forge: {exc}", t.MessageType.Warning)
-        return JobStarted(error=str(exc))
+        return refused(ls, exc)
+    return launch(ls, kind, uri, target, title, work)
+
+
+def refused(ls: ForgeServer, exc: JobError) -> JobStarted:
+    """No job: the reason, said in a message and in the command's result."""
+    ls.message(f"forge: {exc}", t.MessageType.Warning)
+    return JobStarted(error=str(exc))
+
+
+def launch(
+    ls: ForgeServer, kind: str, uri: str, target: str, title: str, work, *, reruns: bool | None = None
+) -> JobStarted:
+    """Start a planned job on a job thread, unless the session is ending or forge.workers jobs already run.
+    `reruns` (default: an optimize job) means it is the re-run a stale run's lens asks for."""
+    if ls.closing:
+        return JobStarted(error="the server is shutting down")
     running = [j for j in ls.state.jobs.values() if j.status in ("queued", "running")]
     if len(running) >= ls.settings.workers:
         msg = f"{len(running)} forge runs are already going (forge.workers = {ls.settings.workers}); cancel one first"
         ls.message(f"forge: {msg}", t.MessageType.Warning)
         return JobStarted(error=msg)
     with ls.state.lock:
-        dropped = ls.state.stale_runs.pop((uri, target), None) if kind == "optimize" else None
+        rerun = kind == "optimize" if reruns is None else reruns
+        dropped = ls.state.stale_runs.pop((uri, target), None) if rerun else None
     if dropped is not None:
         ls.refresh_lenses()
     job = ls.start_job(kind, uri, target, title, work)
@@ -152,15 +168,11 @@ class RunBudget:
         return max(0, min(99, int(done)))
 
 
-def _optimize(
-    ls: ForgeServer,
-    job: BackgroundJob,
-    task_file: Path,
-    module: Any,
-    model_class: str,
-    doc_sha: str,
-    version: int | None,
-) -> None:
+def run_optimization(
+    ls: ForgeServer, job: BackgroundJob, task_file: Path, model_class: str, workspace: Path | None = None
+) -> Any:
+    """Run the optimize use case on a task file for a job: its events as `$/progress`, cancellable through the
+    job. The use case's `OptimizeResult`, or None when the job was cancelled (the job says so)."""
     from ...usecases.optimize import ModuleOptimization, OptimizeRequest
 
     s = ls.settings
@@ -171,7 +183,7 @@ def _optimize(
     request = OptimizeRequest(
         task_file=task_file,
         model_class=model_class,
-        workspace=ls.root or task_file.parent,
+        workspace=workspace or ls.root or task_file.parent,
         overrides=s.agent_overrides(),
         device=s.device,
         offline=s.offline,
@@ -199,15 +211,30 @@ def _optimize(
         )
     ls.on_cancel(job, optimization.cancel)  # a cancel that came first stops the run before it starts
     result = optimization.run()
-    outcome = result.outcome
     job.run_id = result.run_id
-    if job.status == "cancelled" or outcome.status == "cancelled":
+    if job.status == "cancelled" or result.outcome.status == "cancelled":
         job.status, job.message = "cancelled", "cancelled"
+        return None
+    return result
+
+
+def _optimize(
+    ls: ForgeServer,
+    job: BackgroundJob,
+    task_file: Path,
+    module: Any,
+    model_class: str,
+    doc_sha: str,
+    version: int | None,
+) -> None:
+    result = run_optimization(ls, job, task_file, model_class)
+    if result is None:
         return
+    outcome = result.outcome
     # the run measured the text it started from: an edit since makes its lines and its answer stale
     stale = ls.changed_since(job.uri, doc_sha)
     _reference_failure(ls, job, module.name, None if stale else result.reference_failure)
-    ls.record_result(_optimize_result(job, module.name, doc_sha, outcome))
+    ls.record_result(optimize_result(job, module.name, doc_sha, outcome))
     job.message = result.message
     if result.answer is not None and stale:
         _stale_answer(ls, job, module.name, result.answer.label)
@@ -236,7 +263,7 @@ def _optimize(
     elif result.withheld == "failed":
         job.status = "failed"
         ls.message(f"forge: optimizing {module.name} failed: {outcome.stop_reason}", t.MessageType.Error)
-    elif not optimization.model_configured and result.withheld in ("not_faster", "no_candidate"):
+    elif not outcome.model_configured and result.withheld in ("not_faster", "no_candidate"):
         job.message = (
             "no offline candidate beat the reference; set forge.model (and forge.baseUrl) for Coder/Judge rounds"
         )
@@ -276,7 +303,7 @@ def _reference_failure(ls: ForgeServer, job: BackgroundJob, target: str, failure
 _TIMING_MODES = {"cpu": "wall clock on the CPU", "events": "CUDA events", "graph": "CUDA-graph replays"}
 
 
-def _optimize_result(job: BackgroundJob, target: str, doc_sha: str, outcome: Any) -> Result:
+def optimize_result(job: BackgroundJob, target: str, doc_sha: str, outcome: Any) -> Result:
     """What hover shows for an optimize run: the reference and the best candidate as the final re-timing
     (else the search) timed them, and how."""
     res = Result(

@@ -1,4 +1,5 @@
-"""Initialize (settings, workspace root, index, run store, file watcher) and exit (kill every worker)."""
+"""Initialize (settings, workspace root, index, run store, the last hot-spot report, file watcher) and exit (kill
+every worker)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ def register(ls: ForgeServer) -> None:
         from ...workspace.index import WorkspaceIndex
 
         if ls.root is not None:
+            from .hotspots import load_latest
+
             ls.index = WorkspaceIndex(ls.root)
             await asyncio.get_running_loop().run_in_executor(None, ls.index.scan)
+            await asyncio.get_running_loop().run_in_executor(None, load_latest, ls)  # .forge/hotspots.json
             try:
                 ls.store = RunStore.for_workspace(ls.root)
             except Exception as exc:  # noqa: BLE001 - a read-only workspace still gets editor features
