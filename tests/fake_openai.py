@@ -15,6 +15,7 @@ Each ``POST /v1/chat/completions`` consumes one script entry:
 * ``{"stall": 5.0, ...}``: for a streamed request, sleep that long after the first piece of content;
 * ``{"drip": 0.2, ...}``: for a streamed request, sleep that long before every event;
 * ``{"no_stream": True, ...}``: answer a streamed request with a 400 saying streaming is unsupported;
+* ``{"ignore_stream": True, ...}``: answer a streamed request with one JSON response, as if not asked to stream;
 * a callable ``(request_json) -> entry``, called when the request arrives.
 
 ``GET /v1/models`` lists `FakeOpenAI.models` and consumes nothing. A request that finds the
@@ -186,6 +187,8 @@ class FakeOpenAI:
             reply["_stall"] = float(entry["stall"])
         if entry.get("drip"):
             reply["_drip"] = float(entry["drip"])
+        if entry.get("ignore_stream"):
+            reply["_ignore_stream"] = True
         return 200, headers, reply
 
 
@@ -221,7 +224,8 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {}, _error_body(404, f"no route {self.path}", None))
                 return
             status, headers, reply = fake._chat_reply(body)
-            if status == 200 and isinstance(body, dict) and body.get("stream"):
+            ignore = bool(reply.pop("_ignore_stream", False))
+            if status == 200 and isinstance(body, dict) and body.get("stream") and not ignore:
                 usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
                 self._send_stream(headers, reply, usage_wanted)
             else:

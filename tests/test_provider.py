@@ -303,6 +303,18 @@ def test_an_endpoint_that_cannot_stream_gets_whole_requests(fake_openai):
     assert streamed == [True, False, False]  # refused once, then remembered
 
 
+def test_an_endpoint_that_ignores_stream_and_answers_whole_is_read_and_then_asked_whole(fake_openai):
+    fake_openai.script(
+        {"ignore_stream": True, "content": GOOD, "usage": {"prompt_tokens": 9, "completion_tokens": 4}}, GOOD
+    )
+    with make_model(fake_openai) as model:
+        first = model.complete(USER, Plan)
+        second = model.complete(USER, Plan)
+    assert first.parsed == second.parsed == Plan(name="tile", score=3) and first.attempts == 1
+    assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (9, 4)
+    assert [bool(r.body.get("stream")) for r in fake_openai.chat_requests] == [True, False]
+
+
 def test_an_endpoint_that_refuses_stream_options_streams_without_them(fake_openai):
     fake_openai.script({"status": 400, "error": "Unrecognized request argument supplied: stream_options"}, GOOD)
     with make_model(fake_openai) as model:

@@ -372,7 +372,24 @@ class ChatModel:
         refusal: list[str] = []
         usage = None
         try:
-            stream = self._client.chat.completions.create(**params, **extra, stream=True, timeout=timeout)
+            raw = self._client.chat.completions.with_raw_response.create(
+                **params, **extra, stream=True, timeout=timeout
+            )
+            if "text/event-stream" not in raw.headers.get("content-type", ""):
+                # an endpoint that ignores `stream` and answers with one response: take it, and stop asking
+                self._stream = False
+                whole = ChatCompletion.model_validate(json.loads(raw.http_response.read()))
+                call.usage += self._usage(whole)
+                if not whole.choices:
+                    return None
+                choice = whole.choices[0]
+                return _Reply(
+                    content=choice.message.content or "",
+                    refusal=choice.message.refusal,
+                    finish_reason=choice.finish_reason,
+                    model=whole.model,
+                )
+            stream = raw.parse()
             try:
                 for chunk in stream:
                     began = True
