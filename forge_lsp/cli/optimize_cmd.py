@@ -71,6 +71,21 @@ def add_parsers(sub) -> None:
     s.set_defaults(func=run_show)
 
 
+def _overrides(args: argparse.Namespace) -> dict:
+    """The configuration keys given on the command line (those not given are left to the configuration)."""
+    given = {
+        "model": args.model,
+        "base_url": args.base_url,
+        "search": args.search,
+        "rounds": args.rounds,
+        "budget_usd": args.budget_usd,
+        "wall_s": args.wall_s,
+        "concurrency": args.concurrency,
+        "memory_limit_gib": args.memory_limit,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _split_target(target: str) -> tuple[Path, str | None]:
     if "::" in target:
         path, cls = target.split("::", 1)
@@ -87,22 +102,13 @@ def run_optimize(args: argparse.Namespace) -> int:
 
     err = console(stderr=True)
     path, cls = _split_target(args.target) if args.target else (None, None)
-    overrides = {
-        "model": args.model,
-        "base_url": args.base_url,
-        "search": args.search,
-        "rounds": args.rounds,
-        "budget_usd": args.budget_usd,
-        "wall_s": args.wall_s,
-        "concurrency": args.concurrency,
-        "memory_limit_gib": args.memory_limit,
-    }
+    overrides = _overrides(args)
     request = OptimizeRequest(
         task_file=path,
         model_class=cls,
         workspace=args.workspace or (Path.cwd() if args.resume else None),
         resume=args.resume,
-        overrides={k: v for k, v in overrides.items() if v is not None},
+        overrides=overrides,
         device=args.device,
         offline=not args.no_offline,
         cache_dir=args.cache_dir,
@@ -377,20 +383,7 @@ def run_model_wide(args: argparse.Namespace) -> int:
     from ..usecases.model_wide import ModelWideRequest, optimize_model
 
     err = console(stderr=True)
-    overrides = {
-        k: v
-        for k, v in {
-            "model": args.model,
-            "base_url": args.base_url,
-            "search": args.search,
-            "rounds": args.rounds,
-            "budget_usd": args.budget_usd,
-            "wall_s": args.wall_s,
-            "concurrency": args.concurrency,
-            "memory_limit_gib": args.memory_limit,
-        }.items()
-        if v is not None
-    }
+    overrides = _overrides(args)
     request = ModelWideRequest(
         entry=args.target,
         workspace=args.workspace,
