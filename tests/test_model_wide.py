@@ -193,3 +193,11 @@ def test_cli_model_wide_says_when_nothing_is_faster(workspace):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "SlowBlock" in proc.stdout and "the model is unchanged" in proc.stdout, proc.stdout
+
+
+def test_a_script_entry_is_refused_for_model_wide_with_the_reason(workspace):
+    from forge_lsp.usecases import UseCaseError
+
+    with pytest.raises(UseCaseError, match="needs an entry that returns the model"):
+        optimize_model(ModelWideRequest(entry="slownet.py", workspace=workspace, device="cpu"))
+
