@@ -396,3 +396,93 @@ def test_on_the_gpu_time_is_the_kernels_device_time(workspace):
         t for t in extract_tasks(report, workspace, out_dir=workspace / "tasks-gpu").tasks if t.cls.endswith("Block")
     ]
     eval_against_itself(task.path, workspace / "tasks-gpu" / "Block_reference.py", "cuda:0", workspace, timing=True)
+
+
+SCALED = textwrap.dedent(
+    '''
+    import torch
+    import torch.nn as nn
+
+    FACTOR = 1.0
+
+
+    class Scaled(nn.Module):
+        """Built with more than its arguments say: a module global read by the constructor."""
+
+        def __init__(self, dim):
+            super().__init__()
+            self.proj = nn.Linear(dim, dim)
+            self.factor = FACTOR
+
+        def forward(self, x):
+            return self.proj(x) * self.factor
+
+
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Scaled(8)
+
+        def forward(self, x):
+            return self.inner(x)
+
+
+    def build():
+        global FACTOR
+        FACTOR = 3.0
+        model = Holder().eval()
+        FACTOR = 1.0
+        return model, (torch.randn(2, 8),)
+    '''
+)
+
+
+def test_a_rebuilt_module_that_computes_differently_is_not_passed_off_as_the_instance(tmp_path):
+    """The constructor source is checked by what it computes, not only by its state's shapes: a module built from
+    more than its arguments is reported, and no task is made from it."""
+    (tmp_path / "scaled.py").write_text(SCALED)
+    report = find_hotspots(
+        parse_entry("scaled.py:build", tmp_path), tmp_path, HotspotOptions(device="cpu", classes=("Scaled",))
+    )
+    cap = next(i for i in report.instances if i.name == "Holder.inner").capture
+    assert cap is not None and cap.init_source is None
+    assert "computes differently on its captured call" in cap.init_missing, cap.init_missing
+    extraction = extract_tasks(report, tmp_path, classes=["Scaled"])
+    assert not extraction.tasks and "computes differently" in extraction.skipped[0][1]
+
+
+@pytest.mark.slow
+def test_a_hugging_face_block_is_rebuilt_with_its_attention_implementation_and_replaced_faithfully(tmp_path):
+    """GPT-2's blocks are built from a config whose to_dict() leaves out the attention implementation: it is
+    restored, so the block put back into the live model (here the reference itself) leaves the outputs as
+    they were."""
+    import importlib.util
+
+    from forge_lsp.hotspots.verify import check_model
+
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed (the models extra)")
+    entry = parse_entry("examples/models/gpt2.py:build(size='tiny')", ROOT)
+    report = find_hotspots(entry, ROOT, HotspotOptions(device="cpu", warmup=2, iterations=1, classes=("GPT2Block",)))
+    try:
+        (task,) = extract_tasks(report, ROOT, out_dir=tmp_path, classes=["GPT2Block"]).tasks
+        cap = next(i.capture for i in report.instances if i.name == task.instances[0])
+        assert "with_attributes(" in cap.init_source and "_attn_implementation" in cap.init_source
+        source = tmp_path / "itself.py"
+        source.write_text(task.path.read_text() + "\nModelNew = Model\n")
+        patch = {
+            "cls": task.cls,
+            "instances": task.instances,
+            "source_file": str(source),
+            "call": [a.model_dump() for a in cap.call],
+            "output": cap.output,
+            "output_spec": cap.output_spec,
+        }
+        check = check_model(entry, ROOT, "cpu", [patch], {"float32": [1e-4, 1e-4]}, reps=5)
+        assert check.outputs_match
+        assert not [r for r in check.reverted if "outputs differ" in r.why], check.reverted
+    finally:
+        import shutil
+
+        shutil.rmtree(ROOT / report.capture_folder, ignore_errors=True)
+        shutil.rmtree(Path(ROOT / report.capture_folder).parent, ignore_errors=True)

@@ -200,4 +200,3 @@ def test_a_script_entry_is_refused_for_model_wide_with_the_reason(workspace):
 
     with pytest.raises(UseCaseError, match="needs an entry that returns the model"):
         optimize_model(ModelWideRequest(entry="slownet.py", workspace=workspace, device="cpu"))
-

@@ -54,10 +54,9 @@ def install(model: Any, patches: list[dict[str, Any]]) -> list[str]:
     named = instances_by_name(model)
     done: list[str] = []
     for patch in patches:
-        if patch.get("output", "tensor") != "tensor":
-            raise PatchError(
-                f"{patch.get('cls')}: its calls return a {patch['output']}; only tensor outputs are replaced"
-            )
+        spec = patch.get("output_spec") or ("tensor" if patch.get("output", "tensor") == "tensor" else None)
+        if spec is None:
+            raise PatchError(f"{patch.get('cls')}: its calls return a {patch['output']}, which cannot be rebuilt")
         module = load_candidate(patch["source_file"])
         call = [CallArg.model_validate(a) for a in patch["call"]]
         for name in patch["instances"]:
@@ -74,7 +73,7 @@ def install(model: Any, patches: list[dict[str, Any]]) -> list[str]:
             if ref is not None:
                 new = new.to(device=ref.device, dtype=ref.dtype if ref.is_floating_point() else None)
             new.train(inst.training)
-            _shadow(torch, inst, new, call)
+            _shadow(torch, inst, new, call, spec)
             done.append(name)
     return done
 
@@ -86,7 +85,33 @@ def uninstall(model: Any) -> None:
             m.__dict__.pop("forward", None)
 
 
-def _shadow(torch: Any, inst: Any, new: Any, call: list[CallArg]) -> None:
+def rebuild(torch: Any, spec: Any, out: Any) -> Any:
+    """The original output's structure (`runner.output_spec`) around the candidate's tensors, taken in order."""
+    if spec == "tensor":
+        return out
+    tensors = iter([out] if isinstance(out, torch.Tensor) else list(out))
+
+    def build(s: Any) -> Any:
+        if s == "tensor":
+            return next(tensors)
+        if "const" in s:
+            return s["const"]
+        if "seq" in s:
+            items = [build(i) for i in s["items"]]
+            return tuple(items) if s["seq"] == "tuple" else items
+        module, _, qual = s["map"].partition(":")
+        values = {k: build(i) for k, i in zip(s["keys"], s["items"], strict=True)}
+        if module == "builtins":
+            return values
+        cls: Any = importlib.import_module(module)
+        for part in qual.split("."):
+            cls = getattr(cls, part)
+        return cls(**values)
+
+    return build(spec)
+
+
+def _shadow(torch: Any, inst: Any, new: Any, call: list[CallArg], spec: Any = "tensor") -> None:
     from .runner import _constant, _name_arguments
 
     original = type(inst).forward.__get__(inst)
@@ -101,7 +126,7 @@ def _shadow(torch: Any, inst: Any, new: Any, call: list[CallArg]) -> None:
             except Exception:  # noqa: BLE001 - a constant forge cannot write: not the captured call
                 same = False
             if same:
-                return new(*[v for _, v, _ in named if isinstance(v, torch.Tensor)])
+                return rebuild(torch, spec, new(*[v for _, v, _ in named if isinstance(v, torch.Tensor)]))
         return original(*args, **kwargs)
 
     inst.__dict__["_forge_candidate"] = new  # not a submodule: the model's state_dict stays as it was

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 
@@ -43,6 +45,9 @@ class Capture(BaseModel):
     forward: str = ""  # the Model wrapper's forward() over the captured tensors, as Python source
     call: list[CallArg] = []  # the same call, argument by argument
     output: str = ""  # what the call returned: "tensor", or the type's name (a tuple, a model output...)
+    #: Its structure, where it can be rebuilt from its tensors (`patching.rebuild`): "tensor", None, constants,
+    #: tuples and lists, dicts and model outputs of importable classes; None where it cannot.
+    output_spec: Any = None
     inputs: list[TensorSpec] = []  # the tensors of one call, in the order of the saved lists
     skipped: str | None = None  # why nothing was saved (over the size budget, ...)
 

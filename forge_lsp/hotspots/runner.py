@@ -128,7 +128,18 @@ class SourceWriter:
             return f"functools.partial({', '.join(parts)})"
         if hasattr(v, "to_dict") and hasattr(type(v), "from_dict"):
             cls = self.reference(type(v), where)
-            return f"{cls}.from_dict({self.value(v.to_dict(), where, depth + 1)})"
+            text = f"{cls}.from_dict({self.value(v.to_dict(), where, depth + 1)})"
+            private = {
+                k: x
+                for k, x in vars(v).items()
+                if k.startswith("_")
+                and not k.startswith("__")
+                and (x is None or isinstance(x, (bool, int, float, str)))
+            }
+            if private:  # what to_dict() leaves out (a Hugging Face config's attention implementation)
+                self.imports.add("from forge_lsp.hotspots.support import with_attributes")
+                text = f"with_attributes({text}, {self.value(private, where, depth + 1)})"
+            return text
         raise SourceError(f"{where} is a {type(v).__module__}.{type(v).__qualname__}")
 
     def module(self, mod: Any, where: str, depth: int = 0) -> str:
@@ -198,6 +209,7 @@ class Observer:
         self.specs: dict[int, list[TensorSpec]] = {}
         self.captured: dict[int, list[tuple[list[Any], str, list[CallArg]]]] = defaultdict(list)
         self.outputs: dict[int, str] = {}  # what each captured instance's call returned
+        self.output_specs: dict[int, Any] = {}
         self.capture_skips: dict[int, str] = {}
         self.capture_calls, self.call_limit, self.total_limit = capture_calls, call_limit, total_limit
         self.captured_bytes = 0
@@ -242,6 +254,7 @@ class Observer:
             out = original(mod, *args, **kwargs)
             if key in self.captured and key not in self.outputs:
                 self.outputs[key] = "tensor" if type(out) is self.torch.Tensor else type(out).__qualname__
+                self.output_specs[key] = output_spec(self.torch, out)
             return out
         finally:
             stack.pop()
@@ -332,6 +345,30 @@ def _forward_source(named: list[tuple[str, Any, str]], torch: Any) -> tuple[str,
         f"        return _tensors(super().forward({', '.join(call)}))\n"
     )
     return source, args
+
+
+def output_spec(torch: Any, out: Any, depth: int = 0) -> Any:
+    """The structure of a forward's output, JSON-able, tensors as "tensor" in the order the extracted task's
+    `_tensors` lists them; None where it cannot be rebuilt (an object of no importable class, deep nesting)."""
+    if depth > 8:
+        return None
+    if isinstance(out, torch.Tensor):
+        return "tensor"
+    if out is None or isinstance(out, (bool, int, float, str)):
+        return {"const": out}
+    if isinstance(out, (list, tuple)) and type(out) in (list, tuple):
+        items = [output_spec(torch, x, depth + 1) for x in out]
+        return None if any(i is None for i in items) else {"seq": type(out).__name__, "items": items}
+    if hasattr(out, "items") and hasattr(out, "keys"):
+        cls = type(out)
+        if cls is not dict and not _importable(cls.__module__):
+            return None
+        keys = list(out.keys())
+        items = [output_spec(torch, out[k], depth + 1) for k in keys]
+        if any(i is None for i in items) or not all(isinstance(k, str) for k in keys):
+            return None
+        return {"map": f"{cls.__module__}:{cls.__qualname__}", "keys": keys, "items": items}
+    return None
 
 
 def _constant(v: Any, torch: Any) -> str:
@@ -687,7 +724,7 @@ def _save_captures(
     report.capture_folder = os.path.relpath(folder, workspace)
     hot = set(report.targets) | set(req.get("classes") or [])
     for inst in report.instances:
-        if inst.cls not in hot:
+        if inst.cls not in hot and inst.cls.replace(":", ".").rsplit(".", 1)[-1] not in hot:  # by key or by name
             continue
         k = keys.get(inst.name)
         if k is None:
@@ -712,13 +749,14 @@ def _save_captures(
             cap.calls.append(name)
         cap.forward, cap.call = calls[0][1], calls[0][2]
         cap.output = observer.outputs.get(k, "")
+        cap.output_spec = observer.output_specs.get(k)
         torch.save({n: t.detach().cpu() for n, t in mod.state_dict().items()}, where / "state_dict.pt")
         cap.state_dict = "state_dict.pt"
         writer = SourceWriter(torch, ctors, workspace)
         try:
             source = writer.module(mod, "its constructor")
             imports = _entry_import(writer, workspace) + sorted(writer.imports)
-            _check_rebuild(torch, mod, source, imports, workspace)
+            _check_rebuild(torch, mod, source, imports, workspace, calls[0])
             cap.init_source, cap.init_imports = source, imports
         except SourceError as exc:
             cap.init_missing = str(exc)
@@ -771,8 +809,11 @@ def _entry_import(writer: SourceWriter, workspace: Path) -> list[str]:
     return [line]
 
 
-def _check_rebuild(torch: Any, mod: Any, source: str, imports: list[str], workspace: Path) -> None:
-    """Build the module again from `source` and compare parameter and buffer names and shapes."""
+def _check_rebuild(
+    torch: Any, mod: Any, source: str, imports: list[str], workspace: Path, captured: tuple[list[Any], str, list[Any]]
+) -> None:
+    """Build the module again from `source`; compare parameter and buffer names and shapes, then, loaded with the
+    instance's state, what it computes on the instance's first captured call (with the same random seed)."""
     ns: dict[str, Any] = {"__file__": str(workspace / "_forge_check.py"), "_WORKSPACE": "."}
     exec(LOADER, ns)  # noqa: S102 - our own loader
     for line in imports:
@@ -783,6 +824,62 @@ def _check_rebuild(torch: Any, mod: Any, source: str, imports: list[str], worksp
     if want != got:
         missing = sorted(set(want) ^ set(got)) or [n for n in want if want[n] != got.get(n)]
         raise SourceError(f"rebuilt from the recorded arguments, its state differs ({', '.join(missing[:3])})")
+    rebuilt.load_state_dict(mod.state_dict())
+    ref = next(iter(mod.parameters()), None)
+    ref = ref if ref is not None else next(iter(mod.buffers()), None)
+    device = ref.device if ref is not None else torch.device("cpu")
+    dtype = _state_dtype(mod)
+    rebuilt = rebuilt.to(device=device, dtype=getattr(torch, dtype) if dtype else None).train(mod.training)
+    tensors, _, call = captured
+    feed = iter([t.to(device) for t in tensors])
+    args, kwargs = [], {}
+    for a in call:
+        value = next(feed) if a.tensor else eval(a.source, {"torch": torch, "float": float})  # noqa: S307 - written above
+        if a.how == "pos":
+            args.append(value)
+        else:
+            kwargs[a.name] = value
+    with torch.no_grad():
+        torch.manual_seed(0)
+        want_out = _flat_tensors(torch, mod(*args, **kwargs))
+        torch.manual_seed(0)
+        got_out = _flat_tensors(torch, rebuilt(*args, **kwargs))
+    worst = 0.0
+    for w, g in zip(want_out, got_out, strict=False):
+        if w.shape != g.shape:
+            worst = float("inf")
+            break
+        if w.is_floating_point():
+            wf, gf = w.double(), g.double()
+            scale = max(1.0, float(wf.pow(2).mean().sqrt())) if wf.numel() else 1.0
+            tol = 1e-2 if w.dtype in (torch.float16, torch.bfloat16) else 1e-4
+            excess = ((wf - gf).abs() - (tol * scale + tol * wf.abs())).max() if wf.numel() else wf.new_zeros(())
+            if float(excess) > 0:
+                worst = max(worst, float((wf - gf).abs().max()))
+        elif not torch.equal(w, g):
+            worst = float("inf")
+    if len(want_out) != len(got_out) or worst > 0:
+        raise SourceError(
+            f"rebuilt from the recorded arguments, it computes differently on its captured call (worst error "
+            f"{worst:.3g}): its constructor's arguments do not carry everything it was built with"
+        )
+
+
+def _flat_tensors(torch: Any, out: Any) -> list[Any]:
+    flat: list[Any] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            flat.append(x)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif hasattr(x, "items"):
+            for _, v in x.items():
+                walk(v)
+
+    walk(out)
+    return flat
 
 
 def main(argv: list[str]) -> int:

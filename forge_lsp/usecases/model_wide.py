@@ -115,9 +115,9 @@ def optimize_model(
             continue
         mo.task, mo.instances = task.path, task.instances
         captured = next((i.capture for i in report.instances if i.name == task.instances[0]), None)
-        if captured is None or captured.output != "tensor":
+        if captured is None or (captured.output != "tensor" and captured.output_spec is None):
             mo.status = "not_replaceable"
-            mo.reason = f"its calls return a {captured.output if captured else '?'}: only tensor outputs are replaced"
+            mo.reason = f"its calls return a {captured.output if captured else '?'}, which cannot be rebuilt"
             continue
         if cancel is not None and cancel.is_set():
             raise EntryFailed("cancelled")
@@ -152,6 +152,7 @@ def optimize_model(
                 "source_file": str(source),
                 "call": [a.model_dump() for a in captured.call],
                 "output": captured.output,
+                "output_spec": captured.output_spec,
             }
         )
         mo.status, mo.reason = "kept", f"{result.answer.label} on its captured inputs"
