@@ -346,7 +346,10 @@ class ChatModel:
 
     def _once(self, params: dict[str, Any], call: _Call) -> _Reply | None:
         """One request for a whole response (``stream = false``)."""
-        response: ChatCompletion = self._client.chat.completions.create(**params)
+        return self._whole(self._client.chat.completions.create(**params), call)
+
+    def _whole(self, response: ChatCompletion, call: _Call) -> _Reply | None:
+        """A whole (not streamed) response's first choice; its usage added to the call's."""
         call.usage += self._usage(response)
         if not response.choices:
             return None
@@ -378,17 +381,7 @@ class ChatModel:
             if "text/event-stream" not in raw.headers.get("content-type", ""):
                 # an endpoint that ignores `stream` and answers with one response: take it, and stop asking
                 self._stream = False
-                whole = ChatCompletion.model_validate(json.loads(raw.http_response.read()))
-                call.usage += self._usage(whole)
-                if not whole.choices:
-                    return None
-                choice = whole.choices[0]
-                return _Reply(
-                    content=choice.message.content or "",
-                    refusal=choice.message.refusal,
-                    finish_reason=choice.finish_reason,
-                    model=whole.model,
-                )
+                return self._whole(ChatCompletion.model_validate(json.loads(raw.http_response.read())), call)
             stream = raw.parse()
             try:
                 for chunk in stream:

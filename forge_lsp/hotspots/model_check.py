@@ -22,29 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from .patching import PatchError, install, uninstall
-from .runner import _sync, build_entry
-
-
-def _flatten(torch: Any, out: Any) -> list[Any]:
-    flat: list[Any] = []
-
-    def walk(x: Any) -> None:
-        if isinstance(x, torch.Tensor):
-            flat.append(x)
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-        elif hasattr(x, "items"):
-            for _, v in x.items():
-                walk(v)
-
-    walk(out)
-    return flat
+from .runner import _flat_tensors, _sync, build_entry
 
 
 def _outputs(torch: Any, model: Any, args: tuple, kwargs: dict) -> list[Any]:
     with torch.no_grad():
-        return [t.detach().clone() for t in _flatten(torch, model(*args, **kwargs))]
+        return [t.detach().clone() for t in _flat_tensors(torch, model(*args, **kwargs))]
 
 
 def compare(torch: Any, ref: list[Any], got: list[Any], tolerances: dict[str, list[float]]) -> list[dict[str, Any]]:
