@@ -15,7 +15,7 @@ import pytest
 from forge_lsp.hotspots import HotspotOptions, find_hotspots, parse_entry
 from forge_lsp.hotspots.extract import extract_tasks
 from forge_lsp.hotspots.verify import check_model
-from forge_lsp.usecases.model_wide import ModelWideRequest, optimize_model
+from forge_lsp.usecases.model_wide import ModelWideRequest, load_model_wide_results, optimize_model
 
 pytest_plugins = ["fake_openai"]
 pytestmark = pytest.mark.slow
@@ -157,6 +157,13 @@ def test_model_wide_optimizes_the_hot_module_checks_the_model_and_writes_a_patch
     # a loaded 2-core machine, so only the median is held here)
     assert check.speedup is not None and check.speedup > 1.0 and check.ci is not None, check
     assert result.patch_file is not None and result.patch_file.is_file()
+    # the run is kept whole for reports and the editor: read back, it says what the run said
+    (saved,) = load_model_wide_results(workspace)
+    assert saved.folder == result.patch_file.parent and saved.patch_file == result.patch_file
+    assert [(m.name, m.status, m.run_id, m.speedup) for m in saved.modules] == [
+        (module.name, "kept", module.run_id, module.speedup)
+    ]
+    assert saved.check == check and saved.report.entry == result.report.entry
     # the user's side: import the patch, apply it to the model the entry builds
     probe = textwrap.dedent(
         f"""
@@ -193,6 +200,9 @@ def test_cli_model_wide_says_when_nothing_is_faster(workspace):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "SlowBlock" in proc.stdout and "the model is unchanged" in proc.stdout, proc.stdout
+    (saved,) = load_model_wide_results(workspace)
+    assert saved.check is None and saved.patch_file is None and saved.modules[0].name == "SlowBlock"
+    assert any("the model is unchanged" in n for n in saved.notes)
 
 
 def test_a_script_entry_is_refused_for_model_wide_with_the_reason(workspace):

@@ -9,14 +9,19 @@
    reverted and said; then the forward timed with and without, with a 95% interval.
 4. The kept patches written as ``.forge/model_wide/<run>/forge_patch.py`` (``apply(model)``) for the user to
    import: the model's own code is not edited.
+
+Every run, whatever its outcome, leaves ``.forge/model_wide/<run>/result.json`` (`ModelWideResult.to_json`):
+the hot-spot report, each module's outcome and run id in the run store, the end-to-end check and the patch
+file. `load_model_wide_results` reads them back, newest first, for reports and the editor.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +64,66 @@ class ModelWideResult:
     check: ModelCheck | None = None  # None when no module had a faster candidate
     patch_file: Path | None = None
     notes: list[str] = field(default_factory=list)
+    folder: Path | None = None  # .forge/model_wide/<run>/, where result.json is
+    created: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": RESULT_VERSION,
+            "created": self.created,
+            "report": self.report.model_dump(mode="json"),
+            "modules": [{**asdict(m), "task": str(m.task) if m.task else None} for m in self.modules],
+            "check": self.check.model_dump(mode="json") if self.check is not None else None,
+            "patch_file": str(self.patch_file) if self.patch_file else None,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], folder: Path | None = None) -> ModelWideResult:
+        modules = [ModuleOutcome(**{**m, "task": Path(m["task"]) if m.get("task") else None}) for m in data["modules"]]
+        return cls(
+            report=HotspotReport.model_validate(data["report"]),
+            modules=modules,
+            check=ModelCheck.model_validate(data["check"]) if data.get("check") else None,
+            patch_file=Path(data["patch_file"]) if data.get("patch_file") else None,
+            notes=list(data.get("notes", [])),
+            folder=folder,
+            created=float(data.get("created", 0.0)),
+        )
+
+
+RESULT_VERSION = 1
+
+
+def _save(result: ModelWideResult, workspace: Path) -> ModelWideResult:
+    folder = result.folder or _run_folder(workspace)
+    folder.mkdir(parents=True, exist_ok=True)
+    result.folder = folder
+    tmp = folder / "result.json.tmp"
+    tmp.write_text(json.dumps(result.to_json(), indent=1))
+    tmp.replace(folder / "result.json")
+    return result
+
+
+def _run_folder(workspace: Path) -> Path:
+    base = workspace / ".forge" / "model_wide"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder, n = base / stamp, 1
+    while folder.exists():
+        n += 1
+        folder = base / f"{stamp}-{n}"
+    return folder
+
+
+def load_model_wide_results(workspace: Path) -> list[ModelWideResult]:
+    """The model-wide runs of a workspace, newest first; a result.json that cannot be read is left out."""
+    out = []
+    for path in (workspace / ".forge" / "model_wide").glob("*/result.json"):
+        try:
+            out.append(ModelWideResult.from_json(json.loads(path.read_text()), folder=path.parent))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return sorted(out, key=lambda r: r.created, reverse=True)
 
 
 Say = Callable[[str], None]
@@ -156,10 +221,10 @@ def optimize_model(
             }
         )
         mo.status, mo.reason = "kept", f"{result.answer.label} on its captured inputs"
-    out = ModelWideResult(report=report, modules=modules)
+    out = ModelWideResult(report=report, modules=modules, folder=_run_folder(workspace))
     if not patches:
         out.notes.append("no hot module got a verified candidate faster than its reference: the model is unchanged")
-        return out
+        return _save(out, workspace)
     tell(f"checking the whole model with {len(patches)} module(s) replaced")
     entry = parse_entry(report.entry, workspace)
     tolerances = {k: [t.atol, t.rtol] for k, t in DEFAULT_TOLERANCES.items()}
@@ -175,6 +240,8 @@ def optimize_model(
             cache_dir=request.cache_dir,
         )
     except ModelCheckError as exc:
+        out.notes.append(f"the end-to-end check failed: {exc}")
+        _save(out, workspace)
         raise EntryFailed(str(exc)) from exc
     out.check = check
     why = {r.cls: r.why for r in check.reverted}
@@ -185,6 +252,6 @@ def optimize_model(
     if not kept:
         out.notes.append("no replacement survived the end-to-end check: the model is unchanged")
     if kept:
-        folder = workspace / ".forge" / "model_wide" / time.strftime("%Y%m%d-%H%M%S")
-        out.patch_file = write_patch_file(folder, entry, kept)
-    return out
+        assert out.folder is not None
+        out.patch_file = write_patch_file(out.folder, entry, kept)
+    return _save(out, workspace)
