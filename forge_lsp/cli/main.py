@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any
 
 from .. import __version__, sandbox
-from . import eval_cmd, hotspots_cmd, optimize_cmd, profile_cmd
+from . import eval_cmd, hotspots_cmd, optimize_cmd, profile_cmd, report_cmd
 
 #: Signals that end `forge` with its children: the exit status is 128 + the signal's number.
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile_cmd.add_explain_parser(sub)
     optimize_cmd.add_parsers(sub)
     hotspots_cmd.add_parser(sub)
+    report_cmd.add_parser(sub)
     return ap
 
 
