@@ -132,11 +132,12 @@
     }
     const addNode = (id, state, label, title) => {
       const p = pos.get(id);
+      const inner = (kids.get(id) || []).length > 0;
       const g = S("g", { class: "node", "data-id": id, tabindex: 0, role: "treeitem", transform: `translate(${X(p)},${Y(p)})` });
       const circle = S("circle", { r: 7, fill: COLORS[state] || "#6e7781" });
       const t = S("title", {});
       t.textContent = title;
-      const text = S("text", { x: 11, y: 0 });
+      const text = S("text", inner ? { x: -8, y: -12 } : { x: 11, y: 0 });
       text.textContent = label;
       g.append(circle, text, t);
       nodes.append(g);
@@ -184,11 +185,9 @@
     const parent = c.parent ? byId.get(c.parent) : null;
     const parentText = parent ? T(parent.source) : T(D.reference);
     const parentName = parent ? parent.id : "reference";
-    const views = [
-      ["Source", () => highlighted(src)],
-      [`Diff to ${parentName}`, () => diffView(parentText, src, parentName, c.id)],
-      ["Diff to the reference", () => diffView(T(D.reference), src, "reference", c.id)],
-    ];
+    const views = [["Source", () => highlighted(src)]];
+    if (parent) views.push([`Diff to ${parentName}`, () => diffView(parentText, src, parentName, c.id)]);
+    views.push(["Diff to the reference", () => diffView(T(D.reference), src, "reference", c.id)]);
     const body = h("div", { class: "tab-body" });
     const bar = h("div", { class: "tabs", role: "tablist" });
     const buttons = views.map(([label, make], i) => h("button", {
@@ -328,13 +327,14 @@
   function empty(box, text) { box.replaceChildren(h("div", { class: "empty", text })); }
   function width(box) { return Math.max(300, (box.clientWidth || 480) - 10); }
   const stepped = () => uPlot.paths.stepped({ align: 1 });
+  const padded = { time: false, range: (u, min, max) => (min === max ? [min - 1, max + 1] : [min, max]) };
   const dots = { paths: () => null, points: { show: true, size: 7 } };
 
   function charts() {
     const rounds = document.getElementById("chart-rounds");
     if (!rounds) return;
     if (!D.rounds.some((p) => p.y !== null)) empty(rounds, "No correct candidate yet: no speedup to show.");
-    else new uPlot({ width: width(rounds), height: 220, scales: { x: { time: false } },
+    else new uPlot({ width: width(rounds), height: 220, scales: { x: padded },
       axes: [{ label: "round" }, { label: "speedup ×" }],
       series: [{ label: "round" }, { label: "best speedup", stroke: "#1a7f37", width: 2, paths: stepped(), points: { show: true } }] },
     [D.rounds.map((p) => p.x), D.rounds.map((p) => p.y)], rounds);
@@ -345,7 +345,7 @@
     else {
       let best = null;
       const bests = ev.map((c) => { if (c.correct && c.speedup !== null && (best === null || c.speedup > best)) best = c.speedup; return best; });
-      new uPlot({ width: width(time), height: 220, scales: { x: { time: false } },
+      new uPlot({ width: width(time), height: 220, scales: { x: padded },
         axes: [{ label: "seconds since the run started" }, { label: "speedup ×" }],
         series: [{ label: "s" }, { label: "best so far", stroke: "#1a7f37", width: 2, paths: stepped() },
           { label: "each correct candidate", stroke: "#0969da", fill: "#0969da", ...dots }] },
@@ -366,7 +366,7 @@
       data.push(pts.map((p) => p.usd));
       axes.push({ scale: "usd", side: 1, label: "$", grid: { show: false } });
     }
-    new uPlot({ width: width(cost), height: 220, scales: { x: { time: false }, tok: {}, sec: {}, usd: {} }, axes, series }, data, cost);
+    new uPlot({ width: width(cost), height: 220, scales: { x: padded, tok: {}, sec: {}, usd: {} }, axes, series }, data, cost);
   }
 
   function roofline() {
