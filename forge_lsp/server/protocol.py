@@ -32,6 +32,7 @@ COMMANDS = (
     "forge.insertInputs",
     "forge.hotspots",
     "forge.optimizeCaptured",
+    "forge.openReport",
 )
 PROGRESS_TOKEN_PREFIX = "forge/"  # `$/progress` tokens are "forge/<jobId>"
 
@@ -324,6 +325,27 @@ class ShowDiffOptions(Message):
 
 
 CandidateArgs.model_rebuild()
+
+
+class ReportOptions(Message):
+    show: bool = True  # false: only write the report and return where it is (a client with its own view)
+
+
+class ReportArgs(Message):
+    """forge.openReport: ``[runId, options?]``."""
+
+    run_id: str
+    options: ReportOptions | None = None
+
+
+class ReportResult(Message):
+    run_id: str | None = None
+    url: str | None = None  # the page on 127.0.0.1, with this session's token
+    file: str | None = None  # the written report, a file:// URI
+    path: str | None = None  # the same, as a path
+    in_progress: bool | None = None
+    shown: bool | None = None  # the client's answer to window/showDocument, when one was sent
+    error: str | None = None
 
 
 class JobStarted(Message):

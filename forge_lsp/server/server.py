@@ -381,6 +381,9 @@ class ForgeServer(LanguageServer):
 
         self.closing = True
         try:
+            from .features import report
+
+            report.close(self)  # the report pages' HTTP server
             self.shutdown_jobs(wait=wait)
         finally:
             killed = sandbox.kill_all(wait=0.5)
@@ -436,10 +439,10 @@ class ForgeServer(LanguageServer):
 
 
 def create_server() -> ForgeServer:
-    from .features import actions, documents, hotspots, hover, jobs, lifecycle
+    from .features import actions, documents, hotspots, hover, jobs, lifecycle, report
 
     ls = ForgeServer()
-    for feature in (lifecycle, documents, actions, jobs, hotspots, hover):
+    for feature in (lifecycle, documents, actions, jobs, hotspots, hover, report):
         feature.register(ls)
     return ls
 
