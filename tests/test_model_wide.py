@@ -120,7 +120,8 @@ def test_a_wrong_replacement_is_reverted_and_a_right_one_kept(workspace):
     )
     check = check_model(entry, workspace, "cpu", patches, TOL, reps=5)
     assert check.kept == ["right"] and [r.cls for r in check.reverted] == ["wrong"]
-    assert "outputs differ" in check.reverted[0].why
+    # found on the instance itself: the original run on the same call inside the forward, compared
+    assert "Net.blocks.1 computes something else" in check.reverted[0].why
     assert check.outputs_match and all(o["max_abs"] < 1e-4 for o in check.outputs)
     assert check.speedup is not None and check.speedup > 1.0  # a Python loop replaced by one softmax
 
@@ -210,3 +211,139 @@ def test_a_script_entry_is_refused_for_model_wide_with_the_reason(workspace):
 
     with pytest.raises(UseCaseError, match="needs an entry that returns the model"):
         optimize_model(ModelWideRequest(entry="slownet.py", workspace=workspace, device="cpu"))
+
+
+VARIANTS = (
+    MODEL.replace(
+        "        self.blocks = nn.ModuleList([SlowBlock(dim) for _ in range(2)])\n",
+        "        self.blocks = nn.ModuleList([SlowBlock(dim) for _ in range(2)] + [SlowBlock(16)])\n",
+    )
+    .replace(
+        "        self.head = nn.Linear(dim, 4)\n",
+        "        self.head = nn.Linear(16, 4)\n",
+    )
+    .replace(
+        "        for b in self.blocks:\n            h = b(h)\n",
+        "        for b in self.blocks[:2]:\n            h = b(h)\n        h = self.blocks[2](h[..., :16].contiguous())\n",
+    )
+)
+assert VARIANTS.count("SlowBlock(16)") == 1 and "self.blocks[2]" in VARIANTS
+
+
+#: a candidate as forge's offline ones are: the task's source, then a ModelNew subclassing its Model
+SUBCLASS = """
+
+class ModelNew(Model):
+    def forward(self, x):
+        return torch.softmax(self.proj(x), dim=-1)
+"""
+
+
+def test_an_answer_is_carried_over_to_the_class_instances_built_differently_and_each_is_checked(workspace):
+    """SlowBlock(32) x2 and SlowBlock(16): two tasks of one class. A candidate that subclasses the task's model
+    carries over to the other variant (its own task's source in place) and each instance is checked on the call
+    it gets inside the forward; one that holds the main variant's sizes is reverted for the other, with why."""
+    from forge_lsp.usecases.model_wide import _patch, carry_over
+
+    (workspace / "slownet.py").write_text(VARIANTS)
+    entry = parse_entry("slownet.py:build", workspace)
+    report = find_hotspots(entry, workspace, HotspotOptions(device="cpu", warmup=1, iterations=1))
+    (task,) = [t for t in extract_tasks(report, workspace).tasks if t.cls.endswith("SlowBlock")]
+    assert sorted(task.instances) == ["Net.blocks.0", "Net.blocks.1"]
+    (variant,) = task.variants
+    assert variant.instances == ["Net.blocks.2"] and variant.path.name == "SlowBlock__2.py"
+    assert "super().__init__(16)" in variant.path.read_text()
+    main_text = task.path.read_text().rstrip()
+    good = main_text + SUBCLASS
+    carried = carry_over(good, main_text, variant.path.read_text())
+    assert carried is not None and carried.startswith(variant.path.read_text().rstrip()) and carried.endswith(SUBCLASS)
+    assert carry_over(FAST, main_text, variant.path.read_text()) is None  # not the task's source plus a ModelNew
+    # one written with the main variant's sizes: its state cannot load into the 16-wide instance
+    sized = main_text + "\n" + FAST
+    cap = {i.name: i.capture for i in report.instances}
+    patches = []
+    for label, text, names in (
+        ("main", good, task.instances),
+        ("main@2", carried, variant.instances),
+    ):
+        path = workspace / f"{label.replace('@', '_')}.py"
+        path.write_text(text)
+        patches.append(_patch("SlowBlock", label, names, path, cap[names[0]]))
+    check = check_model(entry, workspace, "cpu", patches, TOL, reps=5)
+    assert sorted(check.kept) == ["main", "main@2"] and check.reverted == [], check
+    assert check.outputs_match and check.speedup is not None and check.speedup > 1.0
+    bad = carry_over(sized, main_text, variant.path.read_text())
+    assert bad is not None
+    (workspace / "bad.py").write_text(bad)
+    patches[1] = _patch("SlowBlock", "main@2", variant.instances, workspace / "bad.py", cap["Net.blocks.2"])
+    check = check_model(entry, workspace, "cpu", patches, TOL, reps=5)
+    assert check.kept == ["main"] and [r.cls for r in check.reverted] == ["main@2"]
+    assert "state does not load" in check.reverted[0].why
+
+
+FUSABLE = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class Chain(nn.Module):
+        \"\"\"Twenty elementwise ops: twenty passes over the tensor in eager, one when compiled.\"\"\"
+
+        def forward(self, x):
+            for i in range(20):
+                x = torch.sin(x) * 0.5 + x * 0.25
+            return x
+
+
+    def build():
+        return Chain().eval(), (torch.randn(512, 8192),)
+    """
+)
+
+
+def test_the_whole_forward_compiled_on_top_is_checked_timed_and_written_into_the_patch(tmp_path):
+    """No module replacement, model_modes=("default",): the compiled forward's outputs are compared with the
+    original's and timed against an untouched copy; chosen only when faster with its interval above 1; the patch
+    then compiles the user's own model object in place, and remove() undoes it."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "chain.py").write_text(FUSABLE)
+    entry = parse_entry("chain.py:build", tmp_path)
+    check = check_model(entry, tmp_path, "cpu", [], TOL, reps=10, model_modes=("default",))
+    (row,) = check.model_modes
+    assert row["mode"] == "default" and row["ok"] and all(o["ok"] for o in row["outputs"]), row
+    assert row["speedup"] is not None and row["ci"] is not None
+    assert check.kept == [] and check.modules_speedup is None
+    # twenty fused passes: a clear win even on a loaded 2-core machine
+    assert check.model_mode == "default" and check.speedup == row["speedup"] and check.ci[0] > 1.0, row
+    from forge_lsp.hotspots.verify import write_patch_file
+
+    patch = write_patch_file(tmp_path / "out", entry, [], check.model_mode)
+    probe = textwrap.dedent(
+        f"""
+        import sys, torch
+        sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(patch.parent)!r})
+        import chain, forge_patch
+        model, (x,) = chain.build()
+        ref = model(x)
+        forge_patch.apply(model)
+        assert "forward" in model.__dict__
+        torch.testing.assert_close(model(x), ref, atol=1e-5, rtol=1e-5)
+        forge_patch.remove(model)
+        assert "forward" not in model.__dict__
+        print("compiled in place")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "compiled in place" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_a_mode_that_does_not_apply_is_said_not_fatal(tmp_path):
+    """reduce-overhead wants CUDA graphs: on the CPU it either runs (torch falls back) or is said with the reason;
+    the check finishes either way."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "chain.py").write_text(FUSABLE.replace("range(20)", "range(2)").replace("(512, 8192)", "(8, 64)"))
+    entry = parse_entry("chain.py:build", tmp_path)
+    check = check_model(entry, tmp_path, "cpu", [], TOL, reps=3, model_modes=("reduce-overhead",))
+    (row,) = check.model_modes
+    assert row["mode"] == "reduce-overhead" and (row["ok"] or row["why"]), row

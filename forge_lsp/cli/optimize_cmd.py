@@ -48,6 +48,13 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--top", type=positive_int, default=3, help="--model-wide: how many hot module classes")
     p.add_argument(
+        "--model-modes",
+        metavar="MODES",
+        help="--model-wide: torch.compile modes to try on the whole forward, the replacements in place, each checked "
+        "end to end (comma-separated; 'none' for none; default: default,reduce-overhead on a GPU, default on the CPU, "
+        "when offline candidates are on)",
+    )
+    p.add_argument(
         "--memory-limit",
         type=non_negative_float,
         metavar="GIB",
@@ -377,6 +384,20 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_modes(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    modes = tuple(m.strip() for m in text.split(",") if m.strip() and m.strip() != "none")
+    from ..hotspots.patching import MODEL_MODES
+
+    for m in modes:
+        if m not in MODEL_MODES:
+            raise SystemExit(
+                f"forge optimize: --model-modes: unknown mode {m!r} (one of {', '.join(MODEL_MODES)}, none)"
+            )
+    return modes
+
+
 def run_model_wide(args: argparse.Namespace) -> int:
     from ..usecases import UseCaseError
     from ..usecases.hotspots import EntryFailed
@@ -392,6 +413,7 @@ def run_model_wide(args: argparse.Namespace) -> int:
         overrides=overrides,
         offline=not args.no_offline,
         cache_dir=args.cache_dir,
+        model_modes=_model_modes(args.model_modes),
     )
     try:
         result = optimize_model(request, say=None if args.quiet else lambda text: err.print(text, highlight=False))
@@ -406,6 +428,11 @@ def run_model_wide(args: argparse.Namespace) -> int:
     for m in result.modules:
         table.add_row(m.name, f"{m.total_pct:.1f}", f"{m.speedup:.2f}x" if m.speedup else "-", m.status, m.reason[:100])
     out.print(table)
+    for m in result.modules:
+        if m.carried:
+            out.print(f"{m.name}: carried over to {len(m.carried)} more instance(s), each checked", highlight=False)
+        for text in m.not_carried:
+            out.print(f"{m.name}: {text}", highlight=False)
     check = result.check
     if check is not None:
         worst = max((o.get("max_abs") or 0.0 for o in check.outputs), default=0.0)
@@ -422,6 +449,17 @@ def run_model_wide(args: argparse.Namespace) -> int:
             )
         for r in check.reverted:
             out.print(f"reverted {r.cls}: {r.why}", highlight=False)
+        if check.model_modes:
+            mods = f"{check.modules_speedup:.3f}x" if check.modules_speedup else "none kept"
+            out.print(f"whole forward compiled on top (replacements alone: {mods}):", highlight=False)
+            for row in check.model_modes:
+                said = (
+                    f"{row['speedup']:.3f}x (95% CI {row['ci'][0]:.3f}-{row['ci'][1]:.3f}), compiled in {row.get('compile_s')} s"
+                    if row.get("ok") and row.get("ci")
+                    else row.get("why", "not measured")
+                )
+                chosen = "  <- chosen" if row["mode"] == check.model_mode else ""
+                out.print(f"  {row['mode']}: {said}{chosen}", highlight=False)
     for note in result.notes:
         out.print(note, highlight=False)
     if result.patch_file is not None:

@@ -27,6 +27,9 @@ class ExtractedTask:
     input_sets: list[Path]
     instances: list[str]  # whose captures it holds
     left_out: list[str] = field(default_factory=list)  # instances of the class built differently
+    #: the class's other instances, built or called differently, one task per group (``Name__2.py``, ...), hottest
+    #: first: a run optimizes the main task; its answer is then carried over to these and checked on each
+    variants: list[ExtractedTask] = field(default_factory=list)
 
 
 @dataclass
@@ -87,35 +90,59 @@ def extract_tasks(
             )
             result.skipped.append((cls.key, str(why)))
             continue
-        chosen = max(usable, key=lambda i: i.total_ms)
-        cap = chosen.capture
-        assert cap is not None and cap.init_source is not None
-        same = [i for i in usable if i.capture and _same_call(i.capture, cap)]
-        left_out = [i.name for i in captured if i not in same]
+        groups: list[list] = []  # instances built and called alike
+        for inst in sorted(usable, key=lambda i: -i.total_ms):
+            group = next(
+                (g for g in groups if inst.capture and g[0].capture and _same_call(inst.capture, g[0].capture)), None
+            )
+            if group is None:
+                groups.append([inst])
+            else:
+                group.append(inst)
+        groups.sort(key=lambda g: -sum(i.total_ms for i in g))  # the group with the most time is the main task
         out.mkdir(parents=True, exist_ok=True)
-        path = out / f"{_module_name(cls.name)}.py"
-        sets = [workspace / i.capture.folder / c for i in same if i.capture for c in i.capture.calls]
-        target, _, rest = cap.init_source.partition("(")
-        source = env.get_template(TEMPLATE.name).render(
-            cls=cls,
-            report=report,
-            chosen=chosen,
-            same=same,
-            left_out=left_out,
-            imports=cap.init_imports,
-            loads=any("_load(" in line.split("#")[0] for line in cap.init_imports),
-            workspace=str(workspace),
-            target=target,
-            init_args=rest[:-1],
-            forward=cap.forward,
-            training=cap.training,
-            dtype=cap.dtype,
-            inputs=cap.inputs,
-            input_sets=[os.path.relpath(p, out) for p in sets],
-        )
-        path.write_text(source)
-        result.tasks.append(ExtractedTask(cls.key, path, sets, [i.name for i in same], left_out))
+        main: ExtractedTask | None = None
+        for n, same in enumerate(groups):
+            left_out = [i.name for i in captured if i not in same]
+            stem = _module_name(cls.name) + (f"__{n + 1}" if n else "")
+            task = _write_task(env, report, cls, same, left_out, workspace, out / f"{stem}.py")
+            if main is None:
+                main = task
+            else:
+                main.variants.append(task)
+        assert main is not None
+        result.tasks.append(main)
     return result
+
+
+def _write_task(
+    env: jinja2.Environment, report: HotspotReport, cls, same: list, left_out: list[str], workspace: Path, path: Path
+) -> ExtractedTask:
+    """The task of the instances `same` (built and called alike; the hottest first) at `path`."""
+    chosen = same[0]
+    cap = chosen.capture
+    assert cap is not None and cap.init_source is not None
+    sets = [workspace / i.capture.folder / c for i in same if i.capture for c in i.capture.calls]
+    target, _, rest = cap.init_source.partition("(")
+    source = env.get_template(TEMPLATE.name).render(
+        cls=cls,
+        report=report,
+        chosen=chosen,
+        same=same,
+        left_out=left_out,
+        imports=cap.init_imports,
+        loads=any("_load(" in line.split("#")[0] for line in cap.init_imports),
+        workspace=str(workspace),
+        target=target,
+        init_args=rest[:-1],
+        forward=cap.forward,
+        training=cap.training,
+        dtype=cap.dtype,
+        inputs=cap.inputs,
+        input_sets=[os.path.relpath(p, path.parent) for p in sets],
+    )
+    path.write_text(source)
+    return ExtractedTask(cls.key, path, sets, [i.name for i in same], left_out)
 
 
 def _same_call(a: Capture, b: Capture) -> bool:

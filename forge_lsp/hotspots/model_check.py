@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .patching import PatchError, install, uninstall
+from .patching import PatchError, compile_model, install, instances_by_name, uncompile_model, uninstall
 from .runner import _flat_tensors, _sync, build_entry
 
 
@@ -75,13 +75,33 @@ def _time(torch: Any, model: Any, args: tuple, kwargs: dict, device: str) -> flo
         return (time.perf_counter() - t0) * 1000
 
 
+def _label(patch: dict[str, Any]) -> str:
+    return str(patch.get("label") or patch["cls"])
+
+
+def _bootstrap(before: list[float], after: list[float]) -> tuple[float | None, list[float] | None]:
+    """The speedup of medians and its 95% bootstrap interval."""
+    n = len(after)
+    b, a = statistics.median(before), statistics.median(after)
+    rng = random.Random(0)
+    ratios = sorted(
+        statistics.median(rng.choices(before, k=len(before))) / max(statistics.median(rng.choices(after, k=n)), 1e-12)
+        for _ in range(2000)
+    )
+    return (b / a if a > 0 else None), [ratios[50], ratios[1949]]
+
+
 def run(req: dict[str, Any]) -> dict[str, Any]:
+    import copy
+
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     device = req["device"]
     model, args, kwargs = build_entry(torch, req["entry"], device, Path(req["workspace"]))
+    modes = [m for m in req.get("model_modes", []) if m]
+    original = copy.deepcopy(model) if modes else None  # "before", while the model itself is compiled
     tolerances = req.get("tolerances", {})
     for _ in range(2):
         _outputs(torch, model, args, kwargs)
@@ -89,13 +109,36 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
     patches = list(req["patches"])
     reverted: list[dict[str, Any]] = []
 
-    def check(chosen: list[dict[str, Any]]) -> tuple[bool, list[dict[str, Any]]]:
+    def check(chosen: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """The model's outputs with `chosen` in place, and the patches whose own instances computed something
+        else than the originals on the same call inside this forward (label -> why)."""
         uninstall(model)
-        install(model, chosen)
+        names = install(model, chosen)
         for _ in range(2):  # compiled candidates compile on their first calls
             _outputs(torch, model, args, kwargs)
-        rows = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances)
-        return all(r["ok"] for r in rows), rows
+        named = instances_by_name(model)
+        for name in names:
+            named[name].__dict__["_forge_probe"] = []
+        try:
+            rows = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances)
+            bad: dict[str, str] = {}
+            for patch in chosen:
+                for name in patch["instances"]:
+                    probe = named[name].__dict__.get("_forge_probe") or []
+                    if not probe:
+                        continue  # not called as captured in this forward: the model's outputs hold it
+                    want, got = (_flat_tensors(torch, x) for x in probe[0])
+                    prows = compare(torch, [t.detach() for t in want], [t.detach() for t in got], tolerances)
+                    if not all(r["ok"] for r in prows):
+                        worst = max((r.get("max_abs") or 0.0 for r in prows), default=0.0)
+                        bad.setdefault(_label(patch), f"{name} computes something else (worst {worst:.3g})")
+        finally:
+            for name in names:
+                named[name].__dict__.pop("_forge_probe", None)
+        return rows, bad
+
+    def fine(rows: list[dict[str, Any]], bad: dict[str, str]) -> bool:
+        return not bad and all(r["ok"] for r in rows)
 
     kept: list[dict[str, Any]] = []
     for patch in patches:  # one that cannot even be installed is reverted with its reason
@@ -104,21 +147,28 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
             install(model, [patch])
             kept.append(patch)
         except PatchError as exc:
-            reverted.append({"cls": patch["cls"], "why": str(exc)})
-    ok, rows = check(kept) if kept else (True, [])
-    if not ok:
+            reverted.append({"cls": _label(patch), "why": str(exc)})
+    rows, bad = check(kept) if kept else ([], {})
+    if bad:  # an instance that computes something else: revert its patch, whatever the outputs say
+        reverted += [{"cls": label, "why": why} for label, why in bad.items()]
+        kept = [p for p in kept if _label(p) not in bad]
+        rows, bad = check(kept) if kept else ([], {})
+    if not fine(rows, bad):
         alone_ok = []
         for patch in kept:
-            fine, prows = check([patch])
-            if fine:
+            prows, pbad = check([patch])
+            if fine(prows, pbad):
                 alone_ok.append(patch)
             else:
                 worst = max((r.get("max_abs") or 0.0 for r in prows), default=0.0)
-                reverted.append({"cls": patch["cls"], "why": f"the model's outputs differ with it (worst {worst:.3g})"})
+                why = pbad.get(_label(patch)) or f"the model's outputs differ with it (worst {worst:.3g})"
+                reverted.append({"cls": _label(patch), "why": why})
         kept = alone_ok
-        ok, rows = check(kept) if kept else (True, [])
-        if not ok:  # each is fine alone, not together: keep none
-            reverted += [{"cls": p["cls"], "why": "the model's outputs differ with all of them together"} for p in kept]
+        rows, bad = check(kept) if kept else ([], {})
+        if not fine(rows, bad):  # each is fine alone, not together: keep none
+            reverted += [
+                {"cls": _label(p), "why": "the model's outputs differ with all of them together"} for p in kept
+            ]
             kept, rows = [], []
     uninstall(model)
     reps = int(req.get("reps", 30))
@@ -141,15 +191,11 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
                 after.append(_time(torch, model, args, kwargs, device))
         uninstall(model)
         _sync(torch, device)
-        b, a = statistics.median(before), statistics.median(after) if after else statistics.median(before)
+        b = statistics.median(before)
         if not after:
-            return b, a, None, None
-        rng = random.Random(0)
-        ratios = sorted(
-            statistics.median(rng.choices(before, k=n)) / max(statistics.median(rng.choices(after, k=n)), 1e-12)
-            for _ in range(2000)
-        )
-        return b, a, b / a if a > 0 else None, [ratios[50], ratios[1949]]
+            return b, b, None, None
+        speedup, ci = _bootstrap(before, after)
+        return b, statistics.median(after), speedup, ci
 
     before_ms, after_ms, speedup, ci = timed(kept, reps)
     if kept and ci is not None and ci[1] < 1.0:  # the model is slower with them: keep only those that are not
@@ -162,19 +208,86 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
             slower = [(kept[0], speedup)]
         for patch, s_alone in slower:
             how = f"{s_alone:.2f}x" if s_alone is not None else "slower"
-            reverted.append({"cls": patch["cls"], "why": f"the whole model is slower with it ({how} end to end)"})
+            reverted.append({"cls": _label(patch), "why": f"the whole model is slower with it ({how} end to end)"})
         if slower:
             gone = {id(p) for p, _ in slower}
             kept = [p for p in kept if id(p) not in gone]
         else:  # none is slower alone, all are together: keep none
             how = f"{speedup:.2f}x" if speedup is not None else "slower"
-            reverted += [{"cls": p["cls"], "why": f"the whole model is slower with them ({how})"} for p in kept]
+            reverted += [{"cls": _label(p), "why": f"the whole model is slower with them ({how})"} for p in kept]
             kept = []
         before_ms, after_ms, speedup, ci = timed(kept, reps)
-    result: dict[str, Any] = {"kept": [p["cls"] for p in kept], "reverted": reverted, "outputs": rows}
+    result: dict[str, Any] = {"kept": [_label(p) for p in kept], "reverted": reverted, "outputs": rows}
     result["before_ms"], result["after_ms"], result["speedup"], result["ci"] = before_ms, after_ms, speedup, ci
+    result["modules_speedup"], result["modules_ci"] = speedup, ci
     result["reps"] = reps
+    if modes and original is not None:
+        result["model_modes"] = _model_modes(torch, req, original, model, kept, args, kwargs, ref, modes, reps)
+        best = max(
+            (m for m in result["model_modes"] if m.get("ok") and m.get("ci")),
+            key=lambda m: m["speedup"],
+            default=None,
+        )
+        if best is not None and best["ci"][0] > 1.0 and best["speedup"] > (speedup or 1.0):
+            result["model_mode"] = best["mode"]
+            result["after_ms"], result["speedup"], result["ci"] = best["after_ms"], best["speedup"], best["ci"]
+            result["before_ms"] = best["before_ms"]
+            result["outputs"] = best["outputs"]
     return result
+
+
+def _model_modes(
+    torch: Any,
+    req: dict[str, Any],
+    original: Any,
+    model: Any,
+    kept: list[dict[str, Any]],
+    args: tuple,
+    kwargs: dict,
+    ref: list[Any],
+    modes: list[str],
+    reps: int,
+) -> list[dict[str, Any]]:
+    """The whole forward (the kept replacements in place) compiled in each mode: its outputs against the
+    original's, and its time against the original model's (an untouched copy), alternating."""
+    device, tolerances = req["device"], req.get("tolerances", {})
+    rows = []
+    install(model, kept)
+    for mode in modes:
+        row: dict[str, Any] = {"mode": mode}
+        rows.append(row)
+        torch._dynamo.reset()
+        t0 = time.perf_counter()
+        try:
+            compile_model(model, mode)
+            for _ in range(3):  # compiles on the first call; CUDA graphs are recorded on later ones
+                _outputs(torch, model, args, kwargs)
+            _sync(torch, device)
+            row["compile_s"] = round(time.perf_counter() - t0, 1)
+            out = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances)
+            row["outputs"], row["ok"] = out, all(r["ok"] for r in out)
+            if not row["ok"]:
+                worst = max((r.get("max_abs") or 0.0 for r in out), default=0.0)
+                row["why"] = f"the model's outputs differ (worst {worst:.3g})"
+                continue
+            before, after = [], []
+            for _ in range(3):
+                _time(torch, original, args, kwargs, device)
+                _time(torch, model, args, kwargs, device)
+            for _ in range(reps):
+                before.append(_time(torch, original, args, kwargs, device))
+                after.append(_time(torch, model, args, kwargs, device))
+            row["before_ms"], row["after_ms"] = statistics.median(before), statistics.median(after)
+            row["speedup"], row["ci"] = _bootstrap(before, after)
+        except Exception as exc:  # noqa: BLE001 - a mode that does not compile this model: said, not fatal
+            row["ok"], row["why"] = (
+                False,
+                f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}",
+            )
+        finally:
+            uncompile_model(model)
+    uninstall(model)
+    return rows
 
 
 def main(argv: list[str]) -> int:

@@ -33,6 +33,13 @@ class ModelCheck(BaseModel):
     speedup: float | None = None
     ci: list[float] | None = None
     reps: int = 0
+    #: the kept module replacements alone (the fields above are for the configuration chosen in the end)
+    modules_speedup: float | None = None
+    modules_ci: list[float] | None = None
+    #: the whole forward compiled on top of them, per mode: mode, ok, why, compile_s, before_ms, after_ms,
+    #: speedup, ci, outputs; and the mode chosen, when one beat the replacements alone (its interval above 1)
+    model_modes: list[dict[str, Any]] = []
+    model_mode: str | None = None
 
     @property
     def outputs_match(self) -> bool:
@@ -55,10 +62,19 @@ def check_model(
     cancel: threading.Event | None = None,
     cache_dir: Path | None = None,
     python: str | None = None,
+    model_modes: tuple[str, ...] = (),
 ) -> ModelCheck:
+    """Runs `model_check` in a sandboxed child. `model_modes`: torch.compile modes to try on the whole forward,
+    the kept replacements in place (none: the replacements only)."""
     import sys
 
-    out = workspace / ".forge" / "model_wide" / (time.strftime("%Y%m%d-%H%M%S") + f"-{time.monotonic_ns() % 10**6:06d}")
+    out = (
+        workspace
+        / ".forge"
+        / "model_wide"
+        / "checks"
+        / (time.strftime("%Y%m%d-%H%M%S") + f"-{time.monotonic_ns() % 10**6:06d}")
+    )
     out.mkdir(parents=True, exist_ok=True)
     request = {
         "entry": entry.model_dump(mode="json"),
@@ -67,6 +83,7 @@ def check_model(
         "patches": patches,
         "tolerances": tolerances,
         "reps": reps,
+        "model_modes": list(model_modes),
         "out": str(out),
     }
     (out / "request.json").write_text(json.dumps(request, indent=1))
@@ -90,28 +107,35 @@ PATCH_FILE = '''"""Verified replacements for the hot modules of `{entry}` (forge
     forge_patch.apply(model)   # the model the entry builds, on its device and in its dtype
 
 Each replaced instance keeps its parameters; calls shaped like the captured ones go to the candidate, any
-other call to the original. `remove(model)` undoes it. Needs forge-lsp importable.
+other call to the original.{mode_doc} `remove(model)` undoes it. Needs forge-lsp importable.
 """
 
 import pathlib
 
-from forge_lsp.hotspots.patching import install, uninstall
+from forge_lsp.hotspots.patching import compile_model, install, uncompile_model, uninstall
 
 HERE = pathlib.Path(__file__).resolve().parent
 PATCHES = {patches}
+#: torch.compile mode of the whole forward, the replacements in place (None: not compiled)
+MODEL_MODE = {mode!r}
 
 
 def apply(model):
-    return install(model, [dict(p, source_file=str(HERE / p["source_file"])) for p in PATCHES])
+    names = install(model, [dict(p, source_file=str(HERE / p["source_file"])) for p in PATCHES])
+    if MODEL_MODE is not None:
+        compile_model(model, MODEL_MODE)
+    return names
 
 
 def remove(model):
+    uncompile_model(model)
     uninstall(model)
 '''
 
 
-def write_patch_file(folder: Path, entry: Entry, patches: list[dict[str, Any]]) -> Path:
-    """``forge_patch.py`` and the candidates it installs, in `folder`."""
+def write_patch_file(folder: Path, entry: Entry, patches: list[dict[str, Any]], model_mode: str | None = None) -> Path:
+    """``forge_patch.py`` and the candidates it installs, in `folder`; `model_mode`: the whole forward is then
+    compiled in that torch.compile mode."""
     folder.mkdir(parents=True, exist_ok=True)
     local: list[dict[str, Any]] = []
     for p in patches:
@@ -125,6 +149,13 @@ def write_patch_file(folder: Path, entry: Entry, patches: list[dict[str, Any]]) 
             entry=entry.text,
             stamp=time.strftime("%Y-%m-%d %H:%M"),
             patches=pprint.pformat(local, width=110, sort_dicts=False),
+            mode=model_mode,
+            mode_doc=(
+                f" Then the model's forward is compiled in place by torch.compile(mode={model_mode!r}),"
+                " which the end-to-end check found faster."
+                if model_mode
+                else ""
+            ),
         )
     )
     return path

@@ -42,6 +42,9 @@ class ModelWideRequest:
     offline: bool = True
     reps: int = 30  # end-to-end timings, each way
     cache_dir: Path | None = None
+    #: torch.compile modes tried on the whole forward with the kept replacements in place, each checked end to end
+    #: like them; None: "default" and "reduce-overhead" on a GPU, "default" on the CPU, when offline (else none)
+    model_modes: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -55,6 +58,9 @@ class ModuleOutcome:
     status: str = "skipped"  # "kept", "reverted", "not_faster", "not_extracted", "not_replaceable", "failed"
     reason: str = ""
     instances: list[str] = field(default_factory=list)
+    #: the class's other instances (built or called differently) the answer was carried over to and kept
+    carried: list[str] = field(default_factory=list)
+    not_carried: list[str] = field(default_factory=list)  # why, per variant not carried over or reverted
 
 
 @dataclass
@@ -207,25 +213,43 @@ def optimize_model(
             mo.status, mo.reason = "not_faster", result.message
             continue
         mo.speedup = result.answer.speedup
-        source = workspace / ".forge" / "model_wide" / "candidates" / f"{result.run_id}_{c.name}.py"
-        source.parent.mkdir(parents=True, exist_ok=True)
+        folder = workspace / ".forge" / "model_wide" / "candidates"
+        folder.mkdir(parents=True, exist_ok=True)
+        source = folder / f"{result.run_id}_{c.name}.py"
         source.write_text(result.answer.candidate.source)
-        patches.append(
-            {
-                "cls": key,
-                "instances": task.instances,
-                "source_file": str(source),
-                "call": [a.model_dump() for a in captured.call],
-                "output": captured.output,
-                "output_spec": captured.output_spec,
-            }
-        )
+        patches.append(_patch(key, key, task.instances, source, captured))
+        main_text = task.path.read_text().rstrip()
+        for variant in task.variants:
+            label = f"{key}@{variant.path.stem}"
+            carried = carry_over(result.answer.candidate.source, main_text, variant.path.read_text())
+            v_capture = next((i.capture for i in report.instances if i.name == variant.instances[0]), None)
+            if carried is None or v_capture is None or (v_capture.output != "tensor" and v_capture.output_spec is None):
+                why = (
+                    "its source is not the task's plus a ModelNew" if carried is None else "its calls cannot be rebuilt"
+                )
+                mo.not_carried.append(f"{', '.join(variant.instances)}: not carried over ({why})")
+                continue
+            v_source = folder / f"{result.run_id}_{variant.path.stem}.py"
+            v_source.write_text(carried)
+            patches.append(_patch(key, label, variant.instances, v_source, v_capture))
         mo.status, mo.reason = "kept", f"{result.answer.label} on its captured inputs"
+    modes = request.model_modes
+    if modes is None:
+        modes = (
+            (("default", "reduce-overhead") if report.device.startswith("cuda") else ("default",))
+            if request.offline
+            else ()
+        )
     out = ModelWideResult(report=report, modules=modules, folder=_run_folder(workspace))
     if not patches:
-        out.notes.append("no hot module got a verified candidate faster than its reference: the model is unchanged")
-        return _save(out, workspace)
-    tell(f"checking the whole model with {len(patches)} module(s) replaced")
+        out.notes.append("no hot module got a verified candidate faster than its reference")
+        if not modes:
+            out.notes[-1] += ": the model is unchanged"
+            return _save(out, workspace)
+    tell(
+        f"checking the whole model with {len(patches)} replacement(s)"
+        + (f", then compiled whole ({', '.join(modes)})" if modes else "")
+    )
     entry = parse_entry(report.entry, workspace)
     tolerances = {k: [t.atol, t.rtol] for k, t in DEFAULT_TOLERANCES.items()}
     try:
@@ -238,6 +262,7 @@ def optimize_model(
             reps=request.reps,
             cancel=cancel,
             cache_dir=request.cache_dir,
+            model_modes=tuple(modes),
         )
     except ModelCheckError as exc:
         out.notes.append(f"the end-to-end check failed: {exc}")
@@ -248,10 +273,46 @@ def optimize_model(
     for mo in modules:
         if mo.status == "kept" and mo.cls in why:
             mo.status, mo.reason = "reverted", why[mo.cls]
-    kept = [p for p in patches if p["cls"] in check.kept]
-    if not kept:
-        out.notes.append("no replacement survived the end-to-end check: the model is unchanged")
-    if kept:
+        for p in patches:
+            if p["cls"] != mo.cls or p["label"] == mo.cls:
+                continue
+            if p["label"] in why:
+                mo.not_carried.append(f"{', '.join(p['instances'])}: reverted ({why[p['label']]})")
+            elif p["label"] in check.kept:
+                mo.carried += p["instances"]
+    kept = [p for p in patches if p["label"] in check.kept]
+    if patches and not kept:
+        out.notes.append("no replacement survived the end-to-end check")
+    if check.model_mode:
+        out.notes.append(
+            f"the whole forward is compiled by torch.compile(mode={check.model_mode!r}) on top"
+            + (" of the replacements" if kept else "")
+            + ": the end-to-end check found it faster"
+        )
+    if kept or check.model_mode:
         assert out.folder is not None
-        out.patch_file = write_patch_file(out.folder, entry, kept)
+        out.patch_file = write_patch_file(out.folder, entry, kept, check.model_mode)
+    else:
+        out.notes.append("the model is unchanged")
     return _save(out, workspace)
+
+
+def _patch(key: str, label: str, instances: list[str], source: Path, captured: Any) -> dict[str, Any]:
+    return {
+        "cls": key,
+        "label": label,
+        "instances": instances,
+        "source_file": str(source),
+        "call": [a.model_dump() for a in captured.call],
+        "output": captured.output,
+        "output_spec": captured.output_spec,
+    }
+
+
+def carry_over(candidate: str, task_text: str, variant_text: str) -> str | None:
+    """The candidate for another variant of its class: a candidate that is the task's source plus its own part
+    (``ModelNew``, as forge's offline candidates are) gets the variant's task in place of the task; None for
+    one written otherwise (it may hold the task's shapes anywhere)."""
+    if not candidate.startswith(task_text):
+        return None
+    return variant_text.rstrip() + candidate[len(task_text) :]
