@@ -24,6 +24,7 @@ export const COMMANDS = {
   insertInputs: "forge.insertInputs",
   hotspots: "forge.hotspots",
   optimizeCaptured: "forge.optimizeCaptured",
+  openReport: "forge.openReport",
 } as const;
 
 export const RUNS_REQUEST = "forge/runs";

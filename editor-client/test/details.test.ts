@@ -64,12 +64,13 @@ test("the page escapes the server's text, has a strict CSP, loads nothing, and o
   assert.match(html, /memory-bound/);
 });
 
-test("without actions there is no script at all; missing candidates say why", () => {
+test("without actions or a run there is no script at all; missing candidates say why", () => {
   const html = renderDetailsHtml({ job: JOB, file: "m.py", detailsError: "no run store at /w/.forge/runs.sqlite" }, "n");
-  assert.ok(!html.includes("<script"));
+  assert.ok(!html.includes("Accept") && html.includes('data-command="report"')); // a run: only its report's button
   assert.match(html, /Candidates are not available: no run store/);
   const profile = renderDetailsHtml({ job: { ...JOB, kind: "profile", runId: null }, file: "m.py" }, "n");
   assert.match(profile, /profile jobs keep none/);
+  assert.ok(!profile.includes("<script"));
 });
 
 test("escapeHtml and nonces", () => {

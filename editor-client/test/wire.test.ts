@@ -15,6 +15,7 @@ import { configurationAnswer, initializationOptions, serverEnv } from "../src/co
 import { candidateArgs, parseAccept, parseCandidateArgs, parseReject, parseRuns, parseShowDiff, parseStart, PROPOSAL_CODE, ShowDiff } from "../src/protocol";
 import { applyEdits, minimalEdit, ReviewSession } from "../src/review/session";
 import { parseRunDetails } from "../src/runs/details";
+import { parseReportResult, reportArgs, reportWebviewHtml } from "../src/runs/report";
 import { rootNodes, statusBar } from "../src/runs/model";
 import { FakeOpenAI } from "./support/fakeOpenAI";
 import { cannotRun, Doc, pathToUri, positionAt, serverPython, TestClient, until } from "./support/lspClient";
@@ -252,6 +253,28 @@ describe("wire: the real forge-lsp server", { timeout: 600_000 }, () => {
     await until(() => client.progress.get(`forge/${started.job}`)?.some((v) => v.kind === "end"), 20_000, "progress end");
     const jobs = parseRuns(await client.conn.sendRequest("forge/runs", null));
     assert.equal(jobs.find((j) => j.id === started.job)?.status, "cancelled");
+  });
+
+  test("the run view's full report: forge.openReport writes it, the webview gets it with a fresh nonce", async () => {
+    const jobs = parseRuns(await client.conn.sendRequest("forge/runs", null));
+    const runId = jobs.find((j) => j.runId)?.runId;
+    assert.ok(runId, "a run in the store");
+    const result = parseReportResult(await client.command("forge.openReport", reportArgs(runId)));
+    assert.ok(!("error" in result), JSON.stringify(result));
+    assert.equal(result.runId, runId);
+    assert.equal(path.dirname(result.path), path.join(ws, ".forge", "reports"));
+    const html = reportWebviewHtml(fs.readFileSync(result.path, "utf8"), "freshNonce123");
+    assert.equal(typeof html, "string");
+    assert.match(html as string, /script-src &#39;nonce-freshNonce123&#39;/);
+    assert.ok((html as string).includes(`<script nonce="freshNonce123">`) && (html as string).includes(runId));
+    // the same page on 127.0.0.1, with the session's token only
+    const url = new URL(result.url ?? "");
+    assert.equal(url.hostname, "127.0.0.1");
+    assert.equal((await fetch(url)).status, 200);
+    url.search = "";
+    assert.equal((await fetch(url)).status, 403);
+    const missing = parseReportResult(await client.command("forge.openReport", reportArgs("nosuchrun")));
+    assert.ok("error" in missing && /no run/.test(missing.error));
   });
 
   test("nothing the server sent or logged carries the key", () => {

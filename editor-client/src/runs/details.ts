@@ -183,6 +183,10 @@ export function renderDetailsHtml(input: DetailsInput, nonce: string): string {
     ["job", job.id],
     ["run", job.runId ?? "–"],
   ].map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`).join("") + `</table>`);
+  if (job.runId) {
+    parts.push(`<p><button data-command="report">Open the full report</button> ` +
+      `<span class="muted">(the candidate tree, charts, roofline, every candidate's source, diffs and model calls)</span></p>`);
+  }
   if (proposal) {
     const buttons = input.actions
       ? `<p><button data-command="review">Review inline</button> <button data-command="sideBySide">Side by side</button> ` +
@@ -235,7 +239,7 @@ export function renderDetailsHtml(input: DetailsInput, nonce: string): string {
   } else if (!job.runId) {
     parts.push(`<p class="muted">This job has no run in the run store (${escapeHtml(job.kind)} jobs keep none).</p>`);
   }
-  const script = input.actions
+  const script = input.actions || job.runId
     ? `<script nonce="${nonce}">
 const vscode = acquireVsCodeApi();
 for (const b of document.querySelectorAll("button[data-command]")) {

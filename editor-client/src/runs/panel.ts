@@ -2,10 +2,12 @@
 // and its open proposal, rendered from forge's data only, under a strict CSP.
 
 import { randomBytes } from "crypto";
+import { readFile } from "fs/promises";
 import * as vscode from "vscode";
 import { ServerManager } from "../client";
 import { CandidateRef, COMMANDS, Job, parseShowDiff, ShowDiff, showDiffArgs } from "../protocol";
 import { DetailsInput, makeNonce, parseRunDetails, Proposal, renderDetailsHtml, RunDetails } from "./details";
+import { parseReportResult, reportArgs, reportWebviewHtml } from "./report";
 
 export interface ProposalActions {
   /** The job's open proposal, if the server still offers it. */
@@ -23,6 +25,7 @@ interface PanelState {
 
 export class RunPanels implements vscode.Disposable {
   private readonly panels = new Map<string, PanelState>();
+  private readonly reports = new Map<string, vscode.WebviewPanel>();
 
   constructor(private readonly server: ServerManager, private readonly actions: ProposalActions) {}
 
@@ -51,6 +54,10 @@ export class RunPanels implements vscode.Disposable {
 
   private async onMessage(state: PanelState, msg: unknown): Promise<void> {
     const command = typeof msg === "object" && msg !== null ? (msg as { command?: unknown }).command : undefined;
+    if (command === "report" && state.job.runId) {
+      await this.openReport(state.job.runId);
+      return;
+    }
     const { ref, diff } = state;
     if (!ref || !diff) return;
     if (command === "review") await this.actions.review(ref, diff, "inline");
@@ -109,6 +116,42 @@ export class RunPanels implements vscode.Disposable {
     state.panel.webview.html = renderDetailsHtml(input, nonce);
   }
 
+  /** The run's full report (`forge.openReport`, written by the server) in a webview of its own, beside the
+   * details; opened again, it is made again (a run still going on shows more). */
+  async openReport(runId: string): Promise<void> {
+    let reply: unknown;
+    try {
+      reply = await this.server.serverCommand(COMMANDS.openReport, reportArgs(runId));
+    } catch (err) {
+      void vscode.window.showErrorMessage(`forge: the report could not be made: ${err instanceof Error ? err.message : String(err)}`);
+      return;
+    }
+    const result = parseReportResult(reply);
+    if ("error" in result) {
+      void vscode.window.showErrorMessage(`forge: ${result.error}`);
+      return;
+    }
+    const html = reportWebviewHtml(await readFile(result.path, "utf8"), makeNonce((n) => randomBytes(n)));
+    if (typeof html !== "string") {
+      void vscode.window.showErrorMessage(`forge: ${html.error}`);
+      return;
+    }
+    let panel = this.reports.get(result.runId);
+    if (panel) panel.reveal();
+    else {
+      panel = vscode.window.createWebviewPanel("forge.runReport", `Report ${result.runId}`, vscode.ViewColumn.Active, {
+        enableScripts: true,
+        enableCommandUris: false,
+        localResourceRoots: [],
+        retainContextWhenHidden: true,
+      });
+      const created = panel;
+      this.reports.set(result.runId, created);
+      created.onDidDispose(() => this.reports.delete(result.runId));
+    }
+    panel.webview.html = html;
+  }
+
   /** One run's candidates, from the server's run store (`forge/run`). */
   private async readStore(runId: string): Promise<RunDetails | { error: string }> {
     try {
@@ -121,5 +164,7 @@ export class RunPanels implements vscode.Disposable {
   dispose(): void {
     for (const s of this.panels.values()) s.panel.dispose();
     this.panels.clear();
+    for (const p of this.reports.values()) p.dispose();
+    this.reports.clear();
   }
 }
