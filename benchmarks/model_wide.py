@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from forge_lsp.usecases.model_wide import load_model_wide_results  # noqa: E402
 
 COMPILED = """
 import sys, statistics, importlib.util, torch
@@ -78,6 +81,7 @@ def main() -> int:
                 row["compile_error"] = comp.stderr[-800:]
             entry = f"examples/models/{model}.py:build(size='{args.size}', dtype='{dtype}')"
             t0 = time.perf_counter()
+            t0_wall = time.time()
             proc = subprocess.run(
                 [sys.executable, "-m", "forge_lsp.cli.main", "optimize", entry, "--model-wide", "--device", args.device]
                 + ["--top", str(args.top)],
@@ -88,18 +92,71 @@ def main() -> int:
             )
             row["forge_s"] = round(time.perf_counter() - t0, 1)
             row["forge_exit"] = proc.returncode
+            results = load_model_wide_results(ROOT)
+            if results and results[0].created >= t0_wall:
+                res = results[0].to_json()
+                check = res["check"] or {}
+                row["modules"] = [
+                    {
+                        k: m[k]
+                        for k in (
+                            "name",
+                            "total_pct",
+                            "status",
+                            "reason",
+                            "speedup",
+                            "instances",
+                            "carried",
+                            "not_carried",
+                        )
+                    }
+                    for m in res["modules"]
+                ]
+                row["check"] = {k: v for k, v in check.items() if k != "outputs"}
+                row["outputs"] = check.get("outputs")
+                row["patch_file"] = res["patch_file"]
             row["forge_stdout"] = proc.stdout[-3000:]
             row["forge_stderr"] = proc.stderr[-1500:]
             rows.append(row)
+            if args.out:  # after each model: a run cut short keeps what it measured
+                args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}, indent=1))
             print(json.dumps({k: v for k, v in row.items() if k not in ("forge_stderr",)})[:3000], flush=True)
     if args.out:
         args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}, indent=1))
-    print("\n| model | dtype | eager ms | torch.compile ms (x) | forge s | forge --model-wide (last lines) |")
+    print(
+        "\n| model | dtype | eager ms | torch.compile(model) | forge: modules kept | modules alone "
+        "| whole forward | forge end to end (95% CI) | outputs | forge s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        tail = " / ".join(r["forge_stdout"].strip().splitlines()[-3:])
+        check = r.get("check") or {}
+        mods = "; ".join(
+            f"{m['name']} {m['status']}"
+            + (f" {m['speedup']:.2f}x" if m.get("speedup") else "")
+            + (f" +{len(m['carried'])} carried" if m.get("carried") else "")
+            for m in r.get("modules", [])
+        )
+        alone = f"{check['modules_speedup']:.2f}x" if check.get("modules_speedup") else "-"
+        modes = ", ".join(
+            f"{m['mode']} {m['speedup']:.2f}x" if m.get("ok") and m.get("speedup") else f"{m['mode']} failed"
+            for m in check.get("model_modes", [])
+        )
+        chosen = check.get("model_mode")
+        e2e = (
+            f"{check['speedup']:.2f}x ({check['ci'][0]:.2f}-{check['ci'][1]:.2f})" + (f" [{chosen}]" if chosen else "")
+            if check.get("speedup") and check.get("ci")
+            else "unchanged (1.00x)"
+            if r.get("forge_exit") == 0
+            else f"exit {r.get('forge_exit')}"
+        )
+        outs = r.get("outputs") or []
+        match = ("match" if all(o.get("ok") for o in outs) else "DIFFER") + (
+            f" (worst {max((o.get('max_abs') or 0.0) for o in outs):.3g})" if outs else ""
+        )
         print(
-            f"| {r['model']} | {r['dtype']} | {r.get('eager_ms', 0):.2f} | {r.get('compiled_ms', 0):.2f} "
-            f"({r.get('compile_speedup', 0):.2f}x) | {r['forge_s']} | {tail[:300]} |"
+            f"| {r['model']} | {r['dtype']} | {r.get('eager_ms', 0):.2f} | {r.get('compiled_ms', 0):.2f} ms "
+            f"({r.get('compile_speedup', 0):.2f}x) | {mods or '-'} | {alone} | {modes or '-'} | {e2e} | {match} "
+            f"| {r['forge_s']} |"
         )
     return 0
 

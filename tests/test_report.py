@@ -77,7 +77,7 @@ def scripted(workspace: Path, server: FakeOpenAI) -> None:
             return REPAIR if "critical_issue" in text else OPTIMIZE
         return coder.pop(0) if coder else coder_reply(FAST_CPU + f"\n# {time.time()}\n", "one more")
 
-    server.script(*[reply] * 20)
+    server.script(*[reply] * 60)
     (workspace / "forge.toml").write_text(f'model = "scripted"\nbase_url = "{server.base_url}"\n')
 
 

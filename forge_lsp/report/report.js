@@ -137,7 +137,7 @@
       const circle = S("circle", { r: 7, fill: COLORS[state] || "#6e7781" });
       const t = S("title", {});
       t.textContent = title;
-      const text = S("text", inner ? { x: -8, y: -12 } : { x: 11, y: 0 });
+      const text = S("text", inner ? { x: 10, y: -9, class: "inner" } : { x: 11, y: 0 });
       text.textContent = label;
       g.append(circle, text, t);
       nodes.append(g);

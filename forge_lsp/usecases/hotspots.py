@@ -26,7 +26,7 @@ from ..hotspots import (
     parse_entry,
 )
 from ..hotspots import latest_report as _latest_report
-from ..hotspots.entry import defined_entry_functions
+from ..hotspots.entry import Entry, defined_entry_functions
 from ..hotspots.extract import ExtractedTask, Extraction, extract_tasks
 from .common import UseCaseError, check_device, find_workspace
 
@@ -70,6 +70,7 @@ class HotspotsRequest:
 class HotspotsResult:
     report: HotspotReport
     workspace: Path
+    entry: Entry | None = None  # as resolved (its file's absolute path)
     extraction: Extraction | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -126,7 +127,7 @@ def find_model_hotspots(
         )
     except HotspotError as exc:
         raise EntryFailed(str(exc)) from exc
-    result = HotspotsResult(report=report, workspace=workspace)
+    result = HotspotsResult(report=report, workspace=workspace, entry=entry)
     if request.extract:
         result.extraction = extract_tasks(report, workspace, classes=list(request.classes) or None)
     return result

@@ -250,7 +250,7 @@ def optimize_model(
         f"checking the whole model with {len(patches)} replacement(s)"
         + (f", then compiled whole ({', '.join(modes)})" if modes else "")
     )
-    entry = parse_entry(report.entry, workspace)
+    entry = hot.entry or parse_entry(report.entry, workspace)
     tolerances = {k: [t.atol, t.rtol] for k, t in DEFAULT_TOLERANCES.items()}
     try:
         check = check_model(
