@@ -47,6 +47,10 @@ print(eager, c)
 """
 
 
+def _text(b: bytes | str | None) -> str:
+    return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda:0")
@@ -55,6 +59,7 @@ def main() -> int:
     ap.add_argument("--size", default="full")
     ap.add_argument("--top", type=int, default=1)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--forge-timeout", type=float, default=1800.0, help="seconds for each forge run")
     args = ap.parse_args()
     rows = []
     for model in args.models.split(","):
@@ -82,16 +87,20 @@ def main() -> int:
             entry = f"examples/models/{model}.py:build(size='{args.size}', dtype='{dtype}')"
             t0 = time.perf_counter()
             t0_wall = time.time()
-            proc = subprocess.run(
-                [sys.executable, "-m", "forge_lsp.cli.main", "optimize", entry, "--model-wide", "--device", args.device]
-                + ["--top", str(args.top)],
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-                timeout=1800,
-            )
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "forge_lsp.cli.main", "optimize", entry, "--model-wide"]
+                    + ["--device", args.device, "--top", str(args.top)],
+                    capture_output=True,
+                    text=True,
+                    cwd=ROOT,
+                    timeout=args.forge_timeout,
+                )
+                code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+            except subprocess.TimeoutExpired as exc:
+                code, stdout, stderr = "timeout", _text(exc.stdout), _text(exc.stderr)
             row["forge_s"] = round(time.perf_counter() - t0, 1)
-            row["forge_exit"] = proc.returncode
+            row["forge_exit"] = code
             results = load_model_wide_results(ROOT)
             if results and results[0].created >= t0_wall:
                 res = results[0].to_json()
@@ -115,8 +124,8 @@ def main() -> int:
                 row["check"] = {k: v for k, v in check.items() if k != "outputs"}
                 row["outputs"] = check.get("outputs")
                 row["patch_file"] = res["patch_file"]
-            row["forge_stdout"] = proc.stdout[-3000:]
-            row["forge_stderr"] = proc.stderr[-1500:]
+            row["forge_stdout"] = stdout[-3000:]
+            row["forge_stderr"] = stderr[-3000:]
             rows.append(row)
             if args.out:  # after each model: a run cut short keeps what it measured
                 args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}, indent=1))

@@ -10,6 +10,7 @@ Settings come from ``[tool.forge]`` in the workspace's ``pyproject.toml`` and/or
     search = "mcts"
     rounds = 10
     memory_limit_gib = 8                  # a worker's process tree over this is out_of_memory (0: no cap)
+    compile_modes = ["default", "reduce-overhead"]  # torch.compile offline candidates (default: all three)
 
     [tool.forge.judge]                    # per-role settings; the judge inherits the coder's
     model = "gpt-4o-mini"                 # settings and overrides what it names
@@ -163,6 +164,12 @@ class AgentConfig(BaseModel):
         ge=0,
         description="resident memory a worker's process tree may hold before its verdict is out_of_memory, GiB; "
         "0: no cap; unset: $FORGE_HOST_MEMORY_LIMIT_GIB, else min(16 GiB, 75% of the RAM)",
+    )
+
+    compile_modes: list[str] | None = Field(
+        default=None,
+        description="the torch.compile modes offered as offline candidates (default: default, "
+        "max-autotune-no-cudagraphs and reduce-overhead on a GPU, default on the CPU)",
     )
 
     @model_validator(mode="after")

@@ -388,7 +388,7 @@ def _model_modes(text: str | None) -> tuple[str, ...] | None:
     if text is None:
         return None
     modes = tuple(m.strip() for m in text.split(",") if m.strip() and m.strip() != "none")
-    from ..hotspots.patching import MODEL_MODES
+    from ..usecases.model_wide import MODEL_MODES
 
     for m in modes:
         if m not in MODEL_MODES:

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..engine.task import DEFAULT_TOLERANCES
 from ..hotspots import HotspotReport, parse_entry
+from ..hotspots.patching import MODEL_MODES as MODEL_MODES
 from ..hotspots.verify import ModelCheck, ModelCheckError, check_model, write_patch_file
 from .common import UseCaseError
 from .hotspots import EntryFailed, HotspotsRequest, find_model_hotspots
@@ -269,15 +270,15 @@ def optimize_model(
         _save(out, workspace)
         raise EntryFailed(str(exc)) from exc
     out.check = check
-    why = {r.cls: r.why for r in check.reverted}
+    reverted_why = {r.cls: r.why for r in check.reverted}
     for mo in modules:
-        if mo.status == "kept" and mo.cls in why:
-            mo.status, mo.reason = "reverted", why[mo.cls]
+        if mo.status == "kept" and mo.cls in reverted_why:
+            mo.status, mo.reason = "reverted", reverted_why[mo.cls]
         for p in patches:
             if p["cls"] != mo.cls or p["label"] == mo.cls:
                 continue
-            if p["label"] in why:
-                mo.not_carried.append(f"{', '.join(p['instances'])}: reverted ({why[p['label']]})")
+            if p["label"] in reverted_why:
+                mo.not_carried.append(f"{', '.join(p['instances'])}: reverted ({reverted_why[p['label']]})")
             elif p["label"] in check.kept:
                 mo.carried += p["instances"]
     kept = [p for p in patches if p["label"] in check.kept]

@@ -183,7 +183,7 @@ class ModuleOptimization:
         def offline_seeds(task: Task) -> list[Any]:
             from ..agent.offline import offline_candidates
 
-            return offline_candidates(task, device=evaluator.device, cancel=cancel)
+            return offline_candidates(task, device=evaluator.device, cancel=cancel, modes=self.config.compile_modes)
 
         self.options = OptimizeOptions.from_config(self.config, offline=request.offline)
         self.optimizer = Optimizer(

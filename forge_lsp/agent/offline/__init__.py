@@ -103,8 +103,13 @@ def _is_cuda(device: str) -> bool:
     return device == "cuda" or device.startswith("cuda:")
 
 
-def compile_candidates(task: Task, device: str = "cuda") -> list[OfflineCandidate]:
-    modes = COMPILE_MODES if _is_cuda(device) else ("default",)
+def compile_candidates(
+    task: Task, device: str = "cuda", modes: tuple[str, ...] | list[str] | None = None
+) -> list[OfflineCandidate]:
+    if modes is None:
+        modes = COMPILE_MODES if _is_cuda(device) else ("default",)
+    elif not _is_cuda(device):
+        modes = [m for m in modes if m == "default"]
     return [
         OfflineCandidate(
             name=f"torch.compile:{mode}",
@@ -157,9 +162,11 @@ def library_candidates(task: Task, report: ProbeReport) -> list[OfflineCandidate
     return out
 
 
-def candidates_for(task: Task, report: ProbeReport, device: str = "cuda") -> list[OfflineCandidate]:
+def candidates_for(
+    task: Task, report: ProbeReport, device: str = "cuda", modes: tuple[str, ...] | list[str] | None = None
+) -> list[OfflineCandidate]:
     """Offline candidates from an existing probe report (library ones first)."""
-    return library_candidates(task, report) + compile_candidates(task, device)
+    return library_candidates(task, report) + compile_candidates(task, device, modes)
 
 
 def offline_candidates(
@@ -170,6 +177,7 @@ def offline_candidates(
     timeout: float = 120.0,
     cache_dir: Path | None = None,
     cancel: threading.Event | None = None,
+    modes: tuple[str, ...] | list[str] | None = None,
 ) -> list[OfflineCandidate]:
     """Library candidates for the ops found in the task's FX graph, then torch.compile variants.
 
@@ -178,4 +186,4 @@ def offline_candidates(
     the task.
     """
     report = probe_task(task, device=device, python=python, timeout=timeout, cache_dir=cache_dir, cancel=cancel)
-    return candidates_for(task, report, device)
+    return candidates_for(task, report, device, modes)
