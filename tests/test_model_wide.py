@@ -137,6 +137,7 @@ def test_a_replacement_that_makes_the_model_slower_is_reverted(workspace):
 
 def test_model_wide_optimizes_the_hot_module_checks_the_model_and_writes_a_patch(workspace, fake_openai):
     fake_openai.script(json.dumps({"summary": "one vectorized softmax", "source": FAST}))
+    said: list[str] = []
     result = optimize_model(
         ModelWideRequest(
             entry="slownet.py:build",
@@ -146,8 +147,11 @@ def test_model_wide_optimizes_the_hot_module_checks_the_model_and_writes_a_patch
             offline=False,
             reps=20,
             overrides={"model": "scripted", "base_url": fake_openai.base_url, "search": "linear", "rounds": 1},
-        )
+        ),
+        say=said.append,
     )
+    # the module's run is said as it goes, not only when it ends
+    assert any(line.startswith("  SlowBlock: round 1/1") for line in said), said
     (module,) = result.modules
     assert module.name == "SlowBlock" and module.status == "kept", module
     assert module.speedup is not None and module.speedup > 1.5 and module.run_id
@@ -347,3 +351,46 @@ def test_a_mode_that_does_not_apply_is_said_not_fatal(tmp_path):
     check = check_model(entry, tmp_path, "cpu", [], TOL, reps=3, model_modes=("reduce-overhead",))
     (row,) = check.model_modes
     assert row["mode"] == "reduce-overhead" and (row["ok"] or row["why"]), row
+
+
+def test_cancel_stops_the_module_run_in_flight(workspace, fake_openai):
+    """Cancel while a module is being optimized (its model call in flight): the module's run is stopped (no
+    candidate is evaluated after the call returns), the model-wide run says cancelled and checks nothing."""
+    import threading
+    import time
+
+    from forge_lsp.usecases.hotspots import EntryFailed
+
+    # a model that does not answer before the cancel
+    fake_openai.script({"delay": 8.0, "content": json.dumps({"summary": "one vectorized softmax", "source": FAST})})
+    cancel = threading.Event()
+    said: list[str] = []
+
+    cancelled_at: list[float] = []
+
+    def cancel_now() -> None:
+        cancelled_at.append(time.monotonic())
+        cancel.set()
+
+    def cancel_once_optimizing(line: str) -> None:
+        said.append(line)
+        if line.startswith("  SlowBlock:") and not cancelled_at:
+            threading.Timer(1.0, cancel_now).start()
+
+    with pytest.raises(EntryFailed, match="cancelled"):
+        optimize_model(
+            ModelWideRequest(
+                entry="slownet.py:build",
+                workspace=workspace,
+                device="cpu",
+                top=1,
+                offline=False,
+                overrides={"model": "scripted", "base_url": fake_openai.base_url, "search": "linear", "rounds": 1},
+            ),
+            say=cancel_once_optimizing,
+            cancel=cancel,
+        )
+    # it ends once the model call in flight returns (8 s), not after a whole module run and the model check
+    assert cancel.is_set() and time.monotonic() - cancelled_at[0] < 30, said
+    assert not any(line.startswith("checking the whole model") for line in said), said
+    assert not (workspace / ".forge" / "model_wide" / "checks").exists()

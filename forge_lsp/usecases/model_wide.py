@@ -194,6 +194,7 @@ def optimize_model(
         if cancel is not None and cancel.is_set():
             raise EntryFailed("cancelled")
         tell(f"optimizing {c.name} ({c.total_pct:.1f}% of the model) on its captured inputs")
+        relay = _Relay(c.name, tell)
         try:
             run = ModuleOptimization(
                 OptimizeRequest(
@@ -203,10 +204,15 @@ def optimize_model(
                     device=report.device,
                     offline=request.offline,
                     cache_dir=request.cache_dir,
-                )
+                ),
+                on_event=relay,
             )
-            result = run.run()
+            result = relay.run(run, request.offline, cancel)
+            if cancel is not None and cancel.is_set():
+                raise EntryFailed("cancelled")
         except UseCaseError as exc:
+            if cancel is not None and cancel.is_set():
+                raise EntryFailed("cancelled") from None
             mo.status, mo.reason = "failed", str(exc)
             continue
         mo.run_id = result.run_id
@@ -247,6 +253,8 @@ def optimize_model(
         if not modes:
             out.notes[-1] += ": the model is unchanged"
             return _save(out, workspace)
+    if cancel is not None and cancel.is_set():
+        raise EntryFailed("cancelled")
     tell(
         f"checking the whole model with {len(patches)} replacement(s)"
         + (f", then compiled whole ({', '.join(modes)})" if modes else "")
@@ -296,6 +304,44 @@ def optimize_model(
     else:
         out.notes.append("the model is unchanged")
     return _save(out, workspace)
+
+
+class _Relay:
+    """A module's run, said as it goes (its events through `RunProgress`, a line when the line changes), with
+    the caller's cancel passed on to it (its worker is killed)."""
+
+    def __init__(self, name: str, tell: Say) -> None:
+        self.name, self.tell = name, tell
+        self.progress: Any = None
+        self.said = ""
+        self.started = time.monotonic()
+
+    def __call__(self, event: Any) -> None:
+        if self.progress is not None and self.progress.update(event.kind, event.data):
+            line = self.progress.message()
+            if line != self.said:
+                self.said = line
+                self.tell(f"  {self.name}: {line} ({time.monotonic() - self.started:.0f} s)")
+
+    def run(self, run: Any, offline: bool, cancel: threading.Event | None) -> Any:
+        from ..agent.progress import RunProgress
+
+        self.progress = RunProgress(rounds=run.config.rounds, model=run.config.coder is not None, offline=offline)
+        stop = threading.Event()
+
+        def relay() -> None:
+            while cancel is not None and not stop.is_set():
+                if cancel.wait(0.2):
+                    run.cancel()
+                    return
+
+        watcher = threading.Thread(target=relay, daemon=True)
+        watcher.start()
+        try:
+            return run.run()
+        finally:
+            stop.set()
+            watcher.join()
 
 
 def _patch(key: str, label: str, instances: list[str], source: Path, captured: Any) -> dict[str, Any]:
