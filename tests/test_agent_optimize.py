@@ -3,6 +3,7 @@ scripted replies, real worker processes evaluating Triton-interpreter candidates
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -391,6 +392,83 @@ def test_judge_profiles_at_most_once_per_interval_and_says_when_findings_are_inh
     assert len(judge_prompts) == 4
     assert "measured on its ancestor" not in judge_prompts[0] and "measured on its ancestor" in judge_prompts[1]
     assert all("Finding for" in p for p in judge_prompts)
+
+
+REPLAY_NCU = """#!/bin/sh
+# ncu, replaying a report recorded on the H200 (tests/fixtures/ncu): writes it where -o says, and the
+# profiled process's result (the device's name) beside its request, as the real run would
+out=""; req=""; prev=""
+for a in "$@"; do
+  [ "$prev" = "-o" ] && out="$a"
+  case "$a" in *request.json) req="$a";; esac
+  prev="$a"
+done
+gunzip -c {recorded} > "$out"
+printf '{{"device_name": "{device}", "stages_s": {{}}}}' > "${{req%.json}}.result.json"
+"""
+
+
+@pytest.mark.slow
+def test_a_profiled_candidate_is_placed_on_the_roofline_in_its_run_and_its_report(
+    tmp_path, evaluator, fake_openai, monkeypatch
+):
+    """The Judge's hardware feedback as the optimizer gets it on a GPU (`judge_feedback`: Nsight Compute's
+    report read with ncu_report, the device's peaks from forge's cache, the kernel placed on the roofline),
+    here with an ncu that replays a report recorded on the H200 and the peaks measured in the same session:
+    the `profiled` event carries the candidate's roofline placement and the ceilings it was placed under, and
+    the run's report data places the candidate from it."""
+    from forge_lsp.profiler.model import DevicePeaks
+    from forge_lsp.profiler.peaks import driver_version, peaks_cache_path
+    from forge_lsp.profiler.report import read_report
+    from forge_lsp.profiler.roofline import place
+    from forge_lsp.report.data import gather
+    from forge_lsp.usecases.explain import judge_feedback
+
+    pytest.importorskip("ncu_report", reason="NVIDIA's ncu-report reader is a dev dependency")
+    recorded = FIXTURES / "ncu" / "good_copy.ncu-rep.gz"
+    peaks = DevicePeaks.model_validate_json((FIXTURES / "ncu" / "peaks.json").read_text())
+    ncu = tmp_path / "ncu"
+    ncu.write_text(REPLAY_NCU.format(recorded=recorded, device=peaks.name))
+    ncu.chmod(0o755)
+    monkeypatch.setenv("NCU", str(ncu))
+    cache = tmp_path / "profile-cache"
+    cached = peaks_cache_path(cache, peaks.name, driver_version())  # as measured earlier on this device
+    cached.parent.mkdir(parents=True)
+    cached.write_text(peaks.model_dump_json())
+
+    fake_openai.script(
+        *[
+            lambda r, i=i: OPTIMIZE if is_judge(r) else coder_reply(variant(FAST_CPU, f"r{i}"), f"r{i}")
+            for i in range(6)
+        ]
+    )
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=2)
+    opt.profile = judge_feedback("cuda:0", cache_dir=cache)
+    result = opt.run()
+    events = [e for e in opt.store.events(result.run_id) if e.kind == "profiled" and e.data.get("phase") == "done"]
+    assert len(events) == 1, [e.data for e in opt.store.events(result.run_id) if e.kind == "profiled"]
+    done = events[0].data
+    assert done["mode"] == "ncu" and done["kernel"] == "scale4"
+
+    # the placement is roofline.place of the recorded kernel under the cached peaks, with those peaks
+    (gunzipped := tmp_path / "good_copy.ncu-rep").write_bytes(gzip.decompress(recorded.read_bytes()))
+    (kernel,) = read_report(gunzipped)
+    expected = place(kernel, peaks)
+    roof = done["roofline"]
+    for key in ("arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_s"):
+        assert roof[key] > 0 and roof[key] == pytest.approx(getattr(expected, key)), key
+    assert roof["bound"] == "memory" and roof["pct_of_roof"] == pytest.approx(expected.pct_of_roof)
+    assert done["pct_of_roof"] == roof["pct_of_roof"]
+    assert roof["compute_pipe"] == "fp32" and roof["compute_roof_flops_per_s"] == peaks.fp32_flops_per_s
+    assert roof["dram_bytes_per_s"] == peaks.dram_bytes_per_s
+    assert roof["peaks_device"] == "NVIDIA H200" and roof["peaks_source"] == "measured"
+
+    # the report places that candidate (and only it: the other was never profiled)
+    data = gather(opt.store, result.run_id, peaks=peaks, peaks_note="measured")
+    rows = {r.id: r for r in data.candidates}
+    placed = [r for r in rows.values() if r.roofline]
+    assert [r.id for r in placed] == [done["candidate"].split("/")[-1]] and placed[0].correct
+    assert placed[0].profiled and placed[0].roofline == roof
 
 
 @pytest.mark.slow

@@ -540,11 +540,17 @@ class Optimizer:
         self.profiles[rec.id] = prof or {}
         if prof and prof.get("findings") is not None:
             self.store.set_findings(rec.id, prof["findings"])
+        # the candidate's place on the roofline (intensity, achieved FLOP/s and bytes/s, the ceilings it was
+        # placed under) is recorded with the event: the run's report places it from there
+        roofline = (prof or {}).get("roofline") or None
         self._publish(
             "profiled",
             candidate=rec.id,
             phase="done",
-            pct_of_roof=((prof or {}).get("roofline") or {}).get("pct_of_roof"),
+            mode=(prof or {}).get("mode"),
+            kernel=(prof or {}).get("kernel"),
+            pct_of_roof=(roofline or {}).get("pct_of_roof"),
+            roofline=roofline,
         )
         return self.profiles[rec.id]
 

@@ -230,6 +230,25 @@ def _narrate(result: ExplainResult, workspace: Path) -> str:
     return note
 
 
+def roofline_placement(explanation: Explanation) -> dict[str, Any] | None:
+    """The kernel's place on the roofline as plain data: its arithmetic intensity, achieved FLOP/s and DRAM
+    bytes/s, bound and % of the roof, with the ceilings it was placed under (the compute roof and its pipe, the
+    DRAM bandwidth, where the peaks come from); None when it could not be placed."""
+    from ..profiler.roofline import compute_roof, finite_metrics
+
+    if explanation.roofline is None:
+        return None
+    peaks = explanation.peaks
+    roof = compute_roof(finite_metrics(explanation.kernel.metrics), peaks)
+    return explanation.roofline.model_dump() | {
+        "compute_roof_flops_per_s": roof.flops_per_s,
+        "compute_pipe": roof.pipe,
+        "dram_bytes_per_s": peaks.dram_bytes_per_s,
+        "peaks_device": peaks.name,
+        "peaks_source": peaks.source,
+    }
+
+
 ProfileFn = Callable[[Task, Candidate], "dict[str, Any] | None"]
 
 
@@ -252,7 +271,7 @@ def judge_feedback(device: str, cache_dir: Path | None = None, timeout: float = 
             "mode": "ncu",
             "kernel": kernel.name,
             "kernels": len(result.kernels),
-            "roofline": top.roofline.model_dump() if top and top.roofline else None,
+            "roofline": roofline_placement(top) if top else None,
             "findings": [f.model_dump(mode="json") for f in top.findings] if top else [],
         }
 
