@@ -11,6 +11,8 @@ Settings come from ``[tool.forge]`` in the workspace's ``pyproject.toml`` and/or
     rounds = 10
     memory_limit_gib = 8                  # a worker's process tree over this is out_of_memory (0: no cap)
     compile_modes = ["default", "reduce-overhead"]  # torch.compile offline candidates (default: all three)
+    executor = "local"                    # where evaluations run: local (one worker per visible device),
+                                          # ray (RAY_ADDRESS's cluster, else a local Ray) or ray://HOST:PORT
 
     [tool.forge.judge]                    # per-role settings; the judge inherits the coder's
     model = "gpt-4o-mini"                 # settings and overrides what it names
@@ -171,6 +173,21 @@ class AgentConfig(BaseModel):
         description="the torch.compile modes offered as offline candidates (default: default, "
         "max-autotune-no-cudagraphs and reduce-overhead on a GPU, default on the CPU)",
     )
+
+    executor: str = Field(
+        default="local",
+        description="where evaluations run: local (one persistent worker per visible device, builds spread over "
+        "the CPU cores), ray (the cluster RAY_ADDRESS names, else a Ray instance on this machine; needs "
+        "forge-lsp[ray]) or ray://HOST:PORT (that cluster through the Ray Client)",
+    )
+
+    @field_validator("executor")
+    @classmethod
+    def _known_executor(cls, value: str) -> str:
+        text = value.strip()
+        if text in ("local", "ray") or (text.startswith("ray://") and len(text) > len("ray://")):
+            return text
+        raise ValueError(f"unknown executor {value!r}: use local, ray or ray://HOST:PORT")
 
     @model_validator(mode="after")
     def _judge_defaults_to_coder(self) -> AgentConfig:

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..engine import Candidate, Evaluator, Task, Verdict
+from ..engine.executor import Executor
 from ..engine.pipe import Prepared
 from ..engine.verdict import Status, Timing
 from .events import EventBus
@@ -142,7 +143,7 @@ class Optimizer:
         task: Task,
         *,
         store: RunStore,
-        evaluator: Evaluator,
+        evaluator: Executor | Evaluator,
         options: OptimizeOptions,
         coder: Any = None,
         judge: Any = None,
@@ -332,7 +333,7 @@ class Optimizer:
             if self.opt.search == "linear":
                 targets = select_linear(self.tree, self.params)
             else:
-                targets = select_mcts(self.tree, max(1, self.opt.concurrency), self.params)
+                targets = select_mcts(self.tree, self.width(), self.params)
             self.rounds += 1
             best = self.tree.best()
             self._publish(
@@ -350,6 +351,11 @@ class Optimizer:
             new = [o for o in outcomes if isinstance(o, CandidateRecord)]
             if new:
                 self._evaluate(new)
+
+    def width(self) -> int:
+        """Candidates an MCTS round expands: `concurrency`, and at least one per device the executor evaluates on
+        at once, so that no device idles while a round's candidates are evaluated."""
+        return max(1, self.opt.concurrency, self.evaluator.capacity)
 
     def _expand(self, target: Node) -> CandidateRecord | FatalModelError | None:
         """Judge (when there is a candidate to judge) then Coder; returns the new candidate."""
@@ -585,7 +591,7 @@ class Optimizer:
 
     # ---------------------------------------------------------------------------- context
     def _task_context(self) -> dict[str, Any]:
-        hello = self.evaluator.worker.ensure_started()
+        hello = self.evaluator.hello()
         return {
             "model_class": self.task.model_class,
             "vary": sorted(self.task.vary),

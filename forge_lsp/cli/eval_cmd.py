@@ -15,17 +15,18 @@ from rich.console import Console
 from rich.table import Table
 
 from ..engine import (
-    Backend,
     Candidate,
     EvalOptions,
-    Evaluator,
     StageTimeouts,
     Status,
+    Task,
     TaskError,
     Verdict,
     load_candidate,
     load_task,
 )
+from ..engine.executor import make_executor
+from ..engine.ray_executor import RayNotInstalled
 
 
 def console(stderr: bool = False) -> Console:
@@ -111,7 +112,19 @@ def add_parser(sub) -> None:
         "default: $FORGE_HOST_MEMORY_LIMIT_GIB, else min(16 GiB, 75%% of the RAM))",
     )
     p.add_argument("--cache-dir", type=Path, help="compile cache (default ~/.cache/forge-lsp)")
+    add_executor_argument(p)
     p.set_defaults(func=run)
+
+
+def add_executor_argument(p: argparse.ArgumentParser, default: str | None = "local") -> None:
+    p.add_argument(
+        "--executor",
+        default=default,
+        metavar="local|ray|ray://HOST:PORT",
+        help="where evaluations run: local (default: one worker per visible device, builds spread over the CPU "
+        "cores across tasks), ray (the Ray cluster RAY_ADDRESS names, else a Ray instance on this machine; "
+        "needs forge-lsp[ray]) or ray://HOST:PORT (that cluster, through the Ray Client)",
+    )
 
 
 def _defines(path: Path, cls: str) -> bool:
@@ -288,77 +301,65 @@ def run(args: argparse.Namespace) -> int:
         opts = opts.model_copy(
             update={"timeouts": StageTimeouts(load_task=t, compile=t, first_call=t, verify=t, time=t)}
         )
-    results: list[dict] = []
-    all_ok = True
-    with Evaluator(device, options=opts, cache_dir=args.cache_dir) as ev, StageProgress(sys.stderr) as progress:
-        for task_path, cand_paths in jobs:
+    work: list[tuple[Task, Candidate]] = []
+    for task_path, cand_paths in jobs:
+        try:
+            task = load_task(task_path, vary=_vary(args.vary))
+        except TaskError as exc:
+            print(f"forge eval: {exc}", file=sys.stderr)
+            return 2
+        for p in cand_paths:
             try:
-                task = load_task(task_path, vary=_vary(args.vary))
-            except TaskError as exc:
-                print(f"forge eval: {exc}", file=sys.stderr)
+                work.append((task, load_candidate(p)))
+            except OSError as exc:
+                print(f"forge eval: cannot read {p}: {exc}", file=sys.stderr)
                 return 2
-            cands: list[Candidate] = []
-            for p in cand_paths:
-                try:
-                    cands.append(load_candidate(p))
-                except OSError as exc:
-                    print(f"forge eval: cannot read {p}: {exc}", file=sys.stderr)
-                    return 2
+    try:
+        executor = make_executor(args.executor, device, options=opts, cache_dir=args.cache_dir)
+    except (ValueError, RayNotInstalled) as exc:
+        print(f"forge eval: {exc}", file=sys.stderr)
+        return 2
+    results: list[dict] = []
+    verdicts: dict[int, Verdict] = {}
+    index = {id(c): i for i, (_t, c) in enumerate(work)}
+    said: set[str] = set()  # tasks whose own failure was said
+    with executor as ex, StageProgress(sys.stderr) as progress:
 
-            def first_stage(c: Candidate, n: int = len(cands)) -> str:
-                # several candidates that build are compiled by build workers before the device worker sees them
-                built = n > 1 and c.backend in (Backend.cpp_inline, Backend.cuda_inline, Backend.nvrtc)
-                return "build" if built else "starting"
-
-            def show(c: Candidate, v: Verdict, task=task, cands=cands) -> None:
-                progress.done()
-                if args.sanitize and v.correct and ev.device != "cpu":
-                    progress.stage(c.name, "sanitize")
-                    ev.sanitize_into(v, task, c)
-                    progress.done()
-                v.traceback, v.log_excerpt = task_paths(v.traceback, task, c), task_paths(v.log_excerpt, task, c)
-                if not args.json:
-                    render(out, task.name, c.name, v)
-                following = next(i for i, x in enumerate(cands) if x is c) + 1
-                if following < len(cands):
-                    progress.stage(cands[following].name, first_stage(cands[following]))
-
-            # the task's own model first, alone: a failure there is the user's, and no candidate is blamed for it
-            progress.stage(task.name, "reference")
-            reference = ev.check_reference(task)
+        def show(c: Candidate, v: Verdict) -> None:
+            """Verdicts are printed in the order of the work, each as soon as those before it are in."""
             progress.done()
-            if not reference.ok:
-                line = failure_line(reference.traceback + "\n" + reference.log_excerpt, task)
-                where = f" ({task.path}:{line})" if line else ""
-                print(f"forge eval: {task.name}: {reference.reason}{where}; no candidate evaluated", file=sys.stderr)
-                verdicts = [
-                    Verdict(
-                        status=reference.killed or Status.runtime_error,
-                        reason=reference.reason,
-                        traceback=task_paths(reference.traceback, task, c),
-                        log_excerpt=task_paths(reference.log_excerpt, task, c),
-                        device=ev.device,
-                        backend=c.backend.value,
-                        task_sha=task.sha,
-                        candidate_sha=c.sha,
+            verdicts[index[id(c)]] = v
+            while len(results) in verdicts:
+                i = len(results)
+                task, cand = work[i]
+                v = verdicts[i]
+                if v.stages.get("reference", 0.0) < 0 and task.sha not in said:  # the task's own model failed
+                    said.add(task.sha)
+                    line = failure_line(v.traceback + "\n" + v.log_excerpt, task)
+                    where = f" ({task.path}:{line})" if line else ""
+                    print(
+                        f"forge eval: {task.name}: {v.reason}{where}; no candidate evaluated",
+                        file=sys.stderr,
+                        flush=True,
                     )
-                    for c in cands
-                ]
-                for c, v in zip(cands, verdicts, strict=True):
-                    all_ok = False
-                    if not args.json:
-                        render(out, task.name, c.name, v)
-                    results.append(
-                        {"task": str(task.path), "candidate": str(c.path), "verdict": v.model_dump(mode="json")}
-                    )
-                continue
-            progress.stage(cands[0].name, first_stage(cands[0]))
-            verdicts = ev.evaluate_many(
-                task, cands, on_stage=lambda c, stage: progress.stage(c.name, stage), on_verdict=show
-            )
-            for c, v in zip(cands, verdicts, strict=True):
-                all_ok &= v.correct
-                results.append({"task": str(task.path), "candidate": str(c.path), "verdict": v.model_dump(mode="json")})
+                v.traceback, v.log_excerpt = task_paths(v.traceback, task, cand), task_paths(v.log_excerpt, task, cand)
+                if not args.json:
+                    render(out, task.name, cand.name, v)
+                results.append(
+                    {"task": str(task.path), "candidate": str(cand.path), "verdict": v.model_dump(mode="json")}
+                )
+
+        # every task's own model runs alone first (a failure there is the user's, and no candidate's code runs);
+        # the candidates of every task build meanwhile and after, spread over the build workers, while the
+        # devices verify and time those built
+        ex.evaluate_all(
+            work,
+            on_stage=lambda c, stage: progress.stage(c.name, stage),
+            on_verdict=show,
+            reference=True,
+            sanitize=args.sanitize,
+        )
+    all_ok = all(r["verdict"]["status"] == "correct" for r in results)
     if args.json:
         json.dump(results if len(results) > 1 or args.task.is_dir() else results[0], sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .eval_cmd import StageProgress, console, non_negative_float, positive_float, positive_int
+from .eval_cmd import StageProgress, add_executor_argument, console, non_negative_float, positive_float, positive_int
 
 
 def add_parsers(sub) -> None:
@@ -63,6 +63,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--workspace", type=Path, help="where .forge/ lives (default: the project around the file)")
     p.add_argument("--cache-dir", type=Path)
+    add_executor_argument(p, default=None)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run_optimize)
 
@@ -89,6 +90,7 @@ def _overrides(args: argparse.Namespace) -> dict:
         "wall_s": args.wall_s,
         "concurrency": args.concurrency,
         "memory_limit_gib": args.memory_limit,
+        "executor": args.executor,
     }
     return {k: v for k, v in given.items() if v is not None}
 

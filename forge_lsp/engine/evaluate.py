@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .candidate import Backend, Candidate, gpu_requirement
 from .options import EvalOptions
-from .pipe import BuildResult, Prepared
+from .pipe import BuildResult, Hello, Prepared
 from .task import Task
 from .verdict import Status, Verdict
 from .worker_client import Worker, default_cache_dir
@@ -77,6 +77,15 @@ class Evaluator:
         self.worker.close()
         for b in self._builders:
             b.close()
+
+    @property
+    def capacity(self) -> int:
+        """Evaluations at once: one, on its device (`executor.LocalPool` has one worker per device)."""
+        return 1
+
+    def hello(self) -> Hello:
+        """What the device is (name, arch, torch's version), its worker started if needed."""
+        return self.worker.ensure_started()
 
     def cancel(self) -> None:
         """Kill the workers of the evaluation in flight; it raises `EvaluationCancelled`."""

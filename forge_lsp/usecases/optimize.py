@@ -21,7 +21,8 @@ from ..agent.events import EventBus, RunEvent
 from ..agent.optimize import OptimizeOptions, Optimizer, RunOutcome, models_from_config
 from ..agent.progress import speedup_label
 from ..agent.store import CandidateRecord, RunStore
-from ..engine import EvalOptions, Evaluator, Task, TaskError, Verdict, load_task
+from ..engine import EvalOptions, Task, TaskError, Verdict, load_task
+from ..engine.executor import Executor, make_executor
 from ..reintegrate import VerifiedDomain, domain_from_verdict
 from .common import UseCaseError, check_device, find_workspace
 
@@ -34,6 +35,19 @@ def eval_options(config: AgentConfig) -> EvalOptions:
     if config.memory_limit_gib is None:
         return EvalOptions()
     return EvalOptions(host_memory_limit_bytes=int(config.memory_limit_gib * (1 << 30)))
+
+
+def executor_for(config: AgentConfig, device: str, cache_dir: Path | None = None) -> Executor:
+    """The executor the configuration names (`executor`: local, ray, ray://HOST:PORT) on `device`; a
+    `UseCaseError` that says what to install or change when it cannot be made."""
+    from ..engine.ray_executor import RayNotInstalled
+
+    try:
+        return make_executor(config.executor, device, options=eval_options(config), cache_dir=cache_dir)
+    except (ValueError, RayNotInstalled) as exc:
+        raise UseCaseError(str(exc)) from exc
+    except Exception as exc:  # noqa: BLE001 - a cluster that cannot be reached is the user's to fix
+        raise UseCaseError(f"executor {config.executor!r}: {exc}".splitlines()[0]) from exc
 
 
 @dataclass(frozen=True)
@@ -173,7 +187,7 @@ class ModuleOptimization:
         coder, judge = models_from_config(self.config)
         self.model_configured = coder is not None
         device = check_device(request.device if request.device != "auto" else self.config.device)
-        self.evaluator = Evaluator(device, options=eval_options(self.config), cache_dir=request.cache_dir)
+        self.evaluator = executor_for(self.config, device, request.cache_dir)
         self.bus = EventBus(self.store)
         if on_event is not None:
             self.bus.subscribe(on_event)

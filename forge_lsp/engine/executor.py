@@ -1,0 +1,644 @@
+"""Executors: where (task, candidate) evaluations run, and how many at once.
+
+An `Executor` takes evaluations (`submit`, `evaluate_many`, `evaluate_all`) and answers each with a
+`Verdict`, reporting progress as `ExecEvent`s (a build started or finished, a stage began, a verdict).
+Two implementations, chosen with `make_executor` (``forge eval|optimize --executor``, ``[tool.forge]
+executor``):
+
+- `LocalPool` (``local``, the default): one persistent device worker per visible device
+  (``CUDA_VISIBLE_DEVICES`` respected; on a machine without a GPU one ``cpu`` device), each serving one
+  request at a time, so a device never times two candidates at once; and a pool of GPU-less build workers
+  that compile the queued candidates — of every task submitted, in submission order — while the devices
+  verify and time those already built. Every evaluation still goes through `Evaluator` and its `Worker`:
+  per-stage deadlines, the sandbox, the scrubbed environment, the memory caps, every failure a `Verdict`.
+- `forge_lsp.engine.ray_executor.RayExecutor` (``ray`` or ``ray://HOST:PORT``): the same evaluations as
+  tasks of Ray actors, one actor per GPU. Ray is imported there only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .candidate import Backend, Candidate, gpu_requirement
+from .evaluate import Evaluator, resolve_device
+from .options import EvalOptions
+from .pipe import BuildResult, Hello, Prepared
+from .task import Task
+from .verdict import Status, Verdict
+from .worker_client import EvaluationCancelled, Worker, default_cache_dir
+
+StageCallback = Callable[[Candidate, str], None]
+VerdictCallback = Callable[[Candidate, Verdict], None]
+
+EventKind = Literal["queued", "build_started", "build_finished", "stage", "reference", "verdict"]
+
+
+@dataclass
+class ExecEvent:
+    """One thing that happened to an evaluation. `t` is wall-clock seconds (time.time()), comparable across
+    processes and, for Ray, across the nodes' clocks as far as they agree."""
+
+    kind: EventKind
+    job: int
+    task: str
+    candidate: str
+    device: str = ""
+    stage: str = ""
+    t: float = field(default_factory=time.time)
+    seconds: float | None = None
+    status: str | None = None
+
+
+EventCallback = Callable[[ExecEvent], None]
+
+
+def needs_build(candidate: Candidate, device: str) -> bool:
+    """Whether a candidate compiles something (load_inline, NVRTC) a build worker can do ahead of its device."""
+    return (
+        candidate.backend in (Backend.cuda_inline, Backend.cpp_inline, Backend.nvrtc)
+        and gpu_requirement(candidate.backend, device) is None
+    )
+
+
+def failure_verdict(
+    status: Status, reason: str, task: Task, candidate: Candidate, device: str, **fields: object
+) -> Verdict:
+    """A verdict for a candidate that was not run (its task failed to load, its build failed, its node died)."""
+    return Verdict(
+        status=status,
+        reason=reason,
+        device=device,
+        backend=candidate.backend.value,
+        task_sha=task.sha,
+        candidate_sha=candidate.sha,
+        **fields,
+    )
+
+
+def compile_error_verdict(build: BuildResult, task: Task, candidate: Candidate, device: str) -> Verdict:
+    return failure_verdict(
+        Status.compile_error,
+        build.reason,
+        task,
+        candidate,
+        device,
+        traceback=build.traceback,
+        stages={"build": round(build.seconds, 4)},
+    )
+
+
+def task_failure_verdict(prepared: Prepared, reference: bool, task: Task, candidate: Candidate, device: str) -> Verdict:
+    """The verdict of every candidate of a task whose own code failed in the worker (said once, not blamed on
+    the candidates): with `reference`, the task's model called alone failed; else loading it and drawing its
+    inputs hung or crashed the worker."""
+    if reference:
+        return failure_verdict(
+            prepared.killed or Status.runtime_error,
+            prepared.reason,
+            task,
+            candidate,
+            device,
+            traceback=prepared.traceback,
+            log_excerpt=prepared.log_excerpt,
+            stages={"reference": -1.0},  # the mark of the task's own failure
+        )
+    return failure_verdict(
+        prepared.killed or Status.runtime_error,
+        f"{prepared.reason} (while loading the task and drawing its inputs)",
+        task,
+        candidate,
+        device,
+        stages={"prepare": -1.0},
+    )
+
+
+def visible_gpus() -> int:
+    """How many NVIDIA GPUs this process may use, read without torch: ``CUDA_VISIBLE_DEVICES`` when set, else
+    the driver's list (at least one where a driver is present)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return 0
+    gpus = Path("/proc/driver/nvidia/gpus")
+    driver = Path("/proc/driver/nvidia/version").exists() or gpus.exists() or shutil.which("nvidia-smi") is not None
+    if not driver:
+        return 0
+    try:
+        count = sum(1 for _ in gpus.iterdir())
+    except OSError:
+        count = 0
+    if visible is not None:
+        listed = len([d for d in visible.split(",") if d.strip()])
+        return min(listed, count) if count else listed
+    return max(count, 1)
+
+
+def local_devices(device: str = "auto") -> list[str]:
+    """The devices a local pool gets one worker each for: ``auto`` or ``cuda`` mean every visible GPU (the CPU
+    when there is none), ``cuda:N`` and ``cpu`` that one device."""
+    name = device.strip().lower()
+    if name in ("auto", "cuda"):
+        n = visible_gpus()
+        if n == 0:
+            return [resolve_device("auto") if name == "auto" else "cuda:0"]
+        return [f"cuda:{i}" for i in range(n)]
+    return [name]
+
+
+# ------------------------------------------------------------------------------------------ interface
+@dataclass(eq=False)
+class Job:
+    id: int
+    task: Task
+    candidate: Candidate
+    options: EvalOptions | None
+    sanitize: bool
+    reference: bool
+    on_stage: StageCallback | None
+    future: Future[Verdict]
+    generation: int
+    build: BuildResult | None = None
+
+
+class Executor(ABC):
+    """Where evaluations run. Thread-safe; `submit` returns at once."""
+
+    #: the devices (local) or actors (Ray) evaluations run on, one evaluation at a time each
+    devices: list[str]
+    options: EvalOptions
+
+    def __init__(self) -> None:
+        self._listeners: list[EventCallback] = []
+        self._ids = 0
+        self._ids_lock = threading.Lock()
+
+    # -------------------------------------------------------------------- what the callers use
+    @property
+    def device(self) -> str:
+        """The kind of device evaluations run on (``cpu``, ``cuda:0``): the first one's name."""
+        return self.devices[0]
+
+    @property
+    def capacity(self) -> int:
+        """How many evaluations run at once (one per device): how many candidates a search round should bring."""
+        return max(1, len(self.devices))
+
+    def subscribe(self, listener: EventCallback) -> None:
+        self._listeners.append(listener)
+
+    def _emit(self, event: ExecEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # noqa: BLE001 - a listener's failure is not the evaluation's
+                pass
+
+    def _next_id(self) -> int:
+        with self._ids_lock:
+            self._ids += 1
+            return self._ids
+
+    @abstractmethod
+    def submit(
+        self,
+        task: Task,
+        candidate: Candidate,
+        options: EvalOptions | None = None,
+        *,
+        on_stage: StageCallback | None = None,
+        sanitize: bool = False,
+        reference: bool = False,
+    ) -> Future[Verdict]:
+        """Queue one evaluation. With `reference`, the task's own model is first called alone (once per task):
+        when it fails, every candidate of the task gets that failure as its verdict. The future's result is the
+        verdict; its exception only ever `EvaluationCancelled`."""
+
+    @abstractmethod
+    def check_reference(self, task: Task, options: EvalOptions | None = None) -> Prepared:
+        """The task's model alone, before any candidate (see `Evaluator.check_reference`)."""
+
+    @abstractmethod
+    def hello(self) -> Hello:
+        """What the first device is (its name, arch), its worker started if needed."""
+
+    @abstractmethod
+    def cancel(self) -> None:
+        """Every evaluation submitted so far ends: those queued and those in flight (their workers killed) raise
+        `EvaluationCancelled`. Later submissions run."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def evaluate(
+        self,
+        task: Task,
+        candidate: Candidate,
+        options: EvalOptions | None = None,
+        on_stage: StageCallback | None = None,
+        sanitize: bool = False,
+    ) -> Verdict:
+        return self.submit(task, candidate, options, on_stage=on_stage, sanitize=sanitize).result()
+
+    def evaluate_all(
+        self,
+        jobs: Sequence[tuple[Task, Candidate]],
+        options: EvalOptions | None = None,
+        *,
+        on_stage: StageCallback | None = None,
+        on_verdict: VerdictCallback | None = None,
+        reference: bool = False,
+        sanitize: bool = False,
+    ) -> list[Verdict]:
+        """Evaluations of any tasks at once, spread over the devices; the verdicts in the order of `jobs`.
+        `on_verdict` is called on the caller's thread, as each verdict arrives."""
+        futures = [
+            self.submit(t, c, options, on_stage=on_stage, sanitize=sanitize, reference=reference) for t, c in jobs
+        ]
+        index = {id(f): i for i, f in enumerate(futures)}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in sorted(done, key=lambda f: index[id(f)]):
+                    verdict = f.result()  # raises EvaluationCancelled
+                    if on_verdict is not None:
+                        on_verdict(jobs[index[id(f)]][1], verdict)
+        except BaseException:
+            for f in pending:
+                f.cancel()
+            raise
+        return [f.result() for f in futures]
+
+    def evaluate_many(
+        self,
+        task: Task,
+        candidates: Iterable[Candidate],
+        options: EvalOptions | None = None,
+        on_stage: StageCallback | None = None,
+        on_verdict: VerdictCallback | None = None,
+    ) -> list[Verdict]:
+        """`Evaluator.evaluate_many` over the executor's devices."""
+        return self.evaluate_all([(task, c) for c in candidates], options, on_stage=on_stage, on_verdict=on_verdict)
+
+
+# ------------------------------------------------------------------------------------------ local pool
+class LocalPool(Executor):
+    """One persistent worker per device, and GPU-less build workers shared by every task and candidate."""
+
+    def __init__(
+        self,
+        device: str = "auto",
+        *,
+        options: EvalOptions | None = None,
+        cache_dir: Path | None = None,
+        build_workers: int | None = None,
+        python: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.devices = local_devices(device)
+        self.options = options or EvalOptions()
+        self.cache_dir = Path(cache_dir or default_cache_dir())
+        self.python = python
+        self.evaluators = {
+            d: Evaluator(d, options=self.options, cache_dir=self.cache_dir, build_workers=0, python=python)
+            for d in self.devices
+        }
+        cores = os.cpu_count() or 2
+        self.n_builders = build_workers if build_workers is not None else max(1, min(8, cores // 2))
+        self._builders: list[Worker] = []
+        self._cv = threading.Condition()
+        self._build_q: list[Job] = []  # waiting for a build worker, in submission order
+        self._building: list[Job] = []  # with a build worker now
+        self._ready: list[Job] = []  # built (or nothing to build): waiting for a device
+        self._in_flight: dict[str, Job] = {}  # device -> the job its worker runs
+        self._current: dict[str, str] = {}  # device -> sha of the task its worker holds the inputs of
+        self._task_failed: dict[str, tuple[Prepared, bool]] = {}  # task sha -> (what failed, reference?)
+        self._referenced: set[str] = set()  # task shas whose own model ran alone and passed
+        self._reference_lock = threading.Lock()
+        self._builders_lock = threading.Lock()
+        self._generation = 0
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+        self._device_threads_started = False
+
+    # ---------------------------------------------------------------------------------- lifecycle
+    def _start(self) -> None:
+        with self._cv:
+            if self._device_threads_started:
+                return
+            self._device_threads_started = True
+        for d in self.devices:
+            t = threading.Thread(target=self._device_loop, args=(d,), name=f"forge-device-{d}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _start_builders(self) -> None:
+        """Build workers, started on the first candidate that builds (each is a process that imports torch)."""
+        with self._builders_lock:
+            if self._builders or self.n_builders == 0:
+                return
+            env = {"CUDA_VISIBLE_DEVICES": ""}  # builders compile; they never touch the GPU
+            if self.device != "cpu":  # they compile for the devices' arch
+                hello = self.evaluators[self.device].hello()
+                if hello.arch and hello.capability:
+                    env["FORGE_CUDA_ARCH"] = hello.arch
+                    env["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*hello.capability)
+            limit = self.options.host_memory_limit()
+            self._builders = [
+                Worker("cpu", cache_dir=self.cache_dir, python=self.python, env=env, host_memory_limit=limit)
+                for _ in range(self.n_builders)
+            ]
+            for b in self._builders:
+                t = threading.Thread(target=self._build_loop, args=(b,), name="forge-builder", daemon=True)
+                t.start()
+                self._threads.append(t)
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            orphans = self._build_q + self._ready
+            self._build_q, self._ready = [], []
+            self._cv.notify_all()
+        for job in orphans:
+            self._fail(job, EvaluationCancelled())
+        for ev in self.evaluators.values():
+            ev.close()
+        for b in self._builders:
+            b.close()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def cancel(self) -> None:
+        with self._cv:
+            self._generation += 1
+            dropped = self._build_q + self._ready
+            self._build_q, self._ready = [], []
+            self._cv.notify_all()
+        for job in dropped:
+            self._fail(job, EvaluationCancelled())
+        for ev in self.evaluators.values():
+            ev.cancel()
+        for b in self._builders:
+            b.cancel()
+
+    def hello(self) -> Hello:
+        return self.evaluators[self.device].hello()
+
+    def check_reference(self, task: Task, options: EvalOptions | None = None) -> Prepared:
+        return self.evaluators[self.device].check_reference(task, options)
+
+    # ---------------------------------------------------------------------------------- submission
+    def submit(
+        self,
+        task: Task,
+        candidate: Candidate,
+        options: EvalOptions | None = None,
+        *,
+        on_stage: StageCallback | None = None,
+        sanitize: bool = False,
+        reference: bool = False,
+    ) -> Future[Verdict]:
+        future: Future[Verdict] = Future()
+        future.set_running_or_notify_cancel()
+        with self._cv:
+            if self._closed:
+                future.set_exception(EvaluationCancelled())
+                return future
+            job = Job(
+                self._next_id(), task, candidate, options, sanitize, reference, on_stage, future, self._generation
+            )
+        self._emit(ExecEvent("queued", job.id, task.name, candidate.name))
+        builds = self.n_builders > 0 and needs_build(candidate, self.device)
+        if builds:
+            self._start_builders()
+        with self._cv:
+            (self._build_q if builds else self._ready).append(job)
+            self._cv.notify_all()
+        self._start()
+        return future
+
+    # ---------------------------------------------------------------------------------- builders
+    def _buildable(self) -> Job | None:
+        """The first queued job a build worker may take: one whose task need not (or no longer need) have its
+        own model run alone first — candidate code runs only after its task's reference passed. Under the lock;
+        jobs of a task that failed go straight to a device, which says so."""
+        for i, job in enumerate(self._build_q):
+            sha = job.task.sha
+            if sha in self._task_failed:
+                self._ready.append(self._build_q.pop(i))
+                self._cv.notify_all()
+                return self._buildable()
+            if not job.reference or sha in self._referenced:
+                return self._build_q.pop(i)
+        return None
+
+    def _build_loop(self, builder: Worker) -> None:
+        while True:
+            with self._cv:
+                job = self._buildable()
+                while job is None and not self._closed:
+                    self._cv.wait()
+                    job = self._buildable()
+                if self._closed or job is None:
+                    return
+                self._building.append(job)
+            self._emit(ExecEvent("build_started", job.id, job.task.name, job.candidate.name, stage="build"))
+            if job.on_stage is not None:
+                job.on_stage(job.candidate, "build")
+            try:
+                job.build = builder.build(job.candidate, timeout=self.options.timeouts.compile)
+            except EvaluationCancelled:
+                job.build = None
+            b = job.build
+            self._emit(
+                ExecEvent(
+                    "build_finished",
+                    job.id,
+                    job.task.name,
+                    job.candidate.name,
+                    stage="build",
+                    seconds=b.seconds if b else None,
+                    status="ok" if b and b.ok else ("compile_error" if b and b.compile_error else "failed"),
+                )
+            )
+            with self._cv:
+                self._building.remove(job)
+                if job.generation != self._generation:
+                    cancelled = True
+                else:
+                    cancelled = False
+                    self._ready.append(job)
+                self._cv.notify_all()
+            if cancelled:
+                self._fail(job, EvaluationCancelled())
+
+    # ---------------------------------------------------------------------------------- devices
+    def _pick(self, device: str) -> tuple[Job | None, Job | None]:
+        """(the next job for `device`, else one whose task to prepare while the builds go on). Under the lock."""
+        current = self._current.get(device)
+        for i, job in enumerate(self._ready):
+            if job.task.sha == current:
+                return self._ready.pop(i), None
+        if self._ready:
+            return self._ready.pop(0), None
+        # idle while candidates build: run a waiting task's own model alone (its builds wait for it), else load
+        # the next task and draw its inputs — unless a device holds that task already
+        held = set(self._current.values())
+        for job in self._build_q + self._building:
+            sha = job.task.sha
+            if sha not in held and sha not in self._task_failed:
+                if not job.reference or sha not in self._referenced or job in self._building:
+                    return None, job
+        return None, None
+
+    def _device_loop(self, device: str) -> None:
+        ev = self.evaluators[device]
+        while True:
+            with self._cv:
+                job, ahead = self._pick(device)
+                while job is None and ahead is None and not self._closed:
+                    self._cv.wait()
+                    job, ahead = self._pick(device)
+                if self._closed and job is None:
+                    return
+                if ahead is not None:
+                    self._current[device] = ahead.task.sha  # no other device prepares it meanwhile
+                if job is not None:
+                    self._in_flight[device] = job
+            try:
+                if ahead is not None:
+                    if ahead.reference and ahead.task.sha not in self._referenced:
+                        with self._reference_lock:
+                            if ahead.task.sha not in self._referenced and ahead.task.sha not in self._task_failed:
+                                self._prepare(ev, device, ahead, reference=True)
+                    else:
+                        self._prepare(ev, device, ahead)
+                    continue
+                assert job is not None
+                if job.generation != self._generation:
+                    raise EvaluationCancelled()
+                verdict = self._run(ev, device, job)
+            except EvaluationCancelled as exc:
+                if job is not None:
+                    self._fail(job, exc)
+                continue
+            except Exception as exc:  # noqa: BLE001 - a bug of ours must not hang the caller
+                if job is not None:
+                    self._fail(job, exc)
+                continue
+            finally:
+                with self._cv:
+                    if job is not None:
+                        self._in_flight.pop(device, None)
+                    self._cv.notify_all()
+            self._emit(
+                ExecEvent(
+                    "verdict", job.id, job.task.name, job.candidate.name, device=device, status=verdict.status.value
+                )
+            )
+            if not job.future.done():
+                job.future.set_result(verdict)
+
+    def _fail(self, job: Job, exc: BaseException) -> None:
+        if not job.future.done():
+            job.future.set_exception(exc)
+
+    def _prepare(self, ev: Evaluator, device: str, job: Job, reference: bool = False) -> bool:
+        """Load `job`'s task and draw its inputs in `device`'s worker (with `reference`, also call its model);
+        False when the task's own code failed (its candidates are then not run)."""
+        task = job.task
+        with self._cv:
+            self._current[device] = task.sha
+        if reference:
+            self._emit(ExecEvent("stage", job.id, task.name, job.candidate.name, device=device, stage="reference"))
+            if job.on_stage is not None:
+                job.on_stage(job.candidate, "reference")
+        prepared = ev.worker.prepare(task, job.options or self.options, reference=reference)
+        failed = prepared.killed is not None or (reference and not prepared.ok)
+        with self._cv:
+            if reference and prepared.ok:
+                self._referenced.add(task.sha)
+            if failed:
+                self._task_failed.setdefault(task.sha, (prepared, reference))
+                self._current.pop(device, None)
+            self._cv.notify_all()  # builds of the task may start, or its candidates be answered
+        if failed:
+            self._emit(ExecEvent("reference", job.id, task.name, job.candidate.name, device=device, status="failed"))
+        return not failed
+
+    def _run(self, ev: Evaluator, device: str, job: Job) -> Verdict:
+        task, cand = job.task, job.candidate
+        if job.reference and task.sha not in self._referenced and task.sha not in self._task_failed:
+            with self._reference_lock:  # one device calls the task's own model; the others wait for its word
+                if task.sha not in self._referenced and task.sha not in self._task_failed:
+                    self._prepare(ev, device, job, reference=True)
+        elif task.sha not in self._task_failed and self._current.get(device) != task.sha:
+            self._prepare(ev, device, job)  # a hanging or crashing task is then said once, for all its candidates
+        failed = self._task_failed.get(task.sha)
+        if failed is not None:
+            prepared, was_reference = failed
+            return task_failure_verdict(prepared, was_reference, task, cand, device)
+        build = job.build
+        if build is not None and not build.ok and build.compile_error:
+            return compile_error_verdict(build, task, cand, device)
+
+        def stage(c: Candidate, s: str) -> None:
+            self._emit(ExecEvent("stage", job.id, task.name, c.name, device=device, stage=s))
+            if job.on_stage is not None:
+                job.on_stage(c, s)
+
+        with self._cv:
+            self._current[device] = task.sha
+        verdict = ev.evaluate(task, cand, job.options, stage, sanitize=job.sanitize)
+        if build is not None:
+            verdict.stages["build"] = round(build.seconds, 4)
+        return verdict
+
+    # ---------------------------------------------------------------------------------- tests and tools
+    def queue_lengths(self) -> dict[str, int]:
+        with self._cv:
+            return {"to_build": len(self._build_q), "building": len(self._building), "ready": len(self._ready)}
+
+
+def parse_executor(spec: str | None) -> tuple[Literal["local", "ray"], str | None]:
+    """``local`` → (local, None); ``ray`` → (ray, None): the cluster ``RAY_ADDRESS`` names, else a local Ray
+    instance; ``ray://HOST:PORT`` → (ray, that address). Raises ValueError for anything else."""
+    text = (spec or "local").strip()
+    if text in ("", "local"):
+        return "local", None
+    if text == "ray":
+        return "ray", None
+    if text.startswith("ray://") and len(text) > len("ray://"):
+        return "ray", text
+    raise ValueError(f"unknown executor {spec!r}: use local, ray or ray://HOST:PORT")
+
+
+def make_executor(
+    spec: str | None,
+    device: str = "auto",
+    *,
+    options: EvalOptions | None = None,
+    cache_dir: Path | None = None,
+    build_workers: int | None = None,
+) -> Executor:
+    """The executor ``--executor`` / ``[tool.forge] executor`` names (see `parse_executor`)."""
+    kind, address = parse_executor(spec)
+    if kind == "local":
+        return LocalPool(device, options=options, cache_dir=cache_dir, build_workers=build_workers)
+    from .ray_executor import RayExecutor
+
+    return RayExecutor(address, device=device, options=options, cache_dir=cache_dir)
