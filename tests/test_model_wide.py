@@ -210,11 +210,52 @@ def test_cli_model_wide_says_when_nothing_is_faster(workspace):
     assert any("the model is unchanged" in n for n in saved.notes)
 
 
-def test_a_script_entry_is_refused_for_model_wide_with_the_reason(workspace):
-    from forge_lsp.usecases import UseCaseError
+def test_a_script_entry_is_optimized_model_wide_on_the_scripts_own_model_and_call(workspace, fake_openai):
+    """A script (the model built and run by the user's own code, with its arguments): the hot spots are found
+    while it runs, and the end-to-end check runs it again up to its model's first forward, then checks and times
+    the replacements on that model and that call."""
+    (workspace / "infer.py").write_text(
+        "import sys\nimport torch\nimport slownet\n\n"
+        "model, (x,) = slownet.build(batch=int(sys.argv[1]))\n"
+        "with torch.no_grad():\n"
+        "    for _ in range(3):\n"
+        "        y = model(x)\n"
+        "print('done', tuple(y.shape))\n"
+    )
+    fake_openai.script(json.dumps({"summary": "one vectorized softmax", "source": FAST}))
+    result = optimize_model(
+        ModelWideRequest(
+            entry="infer.py 16",
+            workspace=workspace,
+            device="cpu",
+            top=1,
+            offline=False,
+            reps=10,
+            overrides={"model": "scripted", "base_url": fake_openai.base_url, "search": "linear", "rounds": 1},
+        )
+    )
+    (module,) = result.modules
+    assert module.name == "SlowBlock" and module.status == "kept", module
+    check = result.check
+    assert check is not None and check.kept == [module.cls] and check.outputs_match
+    # the script's own call: its batch of 16 (from its argument), not a shape forge made up
+    assert check.outputs[0]["shape"] == [16, 128, 4], check.outputs
+    assert result.patch_file is not None and result.patch_file.is_file()
 
-    with pytest.raises(UseCaseError, match="needs an entry that returns the model"):
-        optimize_model(ModelWideRequest(entry="slownet.py", workspace=workspace, device="cpu"))
+
+def test_a_script_that_never_runs_its_model_is_said():
+    """The check child on a script whose model never runs forward: a clear error, not a hang."""
+    import tempfile
+
+    from forge_lsp.hotspots.verify import ModelCheckError
+
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+        (root / "noforward.py").write_text("import torch\nmodel = torch.nn.Linear(2, 2)\nprint('built only')\n")
+        entry = parse_entry("noforward.py", root)
+        with pytest.raises(ModelCheckError, match="ended without a forward of its model Linear"):
+            check_model(entry, root, "cpu", [], TOL, reps=2, root="Linear")
 
 
 VARIANTS = (

@@ -2,7 +2,8 @@
 
     python -m forge_lsp.hotspots.model_check REQUEST.json
 
-Builds the model from the entry, computes its outputs on the entry's inputs, then installs the patches
+Builds the model from the entry (a script: runs it up to its model's first forward, and takes that model and
+call), computes its outputs on the entry's inputs, then installs the patches
 (`patching.install`) and compares the outputs again (tolerances per output dtype, ``atol`` scaled by the
 reference's RMS as the engine does). When they differ, each patch is tried alone and the ones that make the
 outputs differ are reverted (`reverted`, with the worst mismatch), the rest kept and checked together again.
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .patching import PatchError, compile_model, install, instances_by_name, uncompile_model, uninstall
-from .runner import _flat_tensors, _sync, build_entry
+from .runner import _flat_tensors, _sync, build_entry, build_script_entry
 
 
 def _outputs(torch: Any, model: Any, args: tuple, kwargs: dict) -> list[Any]:
@@ -99,7 +100,10 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     device = req["device"]
-    model, args, kwargs = build_entry(torch, req["entry"], device, Path(req["workspace"]))
+    if req["entry"].get("kind") == "script":
+        model, args, kwargs = build_script_entry(torch, req["entry"], req["root"])
+    else:
+        model, args, kwargs = build_entry(torch, req["entry"], device, Path(req["workspace"]))
     modes = [m for m in req.get("model_modes", []) if m]
     original = copy.deepcopy(model) if modes else None  # "before", while the model itself is compiled
     tolerances = req.get("tolerances", {})

@@ -454,6 +454,45 @@ def build_entry(torch: Any, entry: dict[str, Any], device: str, workspace: Path)
     return model, args, call_kwargs
 
 
+class _FirstForward(BaseException):
+    """Ends a script at its model's first forward (not an Exception: the script's own handlers let it through)."""
+
+
+def build_script_entry(torch: Any, entry: dict[str, Any], root: str) -> tuple[Any, tuple, dict]:
+    """A script entry's (model, args, kwargs): the script runs as ``__main__`` until the first forward of an
+    outermost module of class `root` (the model of its hot-spot report), and ends there. The model and the
+    call are on the device and in the mode the script gave them. `SystemExit` with a message when the
+    script ends without such a forward."""
+    nn = torch.nn
+    original = nn.Module.__call__
+    depth = threading.local()
+    seen: dict[str, Any] = {}
+
+    def call(mod: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(depth, "n", 0) == 0 and type(mod).__name__ == root:
+            seen.update(model=mod, args=args, kwargs=kwargs)
+            raise _FirstForward
+        depth.n = getattr(depth, "n", 0) + 1
+        try:
+            return original(mod, *args, **kwargs)
+        finally:
+            depth.n -= 1
+
+    sys.argv = [str(entry["path"]), *entry.get("argv", [])]
+    _SCRIPT["path"] = Path(entry["path"]).resolve()
+    sys.path.insert(0, str(Path(entry["path"]).parent))
+    nn.Module.__call__ = call
+    try:
+        runpy.run_path(str(entry["path"]), run_name="__main__")
+    except _FirstForward:
+        pass
+    finally:
+        nn.Module.__call__ = original
+    if "model" not in seen:
+        raise SystemExit(f"the script {entry['text']} ended without a forward of its model {root}")
+    return seen["model"], tuple(seen["args"]), dict(seen["kwargs"])
+
+
 def _sync(torch: Any, device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)

@@ -63,9 +63,11 @@ def check_model(
     cache_dir: Path | None = None,
     python: str | None = None,
     model_modes: tuple[str, ...] = (),
+    root: str | None = None,
 ) -> ModelCheck:
     """Runs `model_check` in a sandboxed child. `model_modes`: torch.compile modes to try on the whole forward,
-    the kept replacements in place (none: the replacements only)."""
+    the kept replacements in place (none: the replacements only). `root`: for a script entry, the class name of
+    its model (the hot-spot report's `model`): the check takes that model's first forward in the script."""
     import sys
 
     out = (
@@ -84,6 +86,7 @@ def check_model(
         "tolerances": tolerances,
         "reps": reps,
         "model_modes": list(model_modes),
+        "root": root,
         "out": str(out),
     }
     (out / "request.json").write_text(json.dumps(request, indent=1))

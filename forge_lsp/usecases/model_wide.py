@@ -146,18 +146,6 @@ def optimize_model(
     from .optimize import ModuleOptimization, OptimizeRequest
 
     tell = say or (lambda text: None)
-    if request.entry is not None:
-        from ..hotspots import EntryError
-
-        try:
-            kind = parse_entry(request.entry, request.workspace or Path.cwd()).kind
-        except EntryError:
-            kind = "function"  # said by the hot-spot step, in its words
-        if kind == "script":
-            raise UseCaseError(
-                "--model-wide needs an entry that returns the model (file.py:build), so that it can be built again "
-                "and compared end to end; a script is profiled with `forge hotspots`"
-            )
     hot = find_model_hotspots(
         HotspotsRequest(
             entry=request.entry,
@@ -272,6 +260,7 @@ def optimize_model(
             cancel=cancel,
             cache_dir=request.cache_dir,
             model_modes=tuple(modes),
+            root=report.model,
         )
     except ModelCheckError as exc:
         out.notes.append(f"the end-to-end check failed: {exc}")
