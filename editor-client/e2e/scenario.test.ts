@@ -89,6 +89,14 @@ const UI = {
     finalRetiming: /final re-timing/i,
     search: /\bsearch\b/i,
   },
+  /** The full report (forge report) that Run Details opens in a webview of its own. */
+  report: {
+    button: "Open the full report",
+    /** Its tab (aria-label: the title, then ", Editor Group N" when there are several groups). */
+    tab: /^Report (\S+?)(?:,|$)/,
+    /** What the browser says when a Content-Security-Policy refuses something (a script, a style, a load). */
+    cspViolation: /Content[- ]Security[- ]Policy/i,
+  },
   /** Hover over `class Model` after Explain: forge's heading, numbers, and how each was measured. */
   hover: {
     title: /forge: Model/,
@@ -379,8 +387,12 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
         await until("a diff editor", () => wb.diffEditorVisible(), { timeoutMs: 15_000, lastSeen: () => wb.tabs().then((x) => x.join(", ")) });
         const tabs = await wb.tabs();
         s.check(tabs.some((x) => UI.sideBySideTab.test(x)), `a "${UI.sideBySideTab}" diff tab (${JSON.stringify(tabs)})`);
-        const modified = (await wb.visibleLines()).map((l) => l.text).join("\n");
-        s.check(/_ModelForge|ModelNew|softmax\(x, dim=1\)/.test(modified), `the candidate side shows the new code:\n${modified.slice(0, 800)}`);
+        // the diff editor shows up before its modified side has rendered its lines (on a loaded machine, seconds)
+        const newCode = /_ModelForge|ModelNew|softmax\(x, dim=1\)/;
+        const modifiedText = async () => (await wb.visibleLines()).map((l) => l.text).join("\n");
+        await until("the candidate side to render", async () => newCode.test(await modifiedText()), { timeoutMs: 10_000 }).catch(() => undefined);
+        const modified = await modifiedText();
+        s.check(newCode.test(modified), `the candidate side shows the new code:\n${modified.slice(0, 800)}`);
         await s.shot("f-side-by-side");
         const since = Date.now();
         await wb.clickEditorAction(UI.rejectCandidateAction);
@@ -450,6 +462,64 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       s.check(UI.details.search.test(candidates), `the candidates' speedups: the search one is labelled ("search")`);
       s.check(speedup !== "" && body.includes(speedup), `the page says the run's speedup as the notification did ("${speedup}")`);
       await s.shot("g-run-details");
+      await wb.runCommand("View: Close All Editors");
+      await wb.openFile(MODULE_FILE);
+    });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "g2-full-report", async (s) => {
+      await wb.openActivity(UI.container);
+      const rows = (await runRows()).filter((r) => r.label.startsWith(UI.runLabel.optimize) && !UI.runningGroup.test(r.group));
+      // the first run (its candidate accepted): the oldest optimize row, at the bottom of Done (newest first)
+      const first = rows[rows.length - 1];
+      const row = await wb.treeRow(UI.runsView, (r) => r.label === first.label && r.description === first.description);
+      await row.click();
+      const button = wb.webview().locator('button[data-command="report"]');
+      await button.waitFor({ timeout: 20_000 });
+      s.check((await button.innerText()).trim() === UI.report.button, `the details page offers "${UI.report.button}"`);
+      const consoleSeen = h.console.all.length;
+      const problemsSeen = h.console.problems.length;
+      await button.click();
+      // the server writes the report (forge.openReport, show: false); the extension shows the page in a webview
+      const report = await wb.webviewFrameWith("#forge-data", 60_000);
+      const ready = await until("the report's script to finish (body[data-ready])", () =>
+        report.evaluate(() => document.body.dataset.ready).then((v) => v || undefined), { timeoutMs: 30_000 });
+      s.check(ready === "true", `the report's script ran to its end (data-ready="${ready}")`);
+      const tabs = await wb.tabs();
+      const runId = tabs.map((x) => UI.report.tab.exec(x)?.[1]).find(Boolean) ?? "";
+      s.check(runId !== "", `a "Report <run>" tab (${JSON.stringify(tabs)})`);
+      const heading = await report.locator("h1").innerText();
+      s.check(runId !== "" && heading.includes(runId), `the page is the report of that run ("${heading}")`);
+      // the tree: the reference and the run's one candidate
+      const nodes = await report.locator("#tree .node").evaluateAll((els) => els.map((e) => e.getAttribute("data-id") ?? ""));
+      s.check(nodes.length === 2 && nodes[0] === "@ref", `the tree shows the reference and the run's candidate (${JSON.stringify(nodes)})`);
+      const cid = nodes.find((n) => n !== "@ref") ?? "";
+      // the best candidate is shown at first: its verdict and its source, highlighted
+      const shown = await report.locator("#candidate").getAttribute("data-candidate");
+      s.check(shown === cid, `the candidate panel shows ${cid} at first (shows ${shown})`);
+      const panel = await report.locator("#candidate").innerText();
+      s.note(`report candidate panel:\n${panel.slice(0, 1200)}`);
+      s.check(/verdict/i.test(panel) && /\bcorrect\b/.test(panel), "the candidate's verdict (correct) is shown");
+      s.check((await report.locator("#candidate pre.source").innerText()).includes("torch.softmax(x, dim=1)"), "the candidate's source is shown");
+      s.check(await report.locator("#candidate pre.source code.hljs .hljs-keyword").count() > 0, "the source is highlighted (highlight.js ran)");
+      for (const chart of ["#chart-rounds", "#chart-time", "#chart-cost"]) {
+        s.check(await report.locator(`${chart} .uplot canvas`).count() === 1, `the chart ${chart} is drawn (uPlot)`);
+      }
+      s.check((await report.locator("#roofline-section").innerText()).includes("Roofline"), "the roofline section is there");
+      // clicking a node shows it: the reference, then the candidate again
+      await report.locator("#tree .node[data-id='@ref'] circle").click();
+      await s.soft("the reference shown after clicking its node", () => report.locator("#candidate[data-candidate='@ref']").waitFor({ timeout: 10_000 }));
+      s.check((await report.locator("#candidate").innerText()).includes("Reference"), "the reference's panel says so");
+      await report.locator(`#tree .node[data-id='${cid}'] circle`).click();
+      await s.soft(`${cid} shown again after clicking its node`, () => report.locator(`#candidate[data-candidate='${cid}']`).waitFor({ timeout: 10_000 }));
+      // nothing loaded from anywhere, nothing refused by the page's Content-Security-Policy, no error
+      const loads = await report.evaluate(() => performance.getEntriesByType("resource").map((e) => e.name));
+      s.check(loads.length === 0, `the report loads nothing (${JSON.stringify(loads)})`);
+      const csp = h.console.all.slice(consoleSeen).filter((l) => UI.report.cspViolation.test(l));
+      s.check(csp.length === 0, `no Content-Security-Policy violation in the console:\n${csp.slice(0, 5).join("\n")}`);
+      const errors = h.console.problems.slice(problemsSeen);
+      s.check(errors.length === 0, `no console error while the report was opened and used:\n${formatProblems(errors)}`);
+      await s.shot("g2-full-report");
       await wb.runCommand("View: Close All Editors");
       await wb.openFile(MODULE_FILE);
     });

@@ -48,6 +48,14 @@ export const ALLOWLIST: Allowed[] = [
     why: "the extension gallery (open-vsx.org) cannot be reached from a machine without internet",
   },
   {
+    source: "console",
+    // at start-up the workbench asks for GitHub sessions (its account and policy services) and gives the built-in
+    // GitHub authentication extension 5 s to register; on a loaded machine it can take longer. Seen before the
+    // forge extension was activated; forge uses no authentication provider.
+    match: /^%c\s+ERR color: #f33 Error: Timed out waiting for authentication provider 'github' to register\.\s+at \S+\.tryActivateProvider [\s\S]*getSessions/,
+    why: "VS Code's start-up wait for its built-in GitHub authentication provider timed out (a loaded machine)",
+  },
+  {
     source: "server",
     // ... and once more by the VS Code server process (remoteagent.log), which makes the request
     match: /#\d+: https:\/\/open-vsx\.org\/vscode\/gallery\/\S+ - error POST getaddrinfo ENOTFOUND open-vsx\.org$/,

@@ -2,7 +2,7 @@
 // Playwright. Each helper waits for what the user would wait for, and its selectors are commented
 // with what they match. Selectors that VS Code may change between versions are all in SEL.
 
-import type { FrameLocator, Locator, Page } from "playwright-core";
+import type { Frame, FrameLocator, Locator, Page } from "playwright-core";
 import { until } from "./wait";
 
 /** Workbench selectors (VS Code's own class names; stable for years, but all in one place). */
@@ -475,6 +475,20 @@ export class Workbench {
   webview(title?: string): FrameLocator {
     const outer = title ? `${SEL.webviewOuter}[title="${title}"]` : SEL.webviewOuter;
     return this.page.frameLocator(outer).last().frameLocator(SEL.webviewInner);
+  }
+
+  /**
+   * The content frame of the webview whose page has `selector` (e.g. a page of its own kind among several
+   * webviews): found among the page's frames, whatever the tab's title or the iframes' order.
+   */
+  async webviewFrameWith(selector: string, timeoutMs = 30_000): Promise<Frame> {
+    return until(`a webview frame with ${selector}`, async () => {
+      for (const f of this.page.frames()) {
+        if (f === this.page.mainFrame()) continue;
+        if (await f.locator(selector).count().catch(() => 0)) return f;
+      }
+      return undefined;
+    }, { timeoutMs, lastSeen: () => this.tabs().then((x) => `tabs: ${x.join(", ")}`) });
   }
 
   // ------------------------------------------------------------------ hover
