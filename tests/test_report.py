@@ -172,6 +172,8 @@ def test_the_report_of_a_scripted_model_run_with_failures_in_chromium(runs, brow
     assert "CPU run has no roofline" in p.inner_text("#roofline-section")
     assert "not profiled" in p.inner_text("#roofline-notes")
     assert "dollars not recorded" in p.inner_text("#cost-notes")
+    assert "no GPU seconds: a CPU run" in p.inner_text("#cost-notes")
+    assert "timed cpu time" in p.inner_text("#summary").lower()
 
     # clicking the failed candidate shows its verdict, its log and its source, highlighted
     failed = next(k for k, s in states.items() if s == "compile_error")
@@ -348,3 +350,35 @@ def test_forge_report_says_what_is_missing(tmp_path):
     assert r.returncode == 2 and "no run 'nosuchrun'" in r.stderr
     r = forge("report", "--model-wide", cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and "no model-wide result" in r.stderr
+
+
+def test_gpu_seconds_are_the_measured_device_time_of_the_timed_calls(tmp_path):
+    """The cost chart's GPU seconds: what each verdict's timing measured (samples x mean per call, CUDA events
+    on a GPU) for the reference and the candidate, and the final re-timing's; the workers' stage seconds apart."""
+    from forge_lsp.engine.verdict import Status, Timing, TimingStats, Verdict
+    from forge_lsp.report.data import gather
+
+    def stats(mean_ms: float, n: int) -> TimingStats:
+        return TimingStats(median_ms=mean_ms, mean_ms=mean_ms, min_ms=mean_ms, p10_ms=mean_ms, p90_ms=mean_ms, n=n)
+
+    timing = Timing(
+        mode="events",
+        reference=stats(2.0, 100),
+        candidate=stats(1.0, 100),
+        speedup=2.0,
+        speedup_ci95=(1.9, 2.1),
+        l2_flush=True,
+    )
+    store = RunStore.for_workspace(tmp_path)
+    run = store.create_run(tmp_path / "t.py", "Model", (FIXTURES / "softmax_small.py").read_text(), {})
+    cid = store.add_candidate(run, FAST_CPU, parent_id=None, origin="coder", summary="one").id
+    verdict = Verdict(status=Status.correct, timing=timing, stages={"compile": 3.0, "verify": 1.0, "time": 0.5})
+    store.set_verdict(cid, verdict, correct=True, speedup=2.0)
+    store.add_event(run, "final_timing", {"candidate": cid, "speedup": 2.0, "timing": timing.model_dump(mode="json")})
+    store.set_run_status(run, "done", "")
+    data = gather(store, run)
+    store.close()
+    assert data.cost_timed_label == "GPU s (timed calls)"
+    assert data.cost[-1].timed_s == pytest.approx(2 * (0.2 + 0.1))  # the candidate's verdict, then the final one
+    assert data.cost[-1].eval_s == pytest.approx(4.5)
+    assert any(n.startswith("GPU seconds: the device time of the timed calls") for n in data.cost_notes)

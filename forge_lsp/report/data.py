@@ -54,6 +54,7 @@ class TimingRow(BaseModel):
     speedup: float
     ci95: tuple[float, float]
     notes: list[str] = []
+    timed_s: float = 0.0  # the measured time of every timed call, reference and candidate (samples x mean)
 
 
 class FindingLine(BaseModel):
@@ -136,6 +137,7 @@ class CostPoint(BaseModel):
     tokens: int  # cumulative, prompt + completion
     usd: float | None  # cumulative known dollars; None while no call had a known price
     eval_s: float  # cumulative seconds of evaluation in the workers (all stages)
+    timed_s: float = 0.0  # cumulative measured time of the timed calls (device time on a GPU: CUDA events)
 
 
 class FinalRow(BaseModel):
@@ -199,6 +201,7 @@ class ReportData(BaseModel):
     over_time: list[Point]  # x: seconds since start, y: best speedup so far, at each evaluation
     cost: list[CostPoint]
     cost_notes: list[str] = []
+    cost_timed_label: str = "timed s"  # what `timed_s` is: GPU seconds (CUDA events) or CPU seconds of timed calls
     best: str | None = None
     final: FinalRow | None = None
     device: str = ""  # the device's name, as the verdicts give it
@@ -240,7 +243,18 @@ def _timing(verdict: Verdict) -> TimingRow | None:
         speedup=t.speedup,
         ci95=t.speedup_ci95,
         notes=list(t.notes),
+        timed_s=timed_seconds(t.model_dump(mode="json")),
     )
+
+
+def timed_seconds(timing: dict[str, Any] | None) -> float:
+    """Seconds of measured time in one verdict's timing: every sample of the reference and of the candidate
+    (n samples x their mean, each sample one call). On a GPU the samples are CUDA-event device time."""
+    total = 0.0
+    for side in ("reference", "candidate"):
+        stats = (timing or {}).get(side) or {}
+        total += float(stats.get("mean_ms") or 0.0) * int(stats.get("n") or 0) / 1000
+    return total
 
 
 def _findings(raw: list[dict[str, Any]] | None) -> list[FindingRow]:
@@ -295,6 +309,7 @@ def gather(
     profiled: dict[str, dict[str, Any]] = {}
     round_ts: list[tuple[int, float]] = []
     final: FinalRow | None = None
+    final_timed: tuple[float, float, str] | None = None  # (t, timed seconds, timing mode) of the final re-timing
     current = 0
     for ev in events:
         d = ev.data
@@ -317,6 +332,7 @@ def gather(
                 reference_ms=(timing.get("reference") or {}).get("median_ms"),
                 candidate_ms=(timing.get("candidate") or {}).get("median_ms"),
             )
+            final_timed = (max(0.0, ev.ts - start), timed_seconds(timing), str(timing.get("mode") or ""))
 
     # ---- candidates
     rows: list[CandidateRow] = []
@@ -381,7 +397,7 @@ def gather(
                 best_r = r.speedup
         rounds.append(Point(x=n, y=best_r))
 
-    cost, cost_notes = _cost(call_rows, evaluated)
+    cost, cost_notes, timed_label = _cost(call_rows, evaluated, final_timed)
     tokens_in = sum(c.prompt_tokens for c in calls)
     tokens_out = sum(c.completion_tokens for c in calls)
     known = [c.cost_usd for c in calls if c.cost_usd is not None]
@@ -405,6 +421,7 @@ def gather(
         over_time=over_time,
         cost=cost,
         cost_notes=cost_notes,
+        cost_timed_label=timed_label,
         best=short(run.best_candidate),
         final=final,
         device=device,
@@ -479,22 +496,33 @@ def _calls(calls: list[CallRecord], texts: Texts, start: float) -> list[CallRow]
     return out
 
 
-def _cost(calls: list[CallRow], evaluated: list[CandidateRow]) -> tuple[list[CostPoint], list[str]]:
-    """Cumulative tokens, known dollars and evaluation seconds, at each model call and each evaluation."""
-    moments: list[tuple[float, int, float | None, float]] = []
+def _cost(
+    calls: list[CallRow], evaluated: list[CandidateRow], final_timed: tuple[float, float, str] | None = None
+) -> tuple[list[CostPoint], list[str], str]:
+    """Cumulative tokens, known dollars, the measured time of the timed calls (GPU seconds on a GPU) and the
+    evaluation workers' seconds, at each model call and each evaluation; the notes; what the timed line is."""
+    moments: list[tuple[float, int, float | None, float, float]] = []
     for c in calls:
-        moments.append((c.t, c.prompt_tokens + c.completion_tokens, c.cost_usd, 0.0))
+        moments.append((c.t, c.prompt_tokens + c.completion_tokens, c.cost_usd, 0.0, 0.0))
+    modes: set[str] = set()
     for r in evaluated:
-        moments.append((r.t_evaluated or 0.0, 0, None, sum(r.stages.values())))
+        timed = r.timing.timed_s if r.timing else 0.0
+        if r.timing:
+            modes.add(r.timing.mode)
+        moments.append((r.t_evaluated or 0.0, 0, None, sum(r.stages.values()), timed))
+    if final_timed is not None:
+        moments.append((final_timed[0], 0, None, 0.0, final_timed[1]))
+        modes.add(final_timed[2])
     moments.sort(key=lambda m: m[0])
-    tokens, usd, eval_s = 0, None, 0.0
-    points = [CostPoint(t=0.0, tokens=0, usd=None, eval_s=0.0)]
-    for t, tok, dollars, seconds in moments:
+    tokens, usd, eval_s, timed_s = 0, None, 0.0, 0.0
+    points = [CostPoint(t=0.0, tokens=0, usd=None, eval_s=0.0, timed_s=0.0)]
+    for t, tok, dollars, seconds, timed in moments:
         tokens += tok
         if dollars is not None:
             usd = (usd or 0.0) + dollars
         eval_s += seconds
-        points.append(CostPoint(t=t, tokens=tokens, usd=usd, eval_s=eval_s))
+        timed_s += timed
+        points.append(CostPoint(t=t, tokens=tokens, usd=usd, eval_s=eval_s, timed_s=timed_s))
     notes = []
     if not calls:
         notes.append("no model calls in this run (offline candidates only): no tokens and no dollars")
@@ -502,11 +530,24 @@ def _cost(calls: list[CallRow], evaluated: list[CandidateRow]) -> tuple[list[Cos
         notes.append(
             "dollars not recorded: no price is known for the model(s) " + ", ".join(sorted({c.model for c in calls}))
         )
-    notes.append(
-        "GPU seconds are not recorded by the run store; the chart shows the seconds candidates spent in the "
-        "evaluation workers (compile, first call, verify, time), on the run's device"
-    )
-    return points, notes
+    gpu = bool(modes & {"events", "graph"})
+    final = " and of the final re-timing" if final_timed is not None else ""
+    if gpu:
+        label = "GPU s (timed calls)"
+        notes.append(
+            f"GPU seconds: the device time of the timed calls of the reference and each candidate{final}, measured "
+            "with CUDA events (each verdict's samples x their mean). The device time of compiling, verifying and "
+            "warming up is not measured: the dashed line is the seconds candidates spent in the evaluation "
+            "workers (all stages, wall clock), which the GPU was held for"
+        )
+    else:
+        label = "timed CPU s"
+        notes.append(
+            f"no GPU seconds: a CPU run. The line is the CPU time of the timed calls of the reference and each "
+            f"candidate{final} (wall clock, each verdict's samples x their mean); the dashed line the seconds "
+            "candidates spent in the evaluation workers (all stages)"
+        )
+    return points, notes, label
 
 
 def _config(config: dict[str, Any]) -> dict[str, Any]:

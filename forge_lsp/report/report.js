@@ -63,6 +63,7 @@
     for (const c of D.candidates) counts[c.state] = (counts[c.state] || 0) + 1;
     const best = D.best ? byId.get(D.best) : null;
     const evalS = D.cost.length ? D.cost[D.cost.length - 1].eval_s : 0;
+    const timedS = D.cost.length ? D.cost[D.cost.length - 1].timed_s : 0;
     const card = (k, v, n) => h("div", { class: "card" }, h("div", { class: "k", text: k }), h("div", { class: "v", text: v }), n ? h("div", { class: "n", text: n }) : null);
     const rounds = D.rounds.length ? D.rounds[D.rounds.length - 1].x : 0;
     box.append(
@@ -72,6 +73,7 @@
       card("rounds", String(rounds), D.config.search ? `search: ${D.config.search}` : ""),
       card("model calls", String(D.calls.length), `${D.tokens_in} tokens in / ${D.tokens_out} out`),
       card("dollars", D.spent_usd === null ? "not recorded" : `$${D.spent_usd.toFixed(4)}`, D.spent_usd === null ? "no price known" : "known prices"),
+      card(D.cost_timed_label.startsWith("GPU") ? "GPU time" : "timed CPU time", timedS < 1 ? `${(timedS * 1000).toFixed(0)} ms` : fs(timedS), "the timed calls, measured"),
       card("evaluation time", fs(evalS), "worker stages, all candidates"),
       card("device", D.device || "–", D.backend ? `backend: ${D.backend}` : ""),
       card("wall time", fs(D.updated - D.created), new Date(D.created * 1000).toLocaleString()),
@@ -358,9 +360,10 @@
     const pts = D.cost;
     const hasUsd = pts.some((p) => p.usd !== null);
     const series = [{ label: "s" }, { label: "tokens", stroke: "#8250df", width: 2, scale: "tok", paths: stepped() },
-      { label: "evaluation s", stroke: "#bf8700", width: 2, scale: "sec", paths: stepped() }];
-    const data = [pts.map((p) => p.t), pts.map((p) => p.tokens), pts.map((p) => p.eval_s)];
-    const axes = [{ label: "seconds since the run started" }, { scale: "tok", label: "tokens", size: 70 }, { scale: "sec", side: 1, label: "evaluation s", grid: { show: false } }];
+      { label: D.cost_timed_label, stroke: "#bf8700", width: 2, scale: "sec", paths: stepped() },
+      { label: "worker s (all stages)", stroke: "#bf8700", width: 1, dash: [4, 4], scale: "sec", paths: stepped() }];
+    const data = [pts.map((p) => p.t), pts.map((p) => p.tokens), pts.map((p) => p.timed_s), pts.map((p) => p.eval_s)];
+    const axes = [{ label: "seconds since the run started" }, { scale: "tok", label: "tokens", size: 70 }, { scale: "sec", side: 1, label: "seconds", grid: { show: false } }];
     if (hasUsd) {
       series.push({ label: "dollars", stroke: "#cf222e", width: 2, scale: "usd", paths: stepped() });
       data.push(pts.map((p) => p.usd));
