@@ -20,6 +20,7 @@ export interface ServerSettings {
   wallS: number | null;
   concurrency: number;
   device: string;
+  executor: string;
   workers: number;
   offline: boolean;
   profile: boolean;
@@ -36,6 +37,7 @@ export const SERVER_DEFAULTS: ServerSettings = {
   wallS: null,
   concurrency: 4,
   device: "auto",
+  executor: "local",
   workers: 2,
   offline: true,
   profile: true,
@@ -57,6 +59,12 @@ function str(v: unknown): string | null {
 
 function int(v: unknown, lo: number, hi: number, fallback: number): number {
   return typeof v === "number" && Number.isInteger(v) && v >= lo && v <= hi ? v : fallback;
+}
+
+/** `local`, `ray` or `ray://HOST:PORT` (forge_lsp/server/settings.py checks the same), else null. */
+function executorOf(v: unknown): string | null {
+  const s = str(v);
+  return s !== null && /^(local|ray|ray:\/\/\S+)$/.test(s) ? s : null;
 }
 
 function positiveOrNull(v: unknown, allowZero: boolean): number | null {
@@ -88,6 +96,7 @@ export function serverSettings(get: SettingGetter): ServerSettings {
     wallS: positiveOrNull(get("wallS"), false),
     concurrency: int(get("concurrency"), 1, 64, SERVER_DEFAULTS.concurrency),
     device: str(get("device")) ?? SERVER_DEFAULTS.device,
+    executor: executorOf(get("executor")) ?? SERVER_DEFAULTS.executor,
     workers: int(get("workers"), 1, 16, SERVER_DEFAULTS.workers),
     offline: typeof get("offline") === "boolean" ? (get("offline") as boolean) : SERVER_DEFAULTS.offline,
     profile: typeof get("profile") === "boolean" ? (get("profile") as boolean) : SERVER_DEFAULTS.profile,

@@ -433,17 +433,19 @@ class LocalPool(Executor):
 
     # ---------------------------------------------------------------------------------- builders
     def _buildable(self) -> Job | None:
-        """The first queued job a build worker may take: one whose task need not (or no longer need) have its
-        own model run alone first — candidate code runs only after its task's reference passed. Under the lock;
-        jobs of a task that failed go straight to a device, which says so."""
-        for i, job in enumerate(self._build_q):
+        """The next queued job for a build worker, in submission order: candidate code runs only after its task's
+        own model passed alone, so a job whose task is still being checked holds the queue (the devices check
+        those tasks first). Under the lock; jobs of a task that failed go straight to a device, which says so."""
+        while self._build_q:
+            job = self._build_q[0]
             sha = job.task.sha
             if sha in self._task_failed:
-                self._ready.append(self._build_q.pop(i))
+                self._ready.append(self._build_q.pop(0))
                 self._cv.notify_all()
-                return self._buildable()
+                continue
             if not job.reference or sha in self._referenced:
-                return self._build_q.pop(i)
+                return self._build_q.pop(0)
+            return None
         return None
 
     def _build_loop(self, builder: Worker) -> None:
@@ -488,21 +490,26 @@ class LocalPool(Executor):
 
     # ---------------------------------------------------------------------------------- devices
     def _pick(self, device: str) -> tuple[Job | None, Job | None]:
-        """(the next job for `device`, else one whose task to prepare while the builds go on). Under the lock."""
+        """(the next job for `device`, or one whose task to check or prepare first). Under the lock.
+
+        First the task's own model of a queued build that waits for it (the build workers wait), then the jobs
+        ready (those of the task the device holds first), then, idle while candidates build, the next task
+        loaded and its inputs drawn — unless a device holds that task already."""
+        held = set(self._current.values())
+        for job in self._build_q:
+            sha = job.task.sha
+            if job.reference and sha not in self._referenced and sha not in self._task_failed and sha not in held:
+                return None, job
         current = self._current.get(device)
         for i, job in enumerate(self._ready):
             if job.task.sha == current:
                 return self._ready.pop(i), None
         if self._ready:
             return self._ready.pop(0), None
-        # idle while candidates build: run a waiting task's own model alone (its builds wait for it), else load
-        # the next task and draw its inputs — unless a device holds that task already
-        held = set(self._current.values())
         for job in self._build_q + self._building:
             sha = job.task.sha
             if sha not in held and sha not in self._task_failed:
-                if not job.reference or sha not in self._referenced or job in self._building:
-                    return None, job
+                return None, job
         return None, None
 
     def _device_loop(self, device: str) -> None:

@@ -341,6 +341,7 @@ class RayExecutor(Executor):
                     job.candidate,
                     actor.name,
                 ),
+                actor.name,
             )
 
     def _answer(self, job: Job, verdict: Verdict, device: str = "") -> None:
@@ -358,8 +359,10 @@ class RayExecutor(Executor):
                 if not free:
                     break
                 job = self._queue.pop(0)
-                same = [a for a in free if any(j.task.sha == job.task.sha for j in a.jobs.values())]
-                actor = min(same or free, key=lambda a: len(a.jobs))
+                # the least busy actor; of those, one that holds the task's inputs already
+                actor = min(
+                    free, key=lambda a: (len(a.jobs), not any(j.task.sha == job.task.sha for j in a.jobs.values()))
+                )
                 ref = actor.handle.evaluate.remote(
                     job.id,
                     job.task.model_dump(mode="json"),

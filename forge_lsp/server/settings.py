@@ -23,6 +23,7 @@ class Settings(BaseModel):
     wall_s: float | None = Field(None, gt=0)
     concurrency: int = Field(4, ge=1, le=64)
     device: str = "auto"
+    executor: str = Field("local", pattern=r"^(local|ray|ray://\S+)$", description="local, ray or ray://HOST:PORT")
     workers: int = Field(2, ge=1, le=16, description="runs that may go at once")
     offline: bool = True
     profile: bool = True
@@ -35,6 +36,7 @@ class Settings(BaseModel):
             "concurrency": self.concurrency,
             "budget_usd": self.budget_usd,
             "wall_s": self.wall_s,
+            "executor": self.executor,
         }
         if self.model:
             out["model"] = self.model

@@ -1,0 +1,104 @@
+"""The local pool: builds of different tasks overlap, one timing at a time per device, the executor chosen by name."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import candidates as C
+import pytest
+from conftest import FIXTURES
+
+from forge_lsp.agent.config import ConfigError, load_config
+from forge_lsp.engine import Candidate, Status, load_candidate, load_task
+from forge_lsp.engine.executor import ExecEvent, LocalPool, local_devices, make_executor, parse_executor
+
+EXAMPLES = FIXTURES.parent.parent / "forge_lsp" / "examples"
+
+
+def intervals(events: list[ExecEvent], start: str, end: str, stage: str = "") -> dict[int, tuple[float, float, str]]:
+    """job -> (start, end, device) from the events: `start` (of `stage`, when given) to `end`."""
+    begun: dict[int, tuple[float, str]] = {}
+    out = {}
+    for e in events:
+        if e.kind == start and (not stage or e.stage == stage):
+            begun[e.job] = (e.t, e.device)
+        elif e.kind == end and e.job in begun:
+            t0, device = begun.pop(e.job)
+            out[e.job] = (t0, e.t, device or e.device)
+    return out
+
+
+@pytest.mark.slow
+def test_builds_of_two_tasks_overlap_and_a_device_never_times_two_at_once(tmp_path, fast_options):
+    softmax = load_task(FIXTURES / "softmax_small.py")
+    bias_act = load_task(EXAMPLES / "bias_act_task.py")
+    work = [
+        (softmax, Candidate.from_source(C.CPP_CORRECT, "softmax_cpp")),
+        (bias_act, load_candidate(EXAMPLES / "bias_act_cpp.py")),
+        (softmax, Candidate.from_source(C.TORCH_CORRECT, "softmax_torch")),
+        (softmax, Candidate.from_source(C.CPP_INCORRECT, "softmax_wrong")),
+    ]
+    events: list[ExecEvent] = []
+    # a cold cache of its own: both C++ extensions are really compiled
+    with LocalPool("cpu", options=fast_options, cache_dir=tmp_path / "cache", build_workers=2) as pool:
+        pool.subscribe(events.append)
+        verdicts = pool.evaluate_all(work, reference=True)
+    assert [v.status for v in verdicts] == [Status.correct, Status.correct, Status.correct, Status.incorrect]
+    assert verdicts[3].failed_check is not None
+
+    builds = intervals(events, "build_started", "build_finished")
+    by_task = {}
+    for job, (t0, t1, _) in builds.items():
+        task = next(e.task for e in events if e.job == job)
+        by_task.setdefault(task, []).append((t0, t1))
+    assert set(by_task) == {"softmax_small", "bias_act_task"}
+    (s0, s1), (b0, b1) = min(by_task["softmax_small"]), by_task["bias_act_task"][0]
+    assert max(s0, b0) < min(s1, b1), f"the two tasks' builds did not overlap: {by_task}"
+
+    # one timing at a time per device: from a job's `time` stage to its verdict, no other job's timing on that device
+    timings = sorted(intervals(events, "stage", "verdict", stage="time").values())
+    assert len(timings) >= 3  # every correct candidate was timed
+    for (_a0, a1, da), (b0_, _b1, db) in zip(timings, timings[1:], strict=False):
+        assert not (da == db and b0_ < a1), f"two timings at once on {da}: {timings}"
+
+
+def test_executor_names_and_devices(monkeypatch):
+    assert parse_executor(None) == ("local", None)
+    assert parse_executor("ray") == ("ray", None)
+    assert parse_executor("ray://10.0.0.1:10001") == ("ray", "ray://10.0.0.1:10001")
+    for bad in ("slurm", "ray://", "rays"):
+        with pytest.raises(ValueError, match="use local, ray or ray://HOST:PORT"):
+            parse_executor(bad)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert local_devices("auto") == ["cpu"]
+    assert local_devices("cpu") == ["cpu"] and local_devices("cuda:3") == ["cuda:3"]
+    pool = make_executor("local", "cpu")
+    assert isinstance(pool, LocalPool) and pool.capacity == 1
+    pool.close()
+
+
+def test_executor_is_a_config_key(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.forge]\nexecutor = "ray://head:10001"\n')
+    assert load_config(tmp_path).executor == "ray://head:10001"
+    assert load_config(tmp_path, {"executor": "local"}).executor == "local"
+    assert load_config(tmp_path / "nothing").executor == "local"
+    (tmp_path / "pyproject.toml").write_text('[tool.forge]\nexecutor = "slurm"\n')
+    with pytest.raises(ConfigError, match="executor"):
+        load_config(tmp_path)
+
+
+def test_an_unknown_executor_is_one_line_and_exit_2(tmp_path):
+    cand = tmp_path / "cand.py"
+    cand.write_text(C.TORCH_CORRECT)
+    r = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(FIXTURES / "softmax_small.py"), str(cand)]
+        + ["--device", "cpu", "--executor", "slurm"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == (
+        "forge eval: unknown executor 'slurm': use local, ray or ray://HOST:PORT"
+    )
