@@ -102,3 +102,18 @@ def test_an_unknown_executor_is_one_line_and_exit_2(tmp_path):
     assert r.stderr.strip().splitlines()[-1] == (
         "forge eval: unknown executor 'slurm': use local, ray or ray://HOST:PORT"
     )
+
+
+def test_the_ray_executor_without_ray_says_what_to_install():
+    """Ray is imported only when the Ray executor is made; without it, the error names the extra to install."""
+    code = (
+        "import sys; sys.modules['ray'] = None\n"  # `import ray` raises ImportError, as where it is not installed
+        "import forge_lsp.cli.main, forge_lsp.usecases.optimize, forge_lsp.engine.executor as e\n"
+        "assert 'ray' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+        "try:\n    e.make_executor('ray', 'cpu')\nexcept Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == (
+        "RayNotInstalled the Ray executor needs ray: pip install 'forge-lsp[ray]' (ray==2.60.0), or use --executor local"
+    )

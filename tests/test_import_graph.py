@@ -57,6 +57,7 @@ RULES = (
     Rule("only the language server speaks LSP", ("*",), ("pygls", "lsprotocol"), exempt=("forge_lsp.server",)),
     Rule("only the provider talks to models", ("*",), ("openai",), exempt=("forge_lsp.agent.provider",)),
     Rule("torch and triton only in child processes", ("*",), ("torch", "triton"), exempt=CHILD_PROCESS_MODULES),
+    Rule("only the Ray executor imports ray", ("*",), ("ray",), exempt=("forge_lsp.engine.ray_executor",)),
     Rule("the sandbox stands alone", ("forge_lsp.sandbox",), ("forge_lsp",)),
     Rule(
         "the engine knows nothing above it",
