@@ -106,6 +106,19 @@ def _patches(workspace: Path, sources: dict[str, str]) -> tuple:
     return entry, patches
 
 
+def _scripted(fake_openai, workspace: Path, entry: str = "slownet.py:build", **kw) -> ModelWideRequest:
+    """A model-wide request on the CPU whose one module run asks the scripted model once (no offline seeds)."""
+    return ModelWideRequest(
+        entry=entry,
+        workspace=workspace,
+        device="cpu",
+        top=1,
+        offline=False,
+        overrides={"model": "scripted", "base_url": fake_openai.base_url, "search": "linear", "rounds": 1},
+        **kw,
+    )
+
+
 TOL = {"float32": [1e-4, 1e-4]}
 
 
@@ -139,15 +152,7 @@ def test_model_wide_optimizes_the_hot_module_checks_the_model_and_writes_a_patch
     fake_openai.script(json.dumps({"summary": "one vectorized softmax", "source": FAST}))
     said: list[str] = []
     result = optimize_model(
-        ModelWideRequest(
-            entry="slownet.py:build",
-            workspace=workspace,
-            device="cpu",
-            top=1,
-            offline=False,
-            reps=20,
-            overrides={"model": "scripted", "base_url": fake_openai.base_url, "search": "linear", "rounds": 1},
-        ),
+        _scripted(fake_openai, workspace, reps=20),
         say=said.append,
     )
     # the module's run is said as it goes, not only when it ends
@@ -223,17 +228,7 @@ def test_a_script_entry_is_optimized_model_wide_on_the_scripts_own_model_and_cal
         "print('done', tuple(y.shape))\n"
     )
     fake_openai.script(json.dumps({"summary": "one vectorized softmax", "source": FAST}))
-    result = optimize_model(
-        ModelWideRequest(
-            entry="infer.py 16",
-            workspace=workspace,
-            device="cpu",
-            top=1,
-            offline=False,
-            reps=10,
-            overrides={"model": "scripted", "base_url": fake_openai.base_url, "search": "linear", "rounds": 1},
-        )
-    )
+    result = optimize_model(_scripted(fake_openai, workspace, "infer.py 16", reps=10))
     (module,) = result.modules
     assert module.name == "SlowBlock" and module.status == "kept", module
     check = result.check
@@ -420,14 +415,7 @@ def test_cancel_stops_the_module_run_in_flight(workspace, fake_openai):
 
     with pytest.raises(EntryFailed, match="cancelled"):
         optimize_model(
-            ModelWideRequest(
-                entry="slownet.py:build",
-                workspace=workspace,
-                device="cpu",
-                top=1,
-                offline=False,
-                overrides={"model": "scripted", "base_url": fake_openai.base_url, "search": "linear", "rounds": 1},
-            ),
+            _scripted(fake_openai, workspace),
             say=cancel_once_optimizing,
             cancel=cancel,
         )
