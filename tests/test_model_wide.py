@@ -423,3 +423,89 @@ def test_cancel_stops_the_module_run_in_flight(workspace, fake_openai):
     assert cancel.is_set() and time.monotonic() - cancelled_at[0] < 30, said
     assert not any(line.startswith("checking the whole model") for line in said), said
     assert not (workspace / ".forge" / "model_wide" / "checks").exists()
+
+
+def test_a_kept_answer_rewrites_the_users_own_class_guarded(workspace, fake_openai):
+    """`--model-wide --apply`: a kept answer whose class is defined in the workspace's file is written into that
+    class by the guarded rewrite. The class keeps its name, constructor and state; calls like the verified ones
+    (32 wide) run the answer, the model's outputs stay the original's, and FORGE_DISABLE=1 runs the original."""
+    import os
+
+    import torch
+
+    from forge_lsp.usecases.model_wide import apply_class_edits
+
+    def answer(_request: dict) -> str:  # the model replies with the extracted task's source plus a subclass
+        task_text = (workspace / ".forge" / "tasks" / "SlowBlock.py").read_text().rstrip()
+        return json.dumps({"summary": "one softmax per call, as a subclass", "source": task_text + SUBCLASS})
+
+    fake_openai.script(answer)
+    before = (workspace / "slownet.py").read_text()
+    result = optimize_model(_scripted(fake_openai, workspace, reps=10))
+    (module,) = result.modules
+    assert module.status == "kept" and module.domain and module.candidate_id, module
+    (edit,) = apply_class_edits(result, workspace)
+    assert edit.new_text is not None and edit.path == (workspace / "slownet.py").resolve(), edit
+    after = (workspace / "slownet.py").read_text()
+    assert after != before and "forge: begin optimized SlowBlock" in after and "class SlowBlock(" in after
+    probe = textwrap.dedent(
+        f"""
+        import sys, torch
+        sys.path.insert(0, {str(workspace)!r})
+        import slownet
+        model, (x,) = slownet.build()
+        with torch.no_grad():
+            y = model(x)
+        ran = ["_forge_runtime" in b.__dict__ for b in model.blocks]
+        torch.save(y, sys.argv[1])
+        print("ran", ran)
+        """
+    )
+    outs = {}
+    for label, extra in (("forge", {}), ("original", {"FORGE_DISABLE": "1"})):
+        path = workspace / f"{label}.pt"
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, **extra},
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outs[label] = (proc.stdout, torch.load(path))
+    assert "ran [True, True]" in outs["forge"][0], outs["forge"][0]  # the answer ran in both blocks
+    assert "ran [False, False]" in outs["original"][0], outs["original"][0]
+    torch.testing.assert_close(outs["forge"][1], outs["original"][1], atol=1e-5, rtol=1e-5)
+
+
+def test_a_library_class_is_not_rewritten_and_says_why(workspace):
+    """A kept module of a class outside the workspace (torchvision's, transformers'): no edit, the reason."""
+    from forge_lsp.hotspots.report import HotspotReport, ModuleClass
+    from forge_lsp.hotspots.verify import ModelCheck
+    from forge_lsp.usecases.model_wide import ModelWideResult, ModuleOutcome, class_edits
+
+    cls = ModuleClass(
+        key="torchvision.models.resnet.Bottleneck",
+        name="Bottleneck",
+        module="torchvision.models.resnet",
+        file="/usr/lib/python3/site-packages/torchvision/models/resnet.py",
+        line=108,
+        instances=16,
+        calls=16,
+        self_ms=1.0,
+        total_ms=10.0,
+        self_pct=5.0,
+        total_pct=84.0,
+    )
+    report = HotspotReport(entry="m.py:build", device="cpu", classes=[cls])
+    mo = ModuleOutcome(
+        cls=cls.key,
+        name="Bottleneck",
+        total_pct=84.0,
+        task=workspace / "t.py",
+        status="kept",
+        source_file=str(workspace / "c.py"),
+    )
+    result = ModelWideResult(report=report, modules=[mo], check=ModelCheck(kept=[cls.key]))
+    (edit,) = class_edits(result, workspace)
+    assert edit.new_text is None and "not defined in a file of the workspace" in edit.why

@@ -37,7 +37,8 @@ def add_parsers(sub) -> None:
         "--apply",
         action="store_true",
         help="rewrite the class in FILE.py with the best verified candidate (guarded; the original "
-        "computation stays as the fallback) instead of writing FILE_forge_best.py",
+        "computation stays as the fallback) instead of writing FILE_forge_best.py; with --model-wide, each kept "
+        "module whose class is defined in the workspace's own files",
     )
     p.add_argument("--device", default="auto", help="cuda:N, cpu, or auto (default: the configured device, else auto)")
     p.add_argument(
@@ -466,4 +467,12 @@ def run_model_wide(args: argparse.Namespace) -> int:
         out.print(note, highlight=False)
     if result.patch_file is not None:
         out.print(f"patch: {result.patch_file} (import it and call apply(model))", highlight=False)
+    if args.apply:  # the kept answers of classes in the workspace's own files: the guarded rewrite, in place
+        from ..usecases.model_wide import apply_class_edits
+
+        for e in apply_class_edits(result, result.report_workspace or Path.cwd()):
+            if e.new_text is not None:
+                out.print(f"rewrote {e.name} in {e.path} (guarded: other calls run the original)", highlight=False)
+            else:
+                out.print(f"{e.name}: not rewritten: {e.why}", highlight=False)
     return 0

@@ -62,6 +62,9 @@ class ModuleOutcome:
     #: the class's other instances (built or called differently) the answer was carried over to and kept
     carried: list[str] = field(default_factory=list)
     not_carried: list[str] = field(default_factory=list)  # why, per variant not carried over or reverted
+    candidate_id: str | None = None  # the answer, in its run
+    source_file: str | None = None  # the answer's source, as the patch installs it
+    domain: dict[str, Any] | None = None  # what the answer was verified on (`VerifiedDomain`)
 
 
 @dataclass
@@ -72,6 +75,7 @@ class ModelWideResult:
     patch_file: Path | None = None
     notes: list[str] = field(default_factory=list)
     folder: Path | None = None  # .forge/model_wide/<run>/, where result.json is
+    report_workspace: Path | None = None  # the workspace the run was in
     created: float = field(default_factory=time.time)
 
     def to_json(self) -> dict[str, Any]:
@@ -212,6 +216,8 @@ def optimize_model(
         folder.mkdir(parents=True, exist_ok=True)
         source = folder / f"{result.run_id}_{c.name}.py"
         source.write_text(result.answer.candidate.source)
+        mo.candidate_id, mo.source_file = result.answer.candidate.id, str(source)
+        mo.domain = result.answer.domain.model_dump(mode="json")
         patches.append(_patch(key, key, task.instances, source, captured))
         main_text = task.path.read_text().rstrip()
         for variant in task.variants:
@@ -235,7 +241,7 @@ def optimize_model(
             if request.offline
             else ()
         )
-    out = ModelWideResult(report=report, modules=modules, folder=_run_folder(workspace))
+    out = ModelWideResult(report=report, modules=modules, folder=_run_folder(workspace), report_workspace=workspace)
     if not patches:
         out.notes.append("no hot module got a verified candidate faster than its reference")
         if not modes:
@@ -352,3 +358,74 @@ def carry_over(candidate: str, task_text: str, variant_text: str) -> str | None:
     if not candidate.startswith(task_text):
         return None
     return variant_text.rstrip() + candidate[len(task_text) :]
+
+
+@dataclass
+class ClassEdit:
+    """The guarded rewrite of one hot class in the user's own file, from a kept model-wide answer."""
+
+    cls: str  # class key
+    name: str
+    path: Path | None  # the file that defines the class
+    new_text: str | None = None  # None: not rewritable, `why` says why
+    why: str = ""
+
+
+def class_edits(result: ModelWideResult, workspace: Path) -> list[ClassEdit]:
+    """For each module kept by the end-to-end check whose class is defined in a file of the workspace: that file
+    with the class rewritten (`usecases.apply.rewrite_for`, the guarded, weight-sharing rewrite) to run the
+    answer for calls like the verified ones and the original forward for anything else. The answer goes in as
+    it was verified: a ``ModelNew`` subclassing the class (the task's source plus its own part, as forge's
+    offline candidates are), with the task's ``Model`` read as the class itself. A class of a library
+    (torchvision, transformers), or an answer written otherwise, gets a `ClassEdit` with the reason: the patch
+    file stays the way to use it."""
+    import re
+
+    from .apply import rewrite_for
+
+    workspace = workspace.resolve()
+    kept = set(result.check.kept) if result.check is not None else set()
+    edits: list[ClassEdit] = []
+    current: dict[Path, str] = {}  # a file's text with the edits before this one (two classes of one file)
+    for mo in result.modules:
+        if mo.status != "kept" or mo.cls not in kept or mo.source_file is None or mo.task is None:
+            continue
+        c = result.report.cls(mo.cls)
+        path = Path(c.file).resolve() if c is not None and c.file else None
+        edit = ClassEdit(mo.cls, mo.name, path)
+        edits.append(edit)
+        if path is None or not path.is_relative_to(workspace) or ".forge" in path.parts or not path.is_file():
+            edit.why = "its class is not defined in a file of the workspace (the patch file applies it)"
+            continue
+        task_text = Path(mo.task).read_text().rstrip()
+        source = Path(mo.source_file).read_text()
+        if not source.startswith(task_text):
+            edit.why = "the answer is not the task's source plus a ModelNew: it may hold the task's own sizes"
+            continue
+        tail = re.sub(r"\bModel\b", mo.name, source[len(task_text) :])
+        text = current.get(path) or path.read_text(encoding="utf-8")
+        try:
+            rewrite = rewrite_for(
+                text,
+                mo.name,
+                text.rstrip() + "\n\n" + tail,
+                mo.domain or {},
+                run_id=mo.run_id or "",
+                candidate_id=mo.candidate_id or "",
+                speedup=mo.speedup or 0.0,
+            )
+        except UseCaseError as exc:
+            edit.why = str(exc)
+            continue
+        edit.new_text = current[path] = rewrite.new_text
+    return edits
+
+
+def apply_class_edits(result: ModelWideResult, workspace: Path) -> list[ClassEdit]:
+    """Write `class_edits` into the user's files (a file with two rewritten classes gets both)."""
+    edits = class_edits(result, workspace)
+    last = {e.path: e.new_text for e in edits if e.new_text is not None and e.path is not None}
+    for path, text in last.items():
+        assert path is not None and text is not None
+        path.write_text(text, encoding="utf-8")
+    return edits
