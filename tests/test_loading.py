@@ -241,3 +241,38 @@ def test_slim_source_with_hidden_host_code_builds_with_nvcc(tmp_path):
         ["objcopy", "-O", "binary", "--only-section=.nv_fatbin", str(tmp_path / "k.o"), str(fatbin)], check=True
     )
     assert b"_Z12scale_kernelPKfPfx" in fatbin.read_bytes()
+
+
+CPP_ADD = """
+#include <torch/extension.h>
+torch::Tensor add_one(torch::Tensor x) { return x + 1; }
+"""
+
+LOAD = """
+import sys, torch
+from torch.utils import cpp_extension
+from forge_lsp.engine.harness.loading import cached_load_inline
+with cached_load_inline():
+    ext = cpp_extension.load_inline("add_one_ext", [sys.argv[1]], functions=["add_one"])
+print("loaded", ext.add_one(torch.zeros(2)).tolist())
+"""
+
+
+@pytest.mark.slow
+def test_a_build_lock_left_by_a_killed_build_does_not_stall_the_next_build(tmp_path):
+    """torch leaves ``lock`` in an extension's build folder when its build is killed; the next build of the same
+    extension would wait for it until its deadline. forge's builds hold an OS lock on the folder, so the
+    leftover is known stale, removed and said."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, FORGE_CACHE_DIR=str(tmp_path), FORGE_LOAD_INLINE_PCH="0")
+    first = subprocess.run([sys.executable, "-c", LOAD, CPP_ADD], env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0 and "loaded [1.0, 1.0]" in first.stdout, first.stderr[-2000:]
+    (folder,) = [p for p in (tmp_path / "torch_extensions").iterdir() if p.name.startswith("add_one_ext")]
+    (folder / "lock").write_text("")  # what a build killed mid-compile leaves
+    again = subprocess.run([sys.executable, "-c", LOAD, CPP_ADD], env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "loaded [1.0, 1.0]" in again.stdout, again.stderr[-2000:]
+    assert "removed a build lock left by a killed build" in again.stderr
+    assert not (folder / "lock").exists()

@@ -90,6 +90,28 @@ def _toolchain_id(with_cuda: bool) -> str:
 
 
 @contextlib.contextmanager
+def _build_lock(folder: Path) -> Iterator[None]:
+    """One forge build at a time in an extension's build folder, under an OS lock that dies with its holder.
+
+    torch marks a build in progress with a ``lock`` file in the folder and waits while it exists; a build
+    killed mid-compile (a deadline, a cancel) leaves it behind, and every later build of that extension would
+    wait for it until its own deadline. Holding this lock, no other forge build is in the folder, so a ``lock``
+    file found now is such a leftover: it is removed, and said in the worker's log."""
+    import fcntl
+
+    with open(folder / ".forge-build.flock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released by the OS if this process dies
+        stale = folder / "lock"
+        if stale.exists():
+            stale.unlink(missing_ok=True)
+            print(f"forge: removed a build lock left by a killed build in {folder.name}", file=sys.stderr, flush=True)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def cached_load_inline() -> Iterator[None]:
     """Route `torch.utils.cpp_extension.load_inline` through a content-addressed build cache.
 
@@ -157,7 +179,8 @@ def cached_load_inline() -> Iterator[None]:
             folder.mkdir(parents=True, exist_ok=True)
             kw = dict(kw_all, build_directory=str(folder), verbose=True)  # build log -> worker log
             try:
-                return original(unique, cpp_src, cuda_src, **kw)
+                with _build_lock(folder):
+                    return original(unique, cpp_src, cuda_src, **kw)
             except (RuntimeError, OSError) as exc:
                 if "Error building extension" in str(exc) or "ninja" in str(exc).lower():
                     raise CompileError(f"load_inline build of {name!r} failed: {exc}") from exc
