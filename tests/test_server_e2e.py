@@ -525,3 +525,103 @@ async def test_explain_on_the_cpu_labels_its_numbers_next_to_an_optimize_runs(
     assert "*explain*" in value and "*optimize*" in value and started["job"]
     assert "per call (the reference alone: median wall time per call, no profiler counters" in value, value
     assert "→ best candidate" in value and "interleaved calls" in value, value
+
+
+SLOW_NET = """\
+import torch
+import torch.nn as nn
+
+
+class SlowBlock(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        h = self.proj(x)
+        rows = h.reshape(-1, h.shape[-1])
+        return torch.stack([torch.softmax(r, dim=0) for r in rows]).reshape(h.shape)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([SlowBlock(32) for _ in range(2)])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def build():
+    torch.manual_seed(0)
+    return Net().eval(), (torch.randn(16, 64, 32),)
+"""
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_an_answer_from_captured_inputs_is_accepted_into_the_users_class(
+    client: LanguageClient, tmp_path, fake_openai
+):
+    """Find hot spots, then Optimize (captured inputs) on the hot class: the model's answer to the extracted task
+    (its source plus a ModelNew subclassing its Model) is offered on the user's own class, and Accept rewrites
+    that class in place with one versioned edit; the rewritten file computes what the original does."""
+    import torch
+
+    path = tmp_path / "slow_net.py"
+    path.write_text(SLOW_NET)
+    uri = open_doc(client, path)
+    started = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.hotspots", arguments=[uri, "build"])
+    )
+    token = f"forge/{started['job']}"
+    await until(lambda: any(r.kind == "end" for r in client.progress_reports.get(token, [])), 120, "hot spots")
+    task = tmp_path / ".forge" / "tasks" / "SlowBlock.py"
+    assert task.is_file(), client.progress_reports[token][-1].message
+    subclass = (
+        "\n\nclass ModelNew(Model):\n    def forward(self, x):\n        return torch.softmax(self.proj(x), dim=-1)\n"
+    )
+    fake_openai.script(
+        lambda _req: json.dumps({"summary": "one softmax", "source": task.read_text().rstrip() + subclass})
+    )
+    started = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.optimizeCaptured", arguments=[uri, "SlowBlock"])
+    )
+    token = f"forge/{started['job']}"
+    await until(lambda: any(r.kind == "end" for r in client.progress_reports.get(token, [])), 300, "optimize")
+    job = await job_of(client, started["job"])
+    assert job["status"] == "done" and job["proposal"]["className"] == "SlowBlock", job
+    lenses = await client.text_document_code_lens_async(
+        t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
+    )
+    accept = next(lens for lens in lenses if lens.command and lens.command.command == "forge.accept")
+    assert accept.range.start.line == SLOW_NET.splitlines().index("class SlowBlock(nn.Module):")
+    result = await client.workspace_execute_command_async(
+        t.ExecuteCommandParams(command="forge.accept", arguments=accept.command.arguments)
+    )
+    assert result["applied"] is True, result
+    new_text = client.docs[uri]["text"]
+    assert "forge: begin optimized SlowBlock" in new_text and path.read_text() == new_text
+    probe = (
+        f"import sys, torch; sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import slow_net\n"
+        "model, (x,) = slow_net.build()\n"
+        "with torch.no_grad():\n"
+        "    y = model(x)\n"
+        "torch.save(y, sys.argv[1]); print([('_forge_runtime' in b.__dict__) for b in model.blocks])"
+    )
+    outs = {}
+    for label, env in (("forge", {}), ("original", {"FORGE_DISABLE": "1"})):
+        out = subprocess.run(
+            [sys.executable, "-c", probe, str(tmp_path / f"{label}.pt")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PATH": "/usr/bin:/bin", **env},
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        outs[label] = (out.stdout.strip(), torch.load(tmp_path / f"{label}.pt"))
+    assert outs["forge"][0] == "[True, True]" and outs["original"][0] == "[False, False]", outs
+    torch.testing.assert_close(outs["forge"][1], outs["original"][1], atol=1e-5, rtol=1e-5)

@@ -360,6 +360,22 @@ def carry_over(candidate: str, task_text: str, variant_text: str) -> str | None:
     return variant_text.rstrip() + candidate[len(task_text) :]
 
 
+NOT_A_SUBCLASS = "the answer is not the task's source plus a ModelNew: it may hold the task's own sizes"
+
+
+def class_source(answer: str, task_text: str, class_name: str, user_text: str) -> str | None:
+    """An answer to an extracted task, as a candidate for the user's own class: the user's file, then the
+    answer's own part (after the task's source) with the task's ``Model`` read as `class_name` (the task's
+    ``Model`` is that class built with the captured arguments, so a ``ModelNew`` subclassing it subclasses the
+    class). None for an answer that is not the task's source plus its own part."""
+    import re
+
+    task_text = task_text.rstrip()
+    if not answer.startswith(task_text):
+        return None
+    return user_text.rstrip() + "\n\n" + re.sub(r"\bModel\b", class_name, answer[len(task_text) :])
+
+
 @dataclass
 class ClassEdit:
     """The guarded rewrite of one hot class in the user's own file, from a kept model-wide answer."""
@@ -379,8 +395,6 @@ def class_edits(result: ModelWideResult, workspace: Path) -> list[ClassEdit]:
     offline candidates are), with the task's ``Model`` read as the class itself. A class of a library
     (torchvision, transformers), or an answer written otherwise, gets a `ClassEdit` with the reason: the patch
     file stays the way to use it."""
-    import re
-
     from .apply import rewrite_for
 
     workspace = workspace.resolve()
@@ -397,18 +411,16 @@ def class_edits(result: ModelWideResult, workspace: Path) -> list[ClassEdit]:
         if path is None or not path.is_relative_to(workspace) or ".forge" in path.parts or not path.is_file():
             edit.why = "its class is not defined in a file of the workspace (the patch file applies it)"
             continue
-        task_text = Path(mo.task).read_text().rstrip()
-        source = Path(mo.source_file).read_text()
-        if not source.startswith(task_text):
-            edit.why = "the answer is not the task's source plus a ModelNew: it may hold the task's own sizes"
-            continue
-        tail = re.sub(r"\bModel\b", mo.name, source[len(task_text) :])
         text = current.get(path) or path.read_text(encoding="utf-8")
+        source = class_source(Path(mo.source_file).read_text(), Path(mo.task).read_text(), mo.name, text)
+        if source is None:
+            edit.why = NOT_A_SUBCLASS
+            continue
         try:
             rewrite = rewrite_for(
                 text,
                 mo.name,
-                text.rstrip() + "\n\n" + tail,
+                source,
                 mo.domain or {},
                 run_id=mo.run_id or "",
                 candidate_id=mo.candidate_id or "",

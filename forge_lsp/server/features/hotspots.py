@@ -6,7 +6,8 @@ runs the model in a child process) as a background job, with extraction, so that
 of its captured inputs. The latest report (that run's, or ``.forge/hotspots.json`` at start-up) puts on each
 hot class of the workspace's own files a lens and a hover with its share of the model's time, marked stale
 once its file changes; "Optimize (captured inputs)" (`forge.optimizeCaptured`) runs the optimize job on the
-task extracted for it. Classes in library files get nothing: they are not the user's to edit.
+task extracted for it, and offers its answer as the guarded rewrite of the user's class (Accept: one versioned
+edit). Classes in library files get nothing: they are not the user's to edit.
 """
 
 from __future__ import annotations
@@ -24,13 +25,12 @@ from lsprotocol import types as t
 
 from ..protocol import EntryArgs, JobStarted, TargetArgs, positional, wire
 from ..server import ForgeServer
-from ..state import BackgroundJob, HotClass, HotspotView, text_sha
+from ..state import BackgroundJob, HotClass, HotspotView, Proposal, text_sha
 from . import jobs
 from .lifecycle import indexed
 
 STALE = "(stale: changed since the hot-spot run)"
 CAPTURED = "optimize (captured inputs)"  # the kind of the numbers an Optimize (captured inputs) run leaves
-NOT_ACCEPTED = "accepting it into the class from captured inputs is not there yet"
 #: how far a run is at the start of each of the hot-spot child's steps (and, for counted steps, at their end)
 _STEPS = {
     "importing torch": (2, 10),
@@ -326,7 +326,9 @@ def start_optimize_captured(ls: ForgeServer, uri: str, name: str) -> JobStarted:
         why = hot.not_extracted or "its task is not under .forge/tasks/ (run Find hot spots again)"
         return jobs.refused(ls, jobs.JobError(f"no captured-inputs task for {name}: {why}"))
     text = ls.doc_text(uri) or ""
-    task, workspace, doc_sha = Path(hot.task), Path(view.workspace), text_sha(text)
+    task, workspace, doc_sha, version = Path(hot.task), Path(view.workspace), text_sha(text), ls.doc_version(uri)
+    line = class_line(text.splitlines(), name, hot.line)
+    line = hot.line if line is None else line
     title = f"forge: optimize {name} (captured inputs)"
     return jobs.launch(
         ls,
@@ -334,31 +336,65 @@ def start_optimize_captured(ls: ForgeServer, uri: str, name: str) -> JobStarted:
         uri,
         name,
         title,
-        lambda job: _optimize_captured(ls, job, task, workspace, name, doc_sha),
+        lambda job: _optimize_captured(ls, job, task, workspace, name, doc_sha, version, line),
         reruns=False,  # not the class's own optimize run: its stale lens stays
     )
 
 
 def _optimize_captured(
-    ls: ForgeServer, job: BackgroundJob, task: Path, workspace: Path, name: str, doc_sha: str
+    ls: ForgeServer,
+    job: BackgroundJob,
+    task: Path,
+    workspace: Path,
+    name: str,
+    doc_sha: str,
+    version: int | None,
+    line: int,
 ) -> None:
-    """The optimize job on the extracted task. Its answer is a rewrite of the task's `Model`, not of the
-    user's class: it is said (message, hover), never offered as an edit."""
+    """The optimize job on the extracted task. Its answer, when it is the task's source plus a ``ModelNew`` (as
+    the offline candidates are), is offered as the guarded rewrite of the user's class (`usecases.model_wide.
+    class_source`): Accept then sends one versioned edit of this file, as for the class's own optimize run."""
+    from ...usecases.model_wide import NOT_A_SUBCLASS, class_source
+
     result = jobs.run_optimization(ls, job, task, "Model", workspace)
     if result is None:
         return
     outcome = result.outcome
     res = replace(jobs.optimize_result(job, name, doc_sha, outcome), kind=CAPTURED)
-    if result.answer is not None:
-        job.message = f"{result.message} (run {result.run_id}); {NOT_ACCEPTED}"
-    elif result.reference_failure is not None:
+    job.message = f"{result.message} (run {result.run_id})"
+    if result.reference_failure is not None:
         job.message = f"the captured task's reference failed: {result.reference_failure.reason}"
-    else:
-        job.message = f"{result.message} (run {result.run_id})"
     res.note = job.message
     ls.record_result(res)
     if result.withheld == "failed":
         job.status = "failed"
         ls.message(f"forge: optimizing {name} (captured inputs) failed: {outcome.stop_reason}", t.MessageType.Error)
         return
+    answer = result.answer
+    if answer is not None and ls.changed_since(job.uri, doc_sha):
+        jobs.stale_answer(ls, job, name, answer.label)
+    elif answer is not None:
+        text = ls.doc_text(job.uri) or ""
+        source = class_source(answer.candidate.source, task.read_text(), name, text)
+        if source is None:
+            job.message += f"; not offered as an edit of {name}: {NOT_A_SUBCLASS}"
+        elif not ls.offer(
+            Proposal(
+                uri=job.uri,
+                target=name,
+                run_id=result.run_id,
+                candidate_id=answer.candidate.id,
+                speedup=answer.speedup,
+                search_speedup=answer.search_speedup,
+                summary=answer.candidate.summary,
+                doc_sha=doc_sha,
+                version=version,
+                source=source,
+                domain=answer.domain.model_dump(),
+                line=line,
+                job_id=job.id,
+            )
+        ):
+            job.decision = "rejected"
+            job.message = f"not offered again: this {answer.label} candidate was rejected for this code before"
     ls.message(f"forge: {name} (captured inputs): {job.message}")

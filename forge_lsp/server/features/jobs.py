@@ -237,7 +237,7 @@ def _optimize(
     ls.record_result(optimize_result(job, module.name, doc_sha, outcome))
     job.message = result.message
     if result.answer is not None and stale:
-        _stale_answer(ls, job, module.name, result.answer.label)
+        stale_answer(ls, job, module.name, result.answer.label)
     elif result.answer is not None:
         answer = result.answer
         offered = ls.offer(
@@ -269,7 +269,7 @@ def _optimize(
         )
 
 
-def _stale_answer(ls: ForgeServer, job: BackgroundJob, target: str, label: str) -> None:
+def stale_answer(ls: ForgeServer, job: BackgroundJob, target: str, label: str) -> None:
     """The run's answer was measured on text the user has edited since: not offered (its diff and its
     speedup belong to the old code); the job, a message and a lens say so instead."""
     name = Path(ls.path_of(job.uri) or job.uri).name
