@@ -39,7 +39,11 @@ FAST_SOFTMAX = (
 def test_every_subpackage_is_in_the_wheel_list():
     """pyproject.toml lists the packages (prompts/ is mapped in, so discovery cannot be used): none is missing."""
     listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    found = find_namespace_packages(where=str(ROOT), include=["forge_lsp", "forge_lsp.*"])
+    found = [  # folders with Python in them: a data folder (the report's vendored scripts) ships as package data
+        p
+        for p in find_namespace_packages(where=str(ROOT), include=["forge_lsp", "forge_lsp.*"])
+        if any((ROOT / p.replace(".", "/")).glob("*.py"))
+    ]
     assert sorted(listed) == sorted({*found, "forge_lsp.prompts"}), (
         "add new subpackages of forge_lsp to [tool.setuptools] packages in pyproject.toml"
     )
@@ -165,6 +169,11 @@ def test_the_installed_wheel_runs_without_the_source_tree(tmp_path, fake_openai)
     system, user = (m["content"] for m in request.messages[:2])
     assert system.startswith("You are the Coder of forge") and "How forge checks a candidate" in system
     assert f"## Reference ({task})" in user and "return torch.softmax(x, dim=1)" in user
+    # the run's report from the installed package: its template and vendored scripts are in the wheel
+    page = ws2 / "report.html"
+    _ok(_run([bindir / "forge", "report", "latest", "-o", page], cwd=ws2, env=env))
+    html = page.read_text()
+    assert "uPlot" in html and "hljs" in html and len(html) > 100_000, html[:2000]
 
     # the wheel carries every template, and the public loader reads the installed files (not the checkout's)
     names = zipfile.ZipFile(wheel).namelist()
