@@ -307,6 +307,8 @@ def test_a_model_wide_result_is_reported_with_its_module_runs(runs, browser, tmp
                 speedup=1.3,
                 status="kept",
                 instances=["s1", "s2"],
+                carried=["s3"],
+                not_carried=["s4: not carried over (its calls cannot be rebuilt)"],
             )
         ],
         check=ModelCheck(
@@ -317,6 +319,13 @@ def test_a_model_wide_result_is_reported_with_its_module_runs(runs, browser, tmp
             speedup=1.25,
             ci=[1.2, 1.3],
             reps=30,
+            modules_speedup=1.1,
+            modules_ci=[1.05, 1.15],
+            model_modes=[
+                {"mode": "default", "ok": True, "compile_s": 9.5, "speedup": 1.25, "ci": [1.2, 1.3]},
+                {"mode": "reduce-overhead", "ok": False, "why": "RuntimeError: no CUDA graphs on the CPU"},
+            ],
+            model_mode="default",
         ),
         notes=["one note"],
     )
@@ -336,6 +345,11 @@ def test_a_model_wide_result_is_reported_with_its_module_runs(runs, browser, tmp
     page = Page(browser, main)
     body = page.page.text_content("#model-wide")
     assert "Hot spots" in body and "1.25×" in body and "(95% CI [1.20, 1.30], 30 forwards each way)" in body
+    # the whole forward compiled on top: each mode, its outcome, the one chosen; the instances carried over
+    modes = page.page.text_content("#model-wide table.modes")
+    assert "default" in modes and "chosen" in modes and "no CUDA graphs on the CPU" in modes, modes
+    assert "the replacements alone: 1.10×" in body and "carried over to 1 more instance(s)" in body, body
+    assert "s4: not carried over" in body
     page.page.locator(f"#model-wide a[href='{run}.html']").click()
     page.page.wait_for_selector("body[data-ready]")
     assert run in page.page.title()

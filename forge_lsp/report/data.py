@@ -157,6 +157,8 @@ class ModelWideModule(BaseModel):
     status: str = ""
     reason: str = ""
     instances: list[str] = []
+    carried: list[str] = []  # the class's other instances the answer was carried over to and kept
+    not_carried: list[str] = []
     run_status: str | None = None  # the module's run in the store, when there is one
     run_candidates: int | None = None
     run_best: float | None = None
@@ -175,7 +177,8 @@ class ModelWideSection(BaseModel):
     iterations: int = 0
     hot_classes: list[dict[str, Any]] = []  # name, file, line, library, instances, calls, total/self ms and %
     modules: list[ModelWideModule] = []
-    check: dict[str, Any] | None = None  # kept, reverted, outputs, before_ms, after_ms, speedup, ci, reps
+    #: kept, reverted, outputs, before_ms, after_ms, speedup, ci, reps, modules_speedup, model_modes, model_mode
+    check: dict[str, Any] | None = None
     notes: list[str] = []
     patch_file: str | None = None
     created: float = 0.0

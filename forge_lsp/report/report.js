@@ -468,6 +468,23 @@
           h("td", { class: "num", text: o.atol ?? "" }), h("td", { class: "num", text: o.rtol ?? "" }))))));
       if ((C.kept || []).length) box.append(h("p", { text: `kept: ${C.kept.join(", ")}` }));
       for (const r of C.reverted || []) box.append(h("p", { class: "bad", text: `reverted ${r.cls}: ${r.why}` }));
+      if ((C.model_modes || []).length) {
+        box.append(h("h4", { text: "Whole forward compiled on top" }));
+        box.append(h("p", { class: "muted", text: `the replacements alone: ${C.modules_speedup ? fx(C.modules_speedup) : "none kept"}; ` +
+          "each mode checked end to end and timed against an untouched copy of the model; chosen only when faster with its 95% interval above 1" }));
+        box.append(h("table", { class: "modes" },
+          h("thead", {}, h("tr", {}, ["torch.compile mode", "outputs", "compile s", "speedup", "95% CI", ""].map((t) => h("th", { text: t })))),
+          h("tbody", {}, C.model_modes.map((m) => h("tr", {}, h("td", { text: m.mode }),
+            h("td", { class: m.ok ? "ok" : "bad", text: m.ok ? "match" : (m.why || "failed") }),
+            h("td", { class: "num", text: m.compile_s !== undefined && m.compile_s !== null ? String(m.compile_s) : "" }),
+            h("td", { class: "num", text: m.speedup ? fx(m.speedup) : "–" }),
+            h("td", { class: "num", text: m.ci ? fci(m.ci) : "" }),
+            h("td", { text: m.mode === C.model_mode ? "chosen" : "" }))))));
+      }
+    }
+    for (const m of M.modules) {
+      if ((m.carried || []).length) box.append(h("p", { text: `${m.name}: carried over to ${m.carried.length} more instance(s), each checked in the forward` }));
+      for (const t of m.not_carried || []) box.append(h("p", { class: "muted", text: `${m.name}: ${t}` }));
     }
     for (const n of M.notes) box.append(h("p", { class: "muted", text: n }));
     if (M.patch_file) box.append(h("p", {}, "Patch: ", h("code", { text: M.patch_file }), " (import it and call apply(model))"));

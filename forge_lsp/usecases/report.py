@@ -100,6 +100,8 @@ def _module_row(module: Any, store: RunStore | None) -> ModelWideModule:
         status=module.status,
         reason=module.reason,
         instances=list(module.instances),
+        carried=list(module.carried),
+        not_carried=list(module.not_carried),
     )
     if store is not None and module.run_id:
         try:
