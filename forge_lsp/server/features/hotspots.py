@@ -25,7 +25,7 @@ from lsprotocol import types as t
 
 from ..protocol import EntryArgs, JobStarted, TargetArgs, positional, wire
 from ..server import ForgeServer
-from ..state import BackgroundJob, HotClass, HotspotView, Proposal, text_sha
+from ..state import BackgroundJob, HotClass, HotspotView, text_sha
 from . import jobs
 from .lifecycle import indexed
 
@@ -378,23 +378,7 @@ def _optimize_captured(
         source = class_source(answer.candidate.source, task.read_text(), name, text)
         if source is None:
             job.message += f"; not offered as an edit of {name}: {NOT_A_SUBCLASS}"
-        elif not ls.offer(
-            Proposal(
-                uri=job.uri,
-                target=name,
-                run_id=result.run_id,
-                candidate_id=answer.candidate.id,
-                speedup=answer.speedup,
-                search_speedup=answer.search_speedup,
-                summary=answer.candidate.summary,
-                doc_sha=doc_sha,
-                version=version,
-                source=source,
-                domain=answer.domain.model_dump(),
-                line=line,
-                job_id=job.id,
-            )
-        ):
+        elif not ls.offer(jobs.proposal_of(job, name, result, doc_sha, version, line, source)):
             job.decision = "rejected"
             job.message = f"not offered again: this {answer.label} candidate was rejected for this code before"
     ls.message(f"forge: {name} (captured inputs): {job.message}")

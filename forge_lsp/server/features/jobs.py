@@ -240,23 +240,7 @@ def _optimize(
         stale_answer(ls, job, module.name, result.answer.label)
     elif result.answer is not None:
         answer = result.answer
-        offered = ls.offer(
-            Proposal(
-                uri=job.uri,
-                target=module.name,
-                run_id=result.run_id,
-                candidate_id=answer.candidate.id,
-                speedup=answer.speedup,
-                search_speedup=answer.search_speedup,
-                summary=answer.candidate.summary,
-                doc_sha=doc_sha,
-                version=version,
-                source=answer.candidate.source,
-                domain=answer.domain.model_dump(),
-                line=module.line,
-                job_id=job.id,
-            )
-        )
+        offered = ls.offer(proposal_of(job, module.name, result, doc_sha, version, module.line))
         if not offered:
             job.decision = "rejected"
             job.message = f"not offered again: this {answer.label} candidate was rejected for this code before"
@@ -267,6 +251,35 @@ def _optimize(
         job.message = (
             "no offline candidate beat the reference; set forge.model (and forge.baseUrl) for Coder/Judge rounds"
         )
+
+
+def proposal_of(
+    job: BackgroundJob,
+    target: str,
+    result: Any,
+    doc_sha: str,
+    version: int | None,
+    line: int,
+    source: str | None = None,
+) -> Proposal:
+    """The offer of a run's answer (`OptimizeResult.answer`) for `target` in the job's file; `source`: the
+    candidate as it goes into the rewrite, when it is not the answer's own source."""
+    answer = result.answer
+    return Proposal(
+        uri=job.uri,
+        target=target,
+        run_id=result.run_id,
+        candidate_id=answer.candidate.id,
+        speedup=answer.speedup,
+        search_speedup=answer.search_speedup,
+        summary=answer.candidate.summary,
+        doc_sha=doc_sha,
+        version=version,
+        source=answer.candidate.source if source is None else source,
+        domain=answer.domain.model_dump(),
+        line=line,
+        job_id=job.id,
+    )
 
 
 def stale_answer(ls: ForgeServer, job: BackgroundJob, target: str, label: str) -> None:
