@@ -440,7 +440,8 @@ class RayExecutor(Executor):
                 time.sleep(_POLL_S)
                 continue
             done, _ = ray.wait(list(refs), num_returns=1, timeout=_POLL_S)
-            if time.monotonic() - last_poll >= _POLL_S:
+            if done or time.monotonic() - last_poll >= _POLL_S:
+                # a finished evaluation's last stages come back before its verdict (its job is still listed)
                 last_poll = time.monotonic()
                 self._poll_events()
             for ref in done:
