@@ -121,9 +121,9 @@ def task_failure_verdict(prepared: Prepared, reference: bool, task: Task, candid
     )
 
 
-def visible_gpus() -> int:
+def visible_gpu_count() -> int | None:
     """How many NVIDIA GPUs this process may use, read without torch: ``CUDA_VISIBLE_DEVICES`` when set, else
-    the driver's list (at least one where a driver is present)."""
+    the driver's list (0: none; None: there is a driver but the count cannot be read)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1"):
         return 0
@@ -138,7 +138,13 @@ def visible_gpus() -> int:
     if visible is not None:
         listed = len([d for d in visible.split(",") if d.strip()])
         return min(listed, count) if count else listed
-    return max(count, 1)
+    return count or None
+
+
+def visible_gpus() -> int:
+    """`visible_gpu_count`, at least one where a driver is present."""
+    count = visible_gpu_count()
+    return 1 if count is None else count
 
 
 def local_devices(device: str = "auto") -> list[str]:

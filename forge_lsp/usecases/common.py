@@ -31,24 +31,9 @@ DEVICES = "cpu, cuda, cuda:N or auto"
 def _visible_gpus() -> int | None:
     """How many NVIDIA GPUs this process may use, read without torch (0: none; None: there is a driver but
     the count cannot be read)."""
-    import os
-    import shutil
+    from ..engine.executor import visible_gpu_count
 
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1"):
-        return 0
-    gpus = Path("/proc/driver/nvidia/gpus")
-    driver = Path("/proc/driver/nvidia/version").exists() or gpus.exists() or shutil.which("nvidia-smi") is not None
-    if not driver:
-        return 0
-    try:
-        count = sum(1 for _ in gpus.iterdir())
-    except OSError:
-        count = 0
-    if visible is not None:
-        listed = len([d for d in visible.split(",") if d.strip()])
-        return min(listed, count) if count else listed
-    return count or None
+    return visible_gpu_count()
 
 
 def check_device(device: str) -> str:
