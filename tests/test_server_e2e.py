@@ -19,6 +19,7 @@ import pytest_lsp
 from conftest import FIXTURES
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from test_model_wide import MODEL as SLOW_NET  # a model whose hot class loops in Python
 
 pytest_plugins = ["fake_openai"]
 
@@ -525,39 +526,6 @@ async def test_explain_on_the_cpu_labels_its_numbers_next_to_an_optimize_runs(
     assert "*explain*" in value and "*optimize*" in value and started["job"]
     assert "per call (the reference alone: median wall time per call, no profiler counters" in value, value
     assert "→ best candidate" in value and "interleaved calls" in value, value
-
-
-SLOW_NET = """\
-import torch
-import torch.nn as nn
-
-
-class SlowBlock(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        h = self.proj(x)
-        rows = h.reshape(-1, h.shape[-1])
-        return torch.stack([torch.softmax(r, dim=0) for r in rows]).reshape(h.shape)
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.blocks = nn.ModuleList([SlowBlock(32) for _ in range(2)])
-
-    def forward(self, x):
-        for b in self.blocks:
-            x = b(x)
-        return x
-
-
-def build():
-    torch.manual_seed(0)
-    return Net().eval(), (torch.randn(16, 64, 32),)
-"""
 
 
 @pytest.mark.asyncio
