@@ -51,6 +51,72 @@ def _text(b: bytes | str | None) -> str:
     return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
 
 
+def _run_logged(cmd: list[str], timeout: float, log_dir: Path | None, name: str) -> tuple[object, str, str]:
+    """Run forge; its stderr (the progress lines) also goes to LOG_DIR/NAME.log as it comes, with the seconds
+    since the start, so a run cut by the timeout still says where its time went."""
+    import threading
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    log = None
+    if log_dir:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = (log_dir / f"{name}.log").open("w", buffering=1)
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            stamped = f"[{time.perf_counter() - t0:6.1f}] {line}"
+            lines.append(stamped)
+            if log:
+                log.write(stamped)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+        code: object = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, _ = proc.communicate()
+        code = "timeout"
+    reader.join(5)
+    if log:
+        log.close()
+    return code, stdout or "", "".join(lines)
+
+
+def _stages(run_id: str) -> dict:
+    """A module's run as the store has it: each candidate's origin, verdict and stage seconds."""
+    from forge_lsp.agent.store import RunStore
+
+    store = RunStore.for_workspace(ROOT)
+    try:
+        cands = store.candidates(run_id)
+        return {
+            "run_id": run_id,
+            "candidates": [
+                {
+                    "id": c.id,
+                    "origin": c.origin,
+                    "status": c.verdict.status.value if c.verdict else c.status,
+                    "speedup": c.speedup,
+                    "reason": (c.verdict.reason or "")[:200] if c.verdict else "",
+                    "stages": c.verdict.stages if c.verdict else {},
+                }
+                for c in cands
+            ],
+            "events": [
+                [e.kind, round(e.ts, 1), e.data.get("stage") or e.data.get("candidate")] for e in store.events(run_id)
+            ],
+        }
+    except Exception as exc:  # noqa: BLE001 - the benchmark's own record; the table is what matters
+        return {"run_id": run_id, "error": str(exc)}
+    finally:
+        store.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda:0")
@@ -60,6 +126,8 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=1)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--forge-timeout", type=float, default=1800.0, help="seconds for each forge run")
+    ap.add_argument("--module-budget", type=float, help="forge's --module-budget (seconds for each hot module's run)")
+    ap.add_argument("--log-dir", type=Path, help="write each forge run's output there as it comes (kept if cut)")
     args = ap.parse_args()
     rows = []
     for model in args.models.split(","):
@@ -87,18 +155,11 @@ def main() -> int:
             entry = f"examples/models/{model}.py:build(size='{args.size}', dtype='{dtype}')"
             t0 = time.perf_counter()
             t0_wall = time.time()
-            try:
-                proc = subprocess.run(
-                    [sys.executable, "-m", "forge_lsp.cli.main", "optimize", entry, "--model-wide"]
-                    + ["--device", args.device, "--top", str(args.top)],
-                    capture_output=True,
-                    text=True,
-                    cwd=ROOT,
-                    timeout=args.forge_timeout,
-                )
-                code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
-            except subprocess.TimeoutExpired as exc:
-                code, stdout, stderr = "timeout", _text(exc.stdout), _text(exc.stderr)
+            cmd = [sys.executable, "-m", "forge_lsp.cli.main", "optimize", entry, "--model-wide"]
+            cmd += ["--device", args.device, "--top", str(args.top)]
+            if args.module_budget:
+                cmd += ["--module-budget", str(args.module_budget)]
+            code, stdout, stderr = _run_logged(cmd, args.forge_timeout, args.log_dir, f"{model}-{dtype}")
             row["forge_s"] = round(time.perf_counter() - t0, 1)
             row["forge_exit"] = code
             results = load_model_wide_results(ROOT)
@@ -122,6 +183,7 @@ def main() -> int:
                     for m in res["modules"]
                 ]
                 row["check"] = {k: v for k, v in check.items() if k != "outputs"}
+                row["module_runs"] = [_stages(m["run_id"]) for m in res["modules"] if m.get("run_id")]
                 row["outputs"] = check.get("outputs")
                 row["patch_file"] = res["patch_file"]
             row["forge_stdout"] = stdout[-3000:]

@@ -390,8 +390,8 @@ def test_a_mode_that_does_not_apply_is_said_not_fatal(tmp_path):
 
 
 def test_cancel_stops_the_module_run_in_flight(workspace, fake_openai):
-    """Cancel while a module is being optimized (its model call in flight): the module's run is stopped (no
-    candidate is evaluated after the call returns), the model-wide run says cancelled and checks nothing."""
+    """Cancel while a module is being optimized (its model call in flight): the module's run is stopped at once
+    (the call is not waited for, no candidate is evaluated), the model-wide run says cancelled and checks nothing."""
     import threading
     import time
 
@@ -419,10 +419,34 @@ def test_cancel_stops_the_module_run_in_flight(workspace, fake_openai):
             say=cancel_once_optimizing,
             cancel=cancel,
         )
-    # it ends once the model call in flight returns (8 s), not after a whole module run and the model check
-    assert cancel.is_set() and time.monotonic() - cancelled_at[0] < 30, said
+    # it ends at the cancel: the model call in flight (its reply 8 s away) is abandoned, its request closed
+    assert cancel.is_set() and time.monotonic() - cancelled_at[0] < 6, said
     assert not any(line.startswith("checking the whole model") for line in said), said
     assert not (workspace / ".forge" / "model_wide" / "checks").exists()
+
+
+def test_a_module_run_over_its_budget_is_stopped_and_the_model_still_checked(workspace, fake_openai):
+    """--module-budget: a module's run still going at its budget (here its model call has not returned) is
+    stopped at once, said as over_budget with where it was, and the model-wide run goes on to its end; the
+    result read back from result.json says the same, with the seconds the run took."""
+    import time
+
+    fake_openai.script({"delay": 20.0, "content": json.dumps({"summary": "one vectorized softmax", "source": FAST})})
+    said: list[str] = []
+    t0 = time.monotonic()
+    request = _scripted(fake_openai, workspace, reps=5, module_budget_s=3.0)
+    result = optimize_model(request, say=said.append)
+    (module,) = result.modules
+    assert module.status == "over_budget", module
+    assert "module budget (3 s)" in module.reason and "round 1/1" in module.reason, module.reason
+    assert module.seconds is not None and 3.0 <= module.seconds < 15.0, module.seconds
+    # stopped at the budget, not when the model call would have returned
+    assert time.monotonic() - t0 < 60, said
+    assert any("stopped at the module budget" in line for line in said), said
+    # the model-wide run went on to its end: nothing to check, the model unchanged, the result saved
+    assert result.check is None and any("the model is unchanged" in n for n in result.notes), result.notes
+    (saved,) = load_model_wide_results(workspace)
+    assert [(m.status, m.seconds) for m in saved.modules] == [("over_budget", module.seconds)]
 
 
 def test_a_kept_answer_rewrites_the_users_own_class_guarded(workspace, fake_openai):

@@ -425,7 +425,9 @@ class Optimizer:
         cand = None if candidate_id == ROOT else candidate_id
         try:
             with _Waiting(lambda **d: self._publish("model_waiting", role=role, **d)) as waiting:
-                result = model.complete(messages, schema, on_progress=waiting.pieces)
+                result = self._until_cancelled(
+                    lambda: model.complete(messages, schema, on_progress=waiting.pieces), model
+                )
         except ProviderError as exc:
             self.store.add_call(
                 self.run_id,
@@ -471,6 +473,34 @@ class Optimizer:
             latency_s=result.latency_s,
         )
         return result.parsed
+
+    def _until_cancelled(self, call: Callable[[], Any], model: Any) -> Any:
+        """`call()` (a model call), which a cancel of the run ends at once: the model's client is closed, which
+        aborts the request in flight, and `RunCancelled` is raised without waiting for the reply."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["value"] = call()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread as it is
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="forge-model-call", daemon=True).start()
+        while not done.wait(0.1):
+            if self._cancel.is_set():
+                close = getattr(model, "close", None)
+                if close is not None:
+                    try:
+                        close()
+                    except Exception:  # noqa: BLE001 - the run is cancelled either way
+                        pass
+                raise RunCancelled()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     # ------------------------------------------------------------------------ evaluation
     def _evaluate(self, recs: list[CandidateRecord]) -> None:

@@ -56,6 +56,13 @@ def add_parsers(sub) -> None:
         "when offline candidates are on)",
     )
     p.add_argument(
+        "--module-budget",
+        type=positive_float,
+        metavar="SECONDS",
+        help="--model-wide: seconds each hot module's run may take; at the budget its run is stopped and the module "
+        "left as it is (default: no limit)",
+    )
+    p.add_argument(
         "--memory-limit",
         type=non_negative_float,
         metavar="GIB",
@@ -417,6 +424,7 @@ def run_model_wide(args: argparse.Namespace) -> int:
         offline=not args.no_offline,
         cache_dir=args.cache_dir,
         model_modes=_model_modes(args.model_modes),
+        module_budget_s=args.module_budget,
     )
     try:
         result = optimize_model(request, say=None if args.quiet else lambda text: err.print(text, highlight=False))

@@ -137,10 +137,13 @@ def sanitize(
         req.write_text(
             json.dumps({"task": task.model_dump(mode="json"), "candidate": candidate.model_dump(mode="json")})
         )
+        # a torch.compile candidate compiles in the sanitized process itself: inductor's pool of compile workers
+        # would start one more process per core under the tool, to no use (they launch no kernel)
+        env = child_env(device, cache, {"TORCHINDUCTOR_COMPILE_THREADS": "1"})
         for tool in tools:
             t0 = time.perf_counter()
             cmd = [exe, "--tool", tool, "--print-limit", "20", python or sys.executable, "-m", TARGET, str(req)]
-            result = run_sandboxed(cmd, env=child_env(device, cache), cwd=Path(tmp), timeout=timeout, excerpt=200_000)
+            result = run_sandboxed(cmd, env=env, cwd=Path(tmp), timeout=timeout, excerpt=200_000)
             report.seconds[tool] = time.perf_counter() - t0
             if result.timed_out:
                 report.notes.append(f"{tool} did not finish within {timeout:g} s")

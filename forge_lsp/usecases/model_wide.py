@@ -21,7 +21,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,9 @@ class ModelWideRequest:
     #: torch.compile modes tried on the whole forward with the kept replacements in place, each checked end to end
     #: like them; None: "default" and "reduce-overhead" on a GPU, "default" on the CPU, when offline (else none)
     model_modes: tuple[str, ...] | None = None
+    #: seconds each hot module's run may take: at the budget its run is stopped (its worker killed) and the module
+    #: is left as it is, said as "over_budget"; None: no limit
+    module_budget_s: float | None = None
 
 
 @dataclass
@@ -56,7 +59,8 @@ class ModuleOutcome:
     task: Path | None = None
     run_id: str | None = None
     speedup: float | None = None  # the module's, final re-timing on its captured inputs
-    status: str = "skipped"  # "kept", "reverted", "not_faster", "not_extracted", "not_replaceable", "failed"
+    #: "kept", "reverted", "not_faster", "not_extracted", "not_replaceable", "failed", "over_budget"
+    status: str = "skipped"
     reason: str = ""
     instances: list[str] = field(default_factory=list)
     #: the class's other instances (built or called differently) the answer was carried over to and kept
@@ -65,6 +69,7 @@ class ModuleOutcome:
     candidate_id: str | None = None  # the answer, in its run
     source_file: str | None = None  # the answer's source, as the patch installs it
     domain: dict[str, Any] | None = None  # what the answer was verified on (`VerifiedDomain`)
+    seconds: float | None = None  # how long the module's run took
 
 
 @dataclass
@@ -91,7 +96,13 @@ class ModelWideResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], folder: Path | None = None) -> ModelWideResult:
-        modules = [ModuleOutcome(**{**m, "task": Path(m["task"]) if m.get("task") else None}) for m in data["modules"]]
+        known = {f.name for f in fields(ModuleOutcome)}
+        modules = [
+            ModuleOutcome(
+                **{k: v for k, v in m.items() if k in known} | {"task": Path(m["task"]) if m.get("task") else None}
+            )
+            for m in data["modules"]
+        ]
         return cls(
             report=HotspotReport.model_validate(data["report"]),
             modules=modules,
@@ -186,7 +197,7 @@ def optimize_model(
         if cancel is not None and cancel.is_set():
             raise EntryFailed("cancelled")
         tell(f"optimizing {c.name} ({c.total_pct:.1f}% of the model) on its captured inputs")
-        relay = _Relay(c.name, tell)
+        relay = _Relay(c.name, tell, request.module_budget_s)
         try:
             run = ModuleOptimization(
                 OptimizeRequest(
@@ -205,9 +216,19 @@ def optimize_model(
         except UseCaseError as exc:
             if cancel is not None and cancel.is_set():
                 raise EntryFailed("cancelled") from None
-            mo.status, mo.reason = "failed", str(exc)
+            mo.status, mo.reason, mo.seconds = "failed", str(exc), relay.seconds()
             continue
-        mo.run_id = result.run_id
+        mo.run_id, mo.seconds = result.run_id, relay.seconds()
+        if relay.over_budget and result.outcome.status == "cancelled":
+            mo.status = "over_budget"
+            mo.reason = (
+                f"its run was stopped at the module budget ({request.module_budget_s:g} s), "
+                f"{relay.progress.message() if relay.progress else 'before it started'}"
+            )
+            tell(
+                f"  {c.name}: stopped at the module budget ({request.module_budget_s:g} s); the module is left as it is"
+            )
+            continue
         if result.answer is None:
             mo.status, mo.reason = "not_faster", result.message
             continue
@@ -303,13 +324,17 @@ def optimize_model(
 
 class _Relay:
     """A module's run, said as it goes (its events through `RunProgress`, a line when the line changes), with
-    the caller's cancel passed on to it (its worker is killed)."""
+    the caller's cancel passed on to it (its worker is killed), and stopped the same way at its time budget."""
 
-    def __init__(self, name: str, tell: Say) -> None:
-        self.name, self.tell = name, tell
+    def __init__(self, name: str, tell: Say, budget_s: float | None = None) -> None:
+        self.name, self.tell, self.budget_s = name, tell, budget_s
         self.progress: Any = None
         self.said = ""
         self.started = time.monotonic()
+        self.over_budget = False
+
+    def seconds(self) -> float:
+        return round(time.monotonic() - self.started, 1)
 
     def __call__(self, event: Any) -> None:
         if self.progress is not None and self.progress.update(event.kind, event.data):
@@ -325,10 +350,15 @@ class _Relay:
         stop = threading.Event()
 
         def relay() -> None:
-            while cancel is not None and not stop.is_set():
-                if cancel.wait(0.2):
+            while not stop.is_set():
+                if cancel is not None and cancel.is_set():
                     run.cancel()
                     return
+                if self.budget_s is not None and time.monotonic() - self.started >= self.budget_s:
+                    self.over_budget = True
+                    run.cancel()
+                    return
+                stop.wait(0.2)
 
         watcher = threading.Thread(target=relay, daemon=True)
         watcher.start()
