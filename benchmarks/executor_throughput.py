@@ -188,6 +188,8 @@ def main() -> int:
             f"   {r['wall_s']:.1f} s, {sum(s == 'correct' for s in r['statuses'])}/{n} correct {r.get('error', '')}",
             flush=True,
         )
+        if args.out:  # after each run: a call cut short keeps what it measured
+            args.out.write_text(json.dumps({"device": args.device, "candidates": n, "runs": runs}, indent=2))
 
     if args.out:
         args.out.write_text(json.dumps({"device": args.device, "candidates": n, "runs": runs}, indent=2))
