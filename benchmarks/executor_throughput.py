@@ -91,12 +91,14 @@ def limited(tasks: Path, cands: Path, limit: int | None, where: Path) -> tuple[P
     """The first `limit` pairs of the directories, copied to `where` (all of them when no limit)."""
     if limit is None:
         return tasks, cands
-    where.mkdir(parents=True, exist_ok=True)
+    # two folders: a task and its candidate may have the same file name
+    (where / "tasks").mkdir(parents=True, exist_ok=True)
+    (where / "candidates").mkdir(parents=True, exist_ok=True)
     for task, cs in pair_directory(tasks, cands)[:limit]:
-        shutil.copy(task, where / task.name)
+        shutil.copy(task, where / "tasks" / task.name)
         for c in cs:
-            shutil.copy(c, where / c.name)
-    return where, where
+            shutil.copy(c, where / "candidates" / c.name)
+    return where / "tasks", where / "candidates"
 
 
 def run_before(device: str, tasks: Path, cands: Path, cache: Path) -> dict:
