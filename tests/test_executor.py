@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -116,4 +117,22 @@ def test_the_ray_executor_without_ray_says_what_to_install():
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
         "RayNotInstalled the Ray executor needs ray: pip install 'forge-lsp[ray]' (ray==2.60.0), or use --executor local"
+    )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
+def test_the_ray_client_without_grpcio_says_what_to_install_at_once():
+    """``ray://`` needs the Ray Client's transport (grpcio, from ``ray[client]``): without it, forge names its own
+    extra to install before any connection is tried (Ray alone would advise a bare ``pip install ray[client]``)."""
+    code = (
+        "import sys; sys.modules['grpc'] = None\n"  # `import grpc` raises ImportError, as where it is missing
+        "import forge_lsp.engine.executor as e\n"
+        "try:\n    e.make_executor('ray://127.0.0.1:9', 'cpu')\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == (
+        "RayNotInstalled the Ray Client (ray://) needs ray[client]: pip install 'forge-lsp[ray]' (ray[client]==2.60.0), "
+        "or use --executor ray or local"
     )

@@ -1,16 +1,17 @@
 """The Ray executor: evaluations as tasks of Ray actors, one actor per GPU of the cluster.
 
 ``--executor ray`` joins the cluster ``RAY_ADDRESS`` names (else starts a Ray instance on this machine);
-``ray://HOST:PORT`` joins that one through the Ray Client. Each actor holds one GPU (``num_gpus=1``; on a
-cluster without GPUs, one CPU) and, inside it, an `Evaluator`: the same sandboxed, persistent device worker
-as the local pool — its stage deadlines, memory caps and scrubbed environment — and a GPU-less build worker,
-so that an actor compiles its next candidate while its device verifies and times the one before (at most two
-evaluations in flight per actor; one timing at a time, the device worker's lock). The task and candidate go
-as their source text (pydantic JSON); the compile cache is the node's own (``FORGE_CACHE_DIR`` of the actor,
-else ``~/.cache/forge-lsp``), shared by the actors of the node. Each node needs forge-lsp (and torch)
-installed, as on this machine. Verdicts come back whole (log excerpts included); the actors' stage events are
-read while evaluations run and given to the same callbacks and listeners as the local pool's, so the run
-store, the events and the editor's progress are the same either way.
+``ray://HOST:PORT`` joins that one through the Ray Client (grpcio: ``ray[client]``, which ``forge-lsp[ray]``
+installs; the head runs ``ray start --head --ray-client-server-port=PORT``). Each actor holds one GPU
+(``num_gpus=1``; on a cluster without GPUs, one CPU) and, inside it, an `Evaluator`: the same sandboxed, persistent
+device worker as the local pool — its stage deadlines, memory caps and scrubbed environment — and a GPU-less build
+worker, so that an actor compiles its next candidate while its device verifies and times the one before (at most two
+evaluations in flight per actor; one timing at a time, the device worker's lock). The task and candidate go as their
+source text (pydantic JSON); the compile cache is the node's own (``FORGE_CACHE_DIR`` of the actor, else
+``~/.cache/forge-lsp``), shared by the actors of the node. Each node needs forge-lsp (and torch) installed, as on
+this machine. Verdicts come back whole (log excerpts included); the actors' stage events are read while evaluations
+run and given to the same callbacks and listeners as the local pool's, so the run store, the events and the editor's
+progress are the same either way.
 
 An actor that dies (``ray.kill``, its node lost, its process killed) ends its in-flight evaluations with
 `crashed` verdicts; the queued ones go on on the other actors.
@@ -55,7 +56,9 @@ class RayNotInstalled(RuntimeError):
     """The Ray executor was asked for where ray is not installed."""
 
 
-def import_ray() -> Any:
+def import_ray(address: str | None = None) -> Any:
+    """The `ray` module; for a ``ray://`` address, also the Ray Client's transport (grpcio, ``ray[client]``),
+    so that its absence is said at once rather than as Ray's own advice to install a bare ``ray[client]``."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # forge sends nothing anywhere
     try:
         import ray
@@ -63,6 +66,14 @@ def import_ray() -> Any:
         raise RayNotInstalled(
             "the Ray executor needs ray: pip install 'forge-lsp[ray]' (ray==2.60.0), or use --executor local"
         ) from exc
+    if address is not None and address.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401 - what ray[client] adds to ray
+        except ImportError as exc:
+            raise RayNotInstalled(
+                "the Ray Client (ray://) needs ray[client]: pip install 'forge-lsp[ray]' (ray[client]==2.60.0), "
+                "or use --executor ray or local"
+            ) from exc
     return ray
 
 
@@ -182,7 +193,7 @@ class RayExecutor(Executor):
         actors: int | None = None,
     ) -> None:
         super().__init__()
-        ray = self._ray = import_ray()
+        ray = self._ray = import_ray(address)
         self.options = options or EvalOptions()
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:

@@ -1,0 +1,148 @@
+"""`forge eval --executor ray://HOST:PORT` through the Ray Client, against a Ray head started for the test: 127.0.0.1
+only, 2 CPUs, its files in the test area, its ports free ones; the verdicts are the local pool's. The head is
+`ray start --head --block` in a session of its own, stopped by signalling that process (which ends what it
+started) and then its process group — never `ray stop`, which would end every Ray instance of the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import candidates as C
+import pytest
+from conftest import FIXTURES
+
+from forge_lsp.engine import Status
+
+pytest.importorskip("ray")
+pytest.importorskip("grpc", reason="the Ray Client needs ray[client] (grpcio)")
+
+pytestmark = pytest.mark.slow
+
+#: no usage reports, no token, and Ray's single-machine mode: 127.0.0.1 stays 127.0.0.1 (else Ray swaps it for
+#: the machine's network address) and every server of the head listens on the loopback address only
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def env() -> dict[str, str]:
+    out = os.environ | RAY_ENV
+    out.pop("RAY_ADDRESS", None)  # the address is the one given, never a cluster from the environment
+    return out
+
+
+@pytest.fixture()
+def ray_head(tmp_path_factory):
+    """A Ray head with a Ray Client server on 127.0.0.1; yields (ray://127.0.0.1:PORT, its temp dir)."""
+    temp = tmp_path_factory.mktemp("rayc")  # short: Ray's socket paths live under it
+    gcs, client = free_ports(2)
+    log = (temp / "head.log").open("wb")
+    head = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--node-ip-address=127.0.0.1"]
+        + [f"--port={gcs}", f"--ray-client-server-port={client}", "--num-cpus=2", "--include-dashboard=false"]
+        + [f"--temp-dir={temp}", "--disable-usage-stats"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env(),
+        start_new_session=True,  # its own process group: what it starts is stopped with it, nothing else
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not listening(client):
+            assert head.poll() is None, (temp / "head.log").read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "the Ray Client server did not listen within 60 s"
+            time.sleep(0.2)
+        yield f"ray://127.0.0.1:{client}", temp
+    finally:
+        head.send_signal(signal.SIGTERM)  # `ray start --block` ends the processes it started
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            head.kill()
+            head.wait(timeout=10)
+        try:
+            os.killpg(head.pid, signal.SIGKILL)  # anything of its group still there
+        except ProcessLookupError:
+            pass
+        log.close()
+
+
+def forge_eval(task_dir: Path, executor: str, cache_dir: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    r = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(task_dir), str(task_dir), "--device", "cpu"]
+        + ["--json", "--executor", executor, "--cache-dir", str(cache_dir)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env(),
+    )
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    return r, json.loads(r.stdout)  # stdout is the JSON alone: nothing of Ray's on it
+
+
+def summary(result: dict) -> tuple:
+    v = result["verdict"]
+    return (
+        Path(result["candidate"]).name,
+        v["status"],
+        v["failed_check"],
+        [(c["name"], c["passed"]) for c in v["checks"]],
+        v["backend"],
+        v["task_sha"],
+        v["candidate_sha"],
+    )
+
+
+def test_forge_eval_through_the_ray_client_gives_the_local_pools_verdicts(ray_head, tmp_path, cache_dir):
+    address, head_dir = ray_head
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "softmax_small.py").write_text((FIXTURES / "softmax_small.py").read_text())
+    (work / "softmax_small_cpp.py").write_text(C.CPP_CORRECT)
+    (work / "softmax_small_wrong.py").write_text(C.CPP_INCORRECT)
+
+    local_run, local = forge_eval(work, "local", cache_dir)
+    assert [(Path(r["candidate"]).name, r["verdict"]["status"]) for r in local] == [
+        ("softmax_small_cpp.py", Status.correct.value),
+        ("softmax_small_wrong.py", Status.incorrect.value),
+    ], local_run.stderr[-3000:]
+
+    started = time.monotonic()
+    remote_run, remote = forge_eval(work, address, cache_dir)
+    seconds = time.monotonic() - started
+    assert [summary(r) for r in remote] == [summary(r) for r in local], remote_run.stderr[-3000:]
+    assert remote_run.returncode == local_run.returncode == 1  # one candidate incorrect, either way
+    assert remote[1]["verdict"]["mismatch"] is not None and remote[1]["verdict"]["log_excerpt"]  # whole verdicts
+
+    # the evaluations ran in the head's actors: its workers' logs name the actor class, once per actor
+    actor_logs = [
+        p
+        for p in (head_dir / "session_latest" / "logs").glob("worker-*.out")
+        if ":actor_name:EvalActor" in p.read_text(errors="replace")
+    ]
+    assert len(actor_logs) == 2, sorted(p.name for p in (head_dir / "session_latest" / "logs").iterdir())
+    print(f"forge eval through {address}: {seconds:.1f} s for {len(remote)} candidates")
