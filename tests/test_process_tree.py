@@ -384,3 +384,27 @@ def test_every_child_process_starts_through_the_sandbox():
         if starts.search(path.read_text()):
             found.add(rel)
     assert found <= OUTSIDE_THE_SANDBOX, f"start these through forge_lsp.sandbox: {sorted(found - OUTSIDE_THE_SANDBOX)}"
+
+
+def test_a_cancel_during_the_final_recheck_ends_the_run_as_cancelled(tmp_path, cache_dir):
+    """The final re-check (re-timing, and compute-sanitizer on CUDA) is part of the run: a cancel while it is in
+    flight kills it and the run ends "cancelled", not with the worker's exception."""
+    from forge_lsp.usecases.optimize import ModuleOptimization, OptimizeRequest
+
+    task_file = tmp_path / "softmax_task.py"
+    task_file.write_text((ROOT / "forge_lsp/examples/softmax_task.py").read_text())
+    box: dict = {}
+
+    def on_event(event) -> None:
+        if event.kind == "final_retime":
+            box["at"] = time.monotonic()
+            threading.Timer(0.3, box["run"].cancel).start()
+
+    box["run"] = run = ModuleOptimization(
+        OptimizeRequest(task_file=task_file, workspace=tmp_path, device="cpu", profile=False, cache_dir=cache_dir),
+        on_event=on_event,
+    )
+    result = run.run()
+    assert "at" in box, "the run never reached its final re-check"
+    assert result.outcome.status == "cancelled" and result.answer is None, result.outcome
+    assert time.monotonic() - box["at"] < 30

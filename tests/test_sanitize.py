@@ -81,3 +81,109 @@ def test_missing_tool_is_said_plainly(tmp_path, monkeypatch):
     monkeypatch.setattr("forge_lsp.engine.sanitize.Path.glob", lambda self, pattern: iter(()))
     check = run(tmp_path).check()
     assert check.passed and "compute-sanitizer was not found" in check.detail
+
+
+TORCH_ONLY = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+#: candidates that launch a kernel of their own without a kernel backend forge recognises, or could
+HIDDEN = {
+    "cupy": "import cupy\nk = cupy.RawKernel(SRC, 'k')\n",
+    "ctypes": "import ctypes\nlib = ctypes.CDLL('./k.so')\n",
+    "exec": "exec(open('k.py').read())\n",
+    "importlib": "import importlib\ntl = importlib.import_module('tri' + 'ton')\n",
+    "builtin compile": "code = compile(src, 'k', 'exec')\n",
+    "jiterator": "f = torch.cuda.jiterator._create_jit_fn(CODE)\n",
+    "cubin": "m = load('kernel.cubin')\n",
+}
+
+
+def test_a_candidate_of_pytorch_calls_only_is_not_run_and_says_why(tmp_path, monkeypatch):
+    """A candidate of PyTorch calls alone (an offline torch.compile candidate, a rewrite in torch ops) has no kernel
+    of its own: the tool is not started for it (a tool that would fail says nothing), and the check says why."""
+    from forge_lsp.agent.offline import compile_candidates
+    from forge_lsp.engine.candidate import Candidate
+
+    fake_tool(tmp_path, monkeypatch, RACE, 0)  # would report a race in the candidate's kernel if it were run
+    task = load_task(ROOT / "benchmarks/tasks/softmax.py")
+    sources = [TORCH_ONLY] + [c.source for c in compile_candidates(task, "cuda")]
+    for source in sources:
+        report = sanitize(task, Candidate.from_source(source, "torch_only"), "cuda:0", cache_dir=tmp_path / "c")
+        check = report.check()
+        assert check.passed and report.seconds == {} and not report.findings, check
+        assert check.detail.startswith("not run: the candidate is PyTorch calls only"), check.detail
+
+
+@pytest.mark.parametrize("how", sorted(HIDDEN))
+def test_a_candidate_that_could_bring_a_kernel_of_its_own_is_run(tmp_path, monkeypatch, how):
+    """Kernel source, a kernel loader, or code built at run time: the tool runs (here its race is reported)."""
+    from forge_lsp.engine.candidate import Candidate
+
+    fake_tool(tmp_path, monkeypatch, RACE, 0)
+    task = load_task(ROOT / "benchmarks/tasks/softmax.py")
+    source = TORCH_ONLY.replace("class ModelNew", HIDDEN[how] + "\n\nclass ModelNew")
+    report = sanitize(task, Candidate.from_source(source, "hidden"), "cuda:0", cache_dir=tmp_path / "c", timeout=60)
+    assert set(report.seconds) == {"racecheck", "memcheck", "initcheck"}, (how, report)
+    assert not report.check().passed and "row_reduce" in report.check().detail
+
+
+def test_a_cancel_kills_the_tool_in_flight(tmp_path, monkeypatch):
+    """The run's cancel reaches compute-sanitizer: a tool that would run for a minute is killed at once, the
+    report says cancelled, and no later tool starts."""
+    import threading
+    import time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "compute-sanitizer"
+    exe.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    t0 = time.monotonic()
+    report = run_cancellable(tmp_path, cancel)
+    assert report.cancelled and list(report.seconds) == ["racecheck"], report
+    assert time.monotonic() - t0 < 10
+
+
+def run_cancellable(tmp_path: Path, cancel):
+    task = load_task(ROOT / "benchmarks/tasks/softmax.py")
+    cand = load_candidate(ROOT / "benchmarks/candidates/softmax_triton.py")
+    return sanitize(task, cand, "cuda:0", cache_dir=tmp_path / "cache", timeout=60, cancel=cancel)
+
+
+def test_the_evaluators_cancel_reaches_its_sanitizer_run(tmp_path, monkeypatch):
+    """`Evaluator.cancel` (what a run's cancel calls) kills the final re-check's compute-sanitizer run in flight: the
+    evaluation raises `EvaluationCancelled` at once instead of waiting for the tool."""
+    import threading
+    import time
+
+    from forge_lsp.engine import EvaluationCancelled, Evaluator
+    from forge_lsp.engine.verdict import Status, Verdict
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "compute-sanitizer"
+    exe.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    task = load_task(ROOT / "benchmarks/tasks/softmax.py")
+    cand = load_candidate(ROOT / "benchmarks/candidates/softmax_triton.py")
+    ev = Evaluator("cpu", cache_dir=tmp_path / "cache")
+    try:
+        verdict = Verdict(status=Status.correct, reason="", device="cuda:0", stages={})
+        threading.Timer(1.0, ev.cancel).start()
+        t0 = time.monotonic()
+        with pytest.raises(EvaluationCancelled):
+            ev.sanitize_into(verdict, task, cand)
+        assert time.monotonic() - t0 < 10
+    finally:
+        ev.close()

@@ -597,7 +597,12 @@ class Optimizer:
         self._check_cancel()
         self._publish("final_retime", candidate=best.id, search_speedup=best.speedup)
         # the final acceptance: verified and timed again, and (CUDA) run under compute-sanitizer
-        verdict = self.evaluator.evaluate(self.task, Candidate.from_source(best.source, "final"), sanitize=True)
+        try:
+            verdict = self.evaluator.evaluate(self.task, Candidate.from_source(best.source, "final"), sanitize=True)
+        except Exception as exc:  # a cancel kills the worker or the compute-sanitizer run in flight
+            if self._cancel.is_set():
+                raise RunCancelled() from exc
+            raise
         if verdict.status != Status.correct or verdict.speedup is None:
             self._publish(
                 "candidate_failed",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,7 +24,7 @@ from .options import EvalOptions
 from .pipe import BuildResult, Hello, Prepared
 from .task import Task
 from .verdict import Status, Verdict
-from .worker_client import Worker, default_cache_dir
+from .worker_client import EvaluationCancelled, Worker, default_cache_dir
 
 StageCallback = Callable[[Candidate, str], None]
 
@@ -66,6 +67,7 @@ class Evaluator:
         )
         self.n_builders = build_workers if build_workers is not None else max(1, min(4, (os.cpu_count() or 2) // 2))
         self._builders: list[Worker] = []
+        self._sanitizing = threading.Event()  # set by `cancel`: the compute-sanitizer run in flight is killed
 
     def __enter__(self) -> Evaluator:
         return self
@@ -88,7 +90,9 @@ class Evaluator:
         return self.worker.ensure_started()
 
     def cancel(self) -> None:
-        """Kill the workers of the evaluation in flight; it raises `EvaluationCancelled`."""
+        """Kill the workers of the evaluation in flight, and its compute-sanitizer run; it raises
+        `EvaluationCancelled`."""
+        self._sanitizing.set()
         self.worker.cancel()
         for b in self._builders:
             b.cancel()
@@ -135,7 +139,10 @@ class Evaluator:
 
         if on_stage:
             on_stage(candidate, "sanitize")
-        report = sanitize(task, candidate, self.device, cache_dir=self.cache_dir, python=self.python)
+        self._sanitizing = cancel = threading.Event()
+        report = sanitize(task, candidate, self.device, cache_dir=self.cache_dir, python=self.python, cancel=cancel)
+        if report.cancelled:
+            raise EvaluationCancelled()
         check = report.check()
         check.seconds = verdict.stages["sanitize"] = round(sum(report.seconds.values()), 4)
         verdict.checks.append(check)

@@ -16,6 +16,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,9 +63,10 @@ class SanitizerReport:
     findings: list[Finding] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    cancelled: bool = False  # the caller's cancel killed the tool in flight
 
     def check(self) -> Check:
-        if not self.available:
+        if not self.available or not (self.seconds or self.findings):  # not run: the notes say why
             return Check(name="sanitizer", passed=True, detail="; ".join(self.notes))
         if self.findings:
             shown = "; ".join(f.describe() for f in self.findings[:3])
@@ -113,6 +115,26 @@ def parse(tool: str, output: str) -> list[Finding]:
     return findings
 
 
+#: What brings a kernel (or code that could bring one) into a candidate: kernel source or a kernel backend, a
+#: kernel loader (CUDA driver/runtime, CuPy, ctypes, jiterator), or code built at run time. A candidate with none
+#: of these is PyTorch calls only.
+_OWN_KERNEL = re.compile(
+    r"__global__|\bcuda_sources\b|\bload_inline\b|\bcpp_extension\b|\btriton\b|forge_lsp\.runtime|compile_kernel"
+    r"|\bcupy\b|\bRawKernel\b|\bRawModule\b|\bctypes\b|\bcffi\b|\bnumba\b|\bjiterator\b|cuModuleLoad|cuLaunch"
+    r"|\bnvrtc\b|\bcuda\.bindings\b|\bcuda\.core\b|\bcuda\.cuda\b|\.cubin\b|\.ptx\b|\.so\b|torch\.ops\.load_library"
+    r"|\bexec\s*\(|\beval\s*\(|(?<![.\w])compile\s*\(|__import__|\bimportlib\b|\bmarshal\b|\bpickle\b|\bbase64\b"
+    r"|\bcodecs\b|\bzlib\b|\bsubprocess\b|\bos\.system\b"
+)
+
+
+def own_kernels(source: str) -> bool:
+    """Whether the candidate may launch kernels of its own: False only for a candidate made of PyTorch calls alone
+    (the offline torch.compile candidates, a rewrite in torch ops), whose kernels are all torch's or its compiler's;
+    compute-sanitizer has nothing of the candidate's to check there. Anything that brings a kernel, loads one, or
+    builds code at run time counts (a guess from the text, erring towards running the tool)."""
+    return _OWN_KERNEL.search(source) is not None
+
+
 def sanitize(
     task: Task,
     candidate: Candidate,
@@ -122,8 +144,19 @@ def sanitize(
     timeout: float = 600.0,
     cache_dir: Path | None = None,
     python: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> SanitizerReport:
-    """Run the candidate once under each tool; a report with the candidate's findings and the time each took."""
+    """Run the candidate once under each tool; a report with the candidate's findings and the time each took.
+    A candidate of PyTorch calls alone (`own_kernels`) is not run: the report says so. `cancel` kills the tool
+    in flight (the report says `cancelled`)."""
+    if not own_kernels(candidate.source):
+        return SanitizerReport(
+            available=True,
+            notes=[
+                "not run: the candidate is PyTorch calls only (no kernel source, kernel loader or code built at run "
+                "time), so its kernels are torch's or torch.compile's, not its own"
+            ],
+        )
     exe = find_sanitizer()
     if exe is None:
         return SanitizerReport(
@@ -143,8 +176,11 @@ def sanitize(
         for tool in tools:
             t0 = time.perf_counter()
             cmd = [exe, "--tool", tool, "--print-limit", "20", python or sys.executable, "-m", TARGET, str(req)]
-            result = run_sandboxed(cmd, env=env, cwd=Path(tmp), timeout=timeout, excerpt=200_000)
+            result = run_sandboxed(cmd, env=env, cwd=Path(tmp), timeout=timeout, cancel=cancel, excerpt=200_000)
             report.seconds[tool] = time.perf_counter() - t0
+            if result.cancelled:
+                report.cancelled = True
+                return report
             if result.timed_out:
                 report.notes.append(f"{tool} did not finish within {timeout:g} s")
                 continue
