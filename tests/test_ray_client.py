@@ -146,3 +146,26 @@ def test_forge_eval_through_the_ray_client_gives_the_local_pools_verdicts(ray_he
     ]
     assert len(actor_logs) == 2, sorted(p.name for p in (head_dir / "session_latest" / "logs").iterdir())
     print(f"forge eval through {address}: {seconds:.1f} s for {len(remote)} candidates")
+
+
+def test_a_ray_client_address_with_nothing_behind_it_is_one_clear_line(tmp_path):
+    """`--executor ray://HOST:PORT` where no Ray Client server listens: exit 2 and one line naming the executor,
+    not a traceback."""
+    (port,) = free_ports(1)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "softmax_small.py").write_text((FIXTURES / "softmax_small.py").read_text())
+    (work / "softmax_small_cpp.py").write_text(C.CPP_CORRECT)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(work), "--device", "cpu"]
+        + ["--executor", f"ray://127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=240,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert f"forge eval: executor 'ray://127.0.0.1:{port}': " in proc.stderr, proc.stderr[-2000:]
+    print(f"an unreachable Ray Client address said in {time.monotonic() - started:.1f} s: {proc.stderr.strip()}")

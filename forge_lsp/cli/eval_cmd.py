@@ -319,6 +319,10 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RayNotInstalled) as exc:
         print(f"forge eval: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - a cluster that cannot be reached (ConnectionError...) is the user's
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"forge eval: executor {args.executor!r}: {first}", file=sys.stderr)
+        return 2
     results: list[dict] = []
     verdicts: dict[int, Verdict] = {}
     index = {id(c): i for i, (_t, c) in enumerate(work)}
