@@ -87,3 +87,28 @@ def test_ray_gives_the_local_pools_verdicts_and_a_killed_actor_is_a_crashed_verd
         assert ok.status is Status.correct, ok.reason
         # and the executor still evaluates, on the actor left
         assert ex.evaluate(softmax, Candidate.from_source(C.TORCH_CORRECT, "after")).correct
+
+
+def test_an_actors_build_workers_compile_two_tasks_candidates_at_once(ray_instance, tmp_path, fast_options):
+    """One actor with two build workers: the candidates of two tasks compile at the same time on the node (a cold
+    cache of its own, so both C++ extensions are really built) while its device worker takes one at a time."""
+    from test_executor import intervals
+
+    from forge_lsp.engine.executor import ExecEvent
+    from forge_lsp.engine.ray_executor import RayExecutor
+
+    softmax = load_task(FIXTURES / "softmax_small.py")
+    bias_act = load_task(EXAMPLES / "bias_act_task.py")
+    work = [
+        (softmax, Candidate.from_source(C.CPP_CORRECT, "softmax_cpp")),
+        (bias_act, load_candidate(EXAMPLES / "bias_act_cpp.py")),
+    ]
+    events: list[ExecEvent] = []
+    with RayExecutor(options=fast_options, cache_dir=tmp_path / "cache", actors=1, build_workers=2) as ex:
+        ex.subscribe(events.append)
+        verdicts = ex.evaluate_all(work, reference=True)
+    assert [v.status for v in verdicts] == [Status.correct, Status.correct], [v.reason for v in verdicts]
+    builds = intervals(events, "build_started", "build_finished")
+    assert len(builds) == 2, events
+    (a0, a1, _), (b0, b1, _) = builds.values()
+    assert max(a0, b0) < min(a1, b1), f"the two builds did not overlap: {builds}"

@@ -654,4 +654,4 @@ def make_executor(
         return LocalPool(device, options=options, cache_dir=cache_dir, build_workers=build_workers)
     from .ray_executor import RayExecutor
 
-    return RayExecutor(address, device=device, options=options, cache_dir=cache_dir)
+    return RayExecutor(address, device=device, options=options, cache_dir=cache_dir, build_workers=build_workers)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import time
 from concurrent.futures import Future
@@ -47,8 +48,8 @@ from .task import Task
 from .verdict import Status, Verdict
 from .worker_client import EvaluationCancelled, Worker
 
-#: evaluations in flight per actor: one on its device, the next building beside it
-PER_ACTOR = 2
+#: build workers per actor at most (as the local pool has): the actor's share of its node's cores, halved
+MAX_BUILDERS = 4
 _POLL_S = 0.25
 
 
@@ -78,10 +79,12 @@ def import_ray(address: str | None = None) -> Any:
 
 
 class EvalActor:
-    """The body of one Ray actor (made remote by `RayExecutor`): an `Evaluator` on the actor's device and a
-    build worker. Module-level so that Ray imports it on the node rather than pickling it."""
+    """The body of one Ray actor (made remote by `RayExecutor`): an `Evaluator` on the actor's device and
+    `builders` build workers, so the next candidates compile on the node's cores while the device verifies and
+    times (the device worker takes one evaluation at a time). Module-level so that Ray imports it on the node
+    rather than pickling it."""
 
-    def __init__(self, device: str, options: dict[str, Any], cache_dir: str | None) -> None:
+    def __init__(self, device: str, options: dict[str, Any], cache_dir: str | None, builders: int = 1) -> None:
         from ..sandbox import default_cache_dir
 
         self.options = EvalOptions.model_validate(options)
@@ -90,7 +93,10 @@ class EvalActor:
         self.device = self.ev.device
         env = {"CUDA_VISIBLE_DEVICES": ""}
         self._builder_env = env
-        self.builder: Worker | None = None
+        self.n_builders = max(1, builders)
+        self.builders: list[Worker] = []  # started on first use, up to n_builders
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        self._builders_lock = threading.Lock()
         self.cache = cache
         self._events: list[tuple[int, str, float]] = []
         self._lock = threading.Lock()
@@ -117,21 +123,36 @@ class EvalActor:
         opts = EvalOptions.model_validate(options) if options else None
         return self.ev.check_reference(t, opts).model_dump(mode="json")
 
+    def _builder(self) -> Worker:
+        """An idle build worker: a new one while fewer than `n_builders` exist, else the next one freed."""
+        with self._builders_lock:
+            try:
+                return self._idle.get_nowait()
+            except queue.Empty:
+                pass
+            if len(self.builders) < self.n_builders:
+                env = dict(self._builder_env)
+                if self.device != "cpu":
+                    hello = self.ev.hello()
+                    if hello.arch and hello.capability:
+                        env["FORGE_CUDA_ARCH"] = hello.arch
+                        env["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*hello.capability)
+                worker = Worker(
+                    "cpu", cache_dir=self.cache, env=env, host_memory_limit=self.options.host_memory_limit()
+                )
+                self.builders.append(worker)
+                return worker
+        return self._idle.get()
+
     def _build(self, job: int, cand: Candidate) -> Any:
-        if self.builder is None:
-            env = dict(self._builder_env)
-            if self.device != "cpu":
-                hello = self.ev.hello()
-                if hello.arch and hello.capability:
-                    env["FORGE_CUDA_ARCH"] = hello.arch
-                    env["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*hello.capability)
-            self.builder = Worker(
-                "cpu", cache_dir=self.cache, env=env, host_memory_limit=self.options.host_memory_limit()
-            )
-        self._event(job, "build")
-        build = self.builder.build(cand, timeout=self.options.timeouts.compile)
-        self._event(job, "built")
-        return build
+        builder = self._builder()
+        try:
+            self._event(job, "build")
+            build = builder.build(cand, timeout=self.options.timeouts.compile)
+            self._event(job, "built")
+            return build
+        finally:
+            self._idle.put(builder)
 
     def evaluate(
         self,
@@ -164,18 +185,19 @@ class EvalActor:
 
     def cancel(self) -> None:
         self.ev.cancel()
-        if self.builder is not None:
-            self.builder.cancel()
+        for b in list(self.builders):
+            b.cancel()
 
     def close(self) -> None:
         self.ev.close()
-        if self.builder is not None:
-            self.builder.close()
+        for b in list(self.builders):
+            b.close()
 
 
 class _Actor:
-    def __init__(self, name: str, handle: Any) -> None:
+    def __init__(self, name: str, handle: Any, slots: int = 2) -> None:
         self.name, self.handle = name, handle
+        self.slots = slots  # evaluations in flight: one on its device, the others building beside it
         self.jobs: dict[Any, Job] = {}  # object ref -> job
         self.dead: str | None = None
 
@@ -191,6 +213,7 @@ class RayExecutor(Executor):
         options: EvalOptions | None = None,
         cache_dir: Path | None = None,
         actors: int | None = None,
+        build_workers: int | None = None,
     ) -> None:
         super().__init__()
         ray = self._ray = import_ray(address)
@@ -209,16 +232,20 @@ class RayExecutor(Executor):
         cpus = int(resources.get("CPU", 1))
         on_gpu = gpus > 0 and device.strip().lower() != "cpu"
         n = actors or (gpus if on_gpu else max(1, cpus))
+        # each actor's build workers: its share of the cluster's cores, halved (compilers run several jobs)
+        builders = build_workers if build_workers is not None else max(1, min(MAX_BUILDERS, cpus // (2 * n)))
+        builders = max(1, builders)
+        slots = builders + 1
         remote = ray.remote(EvalActor).options(
             num_gpus=1 if on_gpu else 0,
             num_cpus=1 if not on_gpu else 0,
-            max_concurrency=PER_ACTOR + 3,  # evaluations, plus events, cancel and close beside them
+            max_concurrency=slots + 3,  # evaluations, plus events, cancel and close beside them
         )
         # Ray gives each GPU actor its GPU as CUDA_VISIBLE_DEVICES: inside, it is cuda:0
         dev = "cuda:0" if on_gpu else "cpu"
         opts = self.options.model_dump(mode="json")
         cache = str(cache_dir) if cache_dir else None
-        self._actors = [_Actor(f"{dev}@actor{i}", remote.remote(dev, opts, cache)) for i in range(n)]
+        self._actors = [_Actor(f"{dev}@actor{i}", remote.remote(dev, opts, cache, builders), slots) for i in range(n)]
         self.devices = [a.name for a in self._actors]
         self._dev = dev
         self._cv = threading.Condition()
@@ -366,7 +393,7 @@ class RayExecutor(Executor):
         """Give queued jobs to live actors with a free slot (the actor already holding the task first)."""
         with self._cv:
             while self._queue:
-                free = [a for a in self._live() if len(a.jobs) < PER_ACTOR]
+                free = [a for a in self._live() if len(a.jobs) < a.slots]
                 if not free:
                     break
                 job = self._queue.pop(0)
