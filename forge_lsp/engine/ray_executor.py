@@ -49,7 +49,7 @@ from .verdict import Status, Verdict
 from .worker_client import EvaluationCancelled, Worker
 
 #: build workers per actor at most (as the local pool has): the actor's share of its node's cores, halved
-MAX_BUILDERS = 4
+MAX_BUILDERS = 8
 _POLL_S = 0.25
 
 
