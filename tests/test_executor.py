@@ -105,17 +105,27 @@ def test_an_unknown_executor_is_one_line_and_exit_2(tmp_path):
     )
 
 
-def test_the_ray_executor_without_ray_says_what_to_install():
-    """Ray is imported only when the Ray executor is made; without it, the error names the extra to install."""
+def made_without(module: str, before: str, executor: str) -> str:
+    """What making `executor` raises, said as "Type message", in a fresh interpreter where `module` cannot be
+    imported (after running `before` there)."""
     code = (
-        "import sys; sys.modules['ray'] = None\n"  # `import ray` raises ImportError, as where it is not installed
-        "import forge_lsp.cli.main, forge_lsp.usecases.optimize, forge_lsp.engine.executor as e\n"
-        "assert 'ray' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
-        "try:\n    e.make_executor('ray', 'cpu')\nexcept Exception as exc:\n    print(type(exc).__name__, exc)\n"
+        f"import sys; sys.modules[{module!r}] = None\n{before}import forge_lsp.engine.executor as e\n"
+        f"try:\n    e.make_executor({executor!r}, 'cpu')\nexcept Exception as exc:\n    print(type(exc).__name__, exc)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == (
+    return r.stdout.strip()
+
+
+def test_the_ray_executor_without_ray_says_what_to_install():
+    """Ray is imported only when the Ray executor is made; without it, the error names the extra to install."""
+    said = made_without(
+        "ray",  # `import ray` raises ImportError, as where it is not installed
+        "import forge_lsp.cli.main, forge_lsp.usecases.optimize, forge_lsp.engine.executor\n"
+        "assert 'ray' not in [m for m in sys.modules if sys.modules[m] is not None]\n",
+        "ray",
+    )
+    assert said == (
         "RayNotInstalled the Ray executor needs ray: pip install 'forge-lsp[ray]' (ray==2.60.0), or use --executor local"
     )
 
@@ -124,15 +134,8 @@ def test_the_ray_executor_without_ray_says_what_to_install():
 def test_the_ray_client_without_grpcio_says_what_to_install_at_once():
     """``ray://`` needs the Ray Client's transport (grpcio, from ``ray[client]``): without it, forge names its own
     extra to install before any connection is tried (Ray alone would advise a bare ``pip install ray[client]``)."""
-    code = (
-        "import sys; sys.modules['grpc'] = None\n"  # `import grpc` raises ImportError, as where it is missing
-        "import forge_lsp.engine.executor as e\n"
-        "try:\n    e.make_executor('ray://127.0.0.1:9', 'cpu')\n"
-        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == (
+    said = made_without("grpc", "", "ray://127.0.0.1:9")  # `import grpc` raises ImportError, as where it is missing
+    assert said == (
         "RayNotInstalled the Ray Client (ray://) needs ray[client]: pip install 'forge-lsp[ray]' (ray[client]==2.60.0), "
         "or use --executor ray or local"
     )

@@ -134,30 +134,31 @@ def test_a_candidate_that_could_bring_a_kernel_of_its_own_is_run(tmp_path, monke
     assert not report.check().passed and "row_reduce" in report.check().detail
 
 
-def test_a_cancel_kills_the_tool_in_flight(tmp_path, monkeypatch):
-    """The run's cancel reaches compute-sanitizer: a tool that would run for a minute is killed at once, the
-    report says cancelled, and no later tool starts."""
-    import threading
-    import time
-
+def hung_tool(tmp_path: Path, monkeypatch) -> None:
+    """A `compute-sanitizer` on PATH that would take a minute for each tool."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     exe = bin_dir / "compute-sanitizer"
     exe.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_a_cancel_kills_the_tool_in_flight(tmp_path, monkeypatch):
+    """The run's cancel reaches compute-sanitizer: a tool that would run for a minute is killed at once, the
+    report says cancelled, and no later tool starts."""
+    import threading
+    import time
+
+    hung_tool(tmp_path, monkeypatch)
     cancel = threading.Event()
     threading.Timer(1.0, cancel.set).start()
     t0 = time.monotonic()
-    report = run_cancellable(tmp_path, cancel)
-    assert report.cancelled and list(report.seconds) == ["racecheck"], report
-    assert time.monotonic() - t0 < 10
-
-
-def run_cancellable(tmp_path: Path, cancel):
     task = load_task(ROOT / "benchmarks/tasks/softmax.py")
     cand = load_candidate(ROOT / "benchmarks/candidates/softmax_triton.py")
-    return sanitize(task, cand, "cuda:0", cache_dir=tmp_path / "cache", timeout=60, cancel=cancel)
+    report = sanitize(task, cand, "cuda:0", cache_dir=tmp_path / "cache", timeout=60, cancel=cancel)
+    assert report.cancelled and list(report.seconds) == ["racecheck"], report
+    assert time.monotonic() - t0 < 10
 
 
 def test_the_evaluators_cancel_reaches_its_sanitizer_run(tmp_path, monkeypatch):
@@ -169,12 +170,7 @@ def test_the_evaluators_cancel_reaches_its_sanitizer_run(tmp_path, monkeypatch):
     from forge_lsp.engine import EvaluationCancelled, Evaluator
     from forge_lsp.engine.verdict import Status, Verdict
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "compute-sanitizer"
-    exe.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    hung_tool(tmp_path, monkeypatch)
     task = load_task(ROOT / "benchmarks/tasks/softmax.py")
     cand = load_candidate(ROOT / "benchmarks/candidates/softmax_triton.py")
     ev = Evaluator("cpu", cache_dir=tmp_path / "cache")
