@@ -83,11 +83,13 @@ def workspace(tmp_path) -> Path:
     return tmp_path
 
 
-def _patches(workspace: Path, sources: dict[str, str]) -> tuple:
-    """One patch per (name -> candidate source), each for the SlowBlock instances it names after a ':'."""
-    entry = parse_entry("slownet.py:build", workspace)
+def _patches(
+    workspace: Path, sources: dict[str, str], entry: str = "slownet.py:build", cls: str = "SlowBlock"
+) -> tuple:
+    """One patch per (name -> candidate source), each for the `cls` instances it names after a ':'."""
+    entry = parse_entry(entry, workspace)
     report = find_hotspots(entry, workspace, HotspotOptions(device="cpu", warmup=1, iterations=1))
-    (task,) = [t for t in extract_tasks(report, workspace).tasks if t.cls.endswith("SlowBlock")]
+    (task,) = [t for t in extract_tasks(report, workspace).tasks if t.cls.endswith(cls)]
     cap = next(i.capture for i in report.instances if i.name == task.instances[0])
     patches = []
     for label, source in sources.items():
@@ -137,6 +139,79 @@ def test_a_wrong_replacement_is_reverted_and_a_right_one_kept(workspace):
     assert "Net.blocks.1 computes something else" in check.reverted[0].why
     assert check.outputs_match and all(o["max_abs"] < 1e-4 for o in check.outputs)
     assert check.speedup is not None and check.speedup > 1.0  # a Python loop replaced by one softmax
+
+
+CHAIN = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class Chain(nn.Module):
+        \"\"\"Ten steps of a map that amplifies rounding: in bf16, eager's result drifts from the exact one.\"\"\"
+
+        def forward(self, x):
+            for _ in range(10):
+                x = torch.sin(x) * 1.5 + 0.1
+            return x
+
+
+    class ChainNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(16, 16)
+            self.chain = Chain()
+
+        def forward(self, x):
+            return self.chain(self.lin(x))
+
+
+    def build():
+        torch.manual_seed(0)
+        return ChainNet().to(torch.bfloat16).eval(), (torch.randn(64, 16, dtype=torch.bfloat16),)
+    """
+)
+
+#: the chain computed in fp32 and rounded once (as a fused kernel does): outside bf16's tolerance of eager's
+#: result, yet closer to the exact result than eager is
+CHAIN_FP32 = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            y = x.float()
+            for _ in range(10):
+                y = torch.sin(y) * 1.5 + 0.1
+            return y.to(x.dtype)
+    """
+)
+
+
+def test_a_bf16_replacement_is_judged_against_the_model_in_fp32_and_a_wrong_one_still_reverted(workspace):
+    """bf16 outputs outside the tolerance of eager's: a replacement whose error against the model run in fp32 is
+    within 2x eager's own (at worst and on average) is kept, and says so; one that computes something else (a
+    shifted constant) is still reverted."""
+    (workspace / "chainnet.py").write_text(CHAIN)
+    entry, patches = _patches(
+        workspace,
+        {"fp32inside:": CHAIN_FP32, "shifted:": CHAIN_FP32.replace("+ 0.1", "+ 0.12")},
+        entry="chainnet.py:build",
+        cls="Chain",
+    )
+    tol = {"bfloat16": [1e-2, 1e-2]}
+    check = check_model(entry, workspace, "cpu", patches[:1], tol, reps=5)
+    assert check.kept == ["fp32inside"] and check.outputs_match, check
+    (out,) = check.outputs
+    f = out["fp32"]  # judged against fp32 because it was outside the tolerance of eager's result
+    assert out["max_abs"] > out["atol"] and f["ok"], out
+    assert f["err_max"] < f["eager_err_max"] and f["err_mean"] <= 2 * f["eager_err_mean"], f
+
+    wrong = check_model(entry, workspace, "cpu", patches[1:], tol, reps=5)
+    assert wrong.kept == [] and wrong.reverted[0].cls == "shifted", wrong
+    assert "differ" in wrong.reverted[0].why or "something else" in wrong.reverted[0].why, wrong.reverted
 
 
 def test_a_replacement_that_makes_the_model_slower_is_reverted(workspace):

@@ -453,6 +453,18 @@ def run_model_wide(args: argparse.Namespace) -> int:
             f"{check.before_ms:.3f} ms -> {check.after_ms:.3f} ms per forward",
             highlight=False,
         )
+        for o in check.outputs:
+            if o.get("fp32"):
+                f = o["fp32"]
+                out.print(
+                    f"  {o.get('dtype')} output {tuple(o.get('shape') or ())}: outside the tolerance; against the model "
+                    f"run in fp32 its error is {f['err_max']:.3g} at worst, {f['err_mean']:.3g} on average, eager's own "
+                    f"{f['eager_err_max']:.3g} and {f['eager_err_mean']:.3g}: "
+                    + (f"within {f['factor']:g}x, accepted" if f["ok"] else f"more than {f['factor']:g}x, refused"),
+                    highlight=False,
+                )
+        if check.fp32_note:
+            out.print(f"  not judged against fp32: {check.fp32_note}", highlight=False)
         if check.speedup is not None and check.ci:
             out.print(
                 f"speedup {check.speedup:.3f}x (95% CI {check.ci[0]:.3f}-{check.ci[1]:.3f}, {check.reps} forwards each way)",

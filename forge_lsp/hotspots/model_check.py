@@ -31,8 +31,66 @@ def _outputs(torch: Any, model: Any, args: tuple, kwargs: dict) -> list[Any]:
         return [t.detach().clone() for t in _flat_tensors(torch, model(*args, **kwargs))]
 
 
-def compare(torch: Any, ref: list[Any], got: list[Any], tolerances: dict[str, list[float]]) -> list[dict[str, Any]]:
-    """Per output: shape, dtype, the worst absolute error, and whether it is within the dtype's tolerance."""
+#: Output dtypes whose eager results carry their own rounding error, judged against the model run in fp32 too
+LOW_PRECISION = ("bfloat16", "float16")
+#: A low-precision output outside the tolerance is still right when its error against the model run in fp32 is at
+#: most this many times eager's own error there, at worst and on average
+FP32_FACTOR = 2.0
+
+
+def _upcast(torch: Any, x: Any) -> Any:
+    """`x` with every bf16/fp16 tensor in it as fp32 (tuples, lists and dicts followed)."""
+    if isinstance(x, torch.Tensor):
+        return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+    if isinstance(x, tuple | list):
+        return type(x)(_upcast(torch, v) for v in x)
+    if isinstance(x, dict):
+        return {k: _upcast(torch, v) for k, v in x.items()}
+    return x
+
+
+def fp32_model(torch: Any, model: Any, args: tuple, kwargs: dict, ref: list[Any]) -> tuple[Any, list[Any] | None, str]:
+    """A copy of the model with its parameters in fp32, and its outputs on the inputs in fp32, when some of the
+    model's outputs are bf16/fp16; (None, None, why) when none is or the fp32 copy cannot run."""
+    import copy
+
+    if not any(str(r.dtype).removeprefix("torch.") in LOW_PRECISION for r in ref):
+        return None, None, "no low-precision output"
+    try:
+        hi = copy.deepcopy(model).float()
+        out = _outputs(torch, hi, _upcast(torch, args), _upcast(torch, kwargs))
+    except Exception as exc:  # noqa: BLE001 - then only the tolerance judges
+        return None, None, f"the model does not run in fp32 ({type(exc).__name__}: {str(exc)[:200]})"
+    if len(out) != len(ref) or any(o.shape != r.shape for o, r in zip(out, ref, strict=True)):
+        return None, None, "the model's fp32 outputs are not shaped like its own"
+    return hi, out, ""
+
+
+def _fp32_call(torch: Any, hi: Any, name: str, args: tuple, kwargs: dict) -> list[Any] | None:
+    """Instance `name` of the fp32 copy on a call's inputs in fp32 (None when it cannot run so)."""
+    try:
+        with torch.no_grad():
+            return [
+                t.detach()
+                for t in _flat_tensors(
+                    torch, instances_by_name(hi)[name](*_upcast(torch, args), **_upcast(torch, kwargs))
+                )
+            ]
+    except Exception:  # noqa: BLE001 - then only the tolerance judges
+        return None
+
+
+def compare(
+    torch: Any,
+    ref: list[Any],
+    got: list[Any],
+    tolerances: dict[str, list[float]],
+    truth: list[Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Per output: shape, dtype, the worst absolute error, and whether it is within the dtype's tolerance. With
+    `truth` (the model's outputs in fp32), a bf16/fp16 output outside the tolerance is still right when its error
+    against `truth` is at most `FP32_FACTOR` times eager's own, at worst and on average (eager rounds each step to
+    the low precision; a fused or fp32-internal computation rounds differently, often closer to the fp32 result)."""
     if len(ref) != len(got):
         return [{"ok": False, "why": f"{len(got)} outputs, the model gives {len(ref)}"}]
     rows = []
@@ -55,9 +113,26 @@ def compare(torch: Any, ref: list[Any], got: list[Any], tolerances: dict[str, li
         nan_same = torch.isnan(rf) & torch.isnan(gf)
         ok = bool((within | nan_same).all())
         worst = float(diff[~nan_same].max()) if diff.numel() and bool((~nan_same).any()) else 0.0
-        rows.append(
-            {"ok": ok, "dtype": dtype, "shape": list(r.shape), "max_abs": worst, "atol": atol * scale, "rtol": rtol}
-        )
+        row = {"ok": ok, "dtype": dtype, "shape": list(r.shape), "max_abs": worst, "atol": atol * scale, "rtol": rtol}
+        i = len(rows)
+        if not ok and truth is not None and dtype in LOW_PRECISION and rf.numel() and not bool(torch.isnan(gf).any()):
+            t = truth[i].double()
+            eager_err, got_err = (rf - t).abs(), (gf - t).abs()
+            slack = 1e-6 * scale
+            fp32 = {
+                "err_max": float(got_err.max()),
+                "err_mean": float(got_err.mean()),
+                "eager_err_max": float(eager_err.max()),
+                "eager_err_mean": float(eager_err.mean()),
+                "factor": FP32_FACTOR,
+            }
+            fp32["ok"] = bool(
+                fp32["err_max"] <= FP32_FACTOR * fp32["eager_err_max"] + slack
+                and fp32["err_mean"] <= FP32_FACTOR * fp32["eager_err_mean"] + slack
+            )
+            row["fp32"] = fp32
+            row["ok"] = fp32["ok"]
+        rows.append(row)
     return rows
 
 
@@ -110,6 +185,7 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
     for _ in range(2):
         _outputs(torch, model, args, kwargs)
     ref = _outputs(torch, model, args, kwargs)
+    hi, truth, truth_note = fp32_model(torch, model, args, kwargs, ref)
     patches = list(req["patches"])
     reverted: list[dict[str, Any]] = []
 
@@ -124,15 +200,18 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
         for name in names:
             named[name].__dict__["_forge_probe"] = []
         try:
-            rows = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances)
+            rows = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances, truth)
             bad: dict[str, str] = {}
             for patch in chosen:
                 for name in patch["instances"]:
                     probe = named[name].__dict__.get("_forge_probe") or []
                     if not probe:
                         continue  # not called as captured in this forward: the model's outputs hold it
-                    want, got = (_flat_tensors(torch, x) for x in probe[0])
-                    prows = compare(torch, [t.detach() for t in want], [t.detach() for t in got], tolerances)
+                    want, got = (_flat_tensors(torch, x) for x in probe[0][:2])
+                    inst_truth = _fp32_call(torch, hi, name, *probe[0][2:]) if hi is not None else None
+                    prows = compare(
+                        torch, [t.detach() for t in want], [t.detach() for t in got], tolerances, inst_truth
+                    )
                     if not all(r["ok"] for r in prows):
                         worst = max((r.get("max_abs") or 0.0 for r in prows), default=0.0)
                         bad.setdefault(_label(patch), f"{name} computes something else (worst {worst:.3g})")
@@ -225,8 +304,10 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
     result["before_ms"], result["after_ms"], result["speedup"], result["ci"] = before_ms, after_ms, speedup, ci
     result["modules_speedup"], result["modules_ci"] = speedup, ci
     result["reps"] = reps
+    if truth is None and truth_note != "no low-precision output":
+        result["fp32_note"] = truth_note
     if modes and original is not None:
-        result["model_modes"] = _model_modes(torch, req, original, model, kept, args, kwargs, ref, modes, reps)
+        result["model_modes"] = _model_modes(torch, req, original, model, kept, args, kwargs, ref, modes, reps, truth)
         best = max(
             (m for m in result["model_modes"] if m.get("ok") and m.get("ci")),
             key=lambda m: m["speedup"],
@@ -251,6 +332,7 @@ def _model_modes(
     ref: list[Any],
     modes: list[str],
     reps: int,
+    truth: list[Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The whole forward (the kept replacements in place) compiled in each mode: its outputs against the
     original's, and its time against the original model's (an untouched copy), alternating."""
@@ -268,7 +350,7 @@ def _model_modes(
                 _outputs(torch, model, args, kwargs)
             _sync(torch, device)
             row["compile_s"] = round(time.perf_counter() - t0, 1)
-            out = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances)
+            out = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances, truth)
             row["outputs"], row["ok"] = out, all(r["ok"] for r in out)
             if not row["ok"]:
                 worst = max((r.get("max_abs") or 0.0 for r in out), default=0.0)

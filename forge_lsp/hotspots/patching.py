@@ -158,7 +158,7 @@ def _shadow(torch: Any, inst: Any, new: Any, call: list[CallArg], spec: Any = "t
                 got = rebuild(torch, spec, new(*[v for _, v, _ in named if isinstance(v, torch.Tensor)]))
                 probe = inst.__dict__.get("_forge_probe")
                 if probe is not None and not probe:  # being checked: the original on the same call, once
-                    probe.append((original(*args, **kwargs), got))
+                    probe.append((original(*args, **kwargs), got, args, kwargs))
                 return got
         return original(*args, **kwargs)
 

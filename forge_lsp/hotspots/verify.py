@@ -27,7 +27,9 @@ class Reverted(BaseModel):
 class ModelCheck(BaseModel):
     kept: list[str] = []  # class keys whose candidates stay in place
     reverted: list[Reverted] = []
-    outputs: list[dict[str, Any]] = []  # per output: ok, dtype, shape, max_abs, atol, rtol
+    #: per output: ok, dtype, shape, max_abs, atol, rtol; for a bf16/fp16 output outside the tolerance, `fp32`: its
+    #: error and eager's against the model run in fp32 (err_max, err_mean, eager_err_max, eager_err_mean, factor, ok)
+    outputs: list[dict[str, Any]] = []
     before_ms: float = 0.0
     after_ms: float = 0.0
     speedup: float | None = None
@@ -40,6 +42,8 @@ class ModelCheck(BaseModel):
     #: speedup, ci, outputs; and the mode chosen, when one beat the replacements alone (its interval above 1)
     model_modes: list[dict[str, Any]] = []
     model_mode: str | None = None
+    #: why the model's bf16/fp16 outputs could not also be judged against the model run in fp32 (when it could not)
+    fp32_note: str | None = None
 
     @property
     def outputs_match(self) -> bool:
