@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+
+# Ray reads these when it is imported, and a test module may import it at collection: set before any does. No usage
+# reports, no token, and Ray's single-machine mode (every server of a Ray instance on 127.0.0.1, none on the network).
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+os.environ["RAY_AUTH_MODE"] = "disabled"
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

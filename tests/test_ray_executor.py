@@ -28,7 +28,14 @@ EXAMPLES = FIXTURES.parent.parent / "forge_lsp" / "examples"
 
 @pytest.fixture(scope="module")
 def ray_instance(tmp_path_factory):
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(tmp_path_factory.mktemp("ray")), log_to_driver=False)
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # again: another test's monkeypatch may have undone it
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
     yield ray
     ray.shutdown()
 
