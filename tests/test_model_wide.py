@@ -143,14 +143,18 @@ def test_a_wrong_replacement_is_reverted_and_a_right_one_kept(workspace):
 
 CHAIN = textwrap.dedent(
     """
+    import time
+
     import torch
     import torch.nn as nn
 
 
     class Chain(nn.Module):
-        \"\"\"Ten steps of a map that amplifies rounding: in bf16, eager's result drifts from the exact one.\"\"\"
+        \"\"\"Ten steps of a map that amplifies rounding: in bf16, eager's result drifts from the exact one. It waits
+        20 ms first: slow on purpose, so the replacement is kept for its speed too.\"\"\"
 
         def forward(self, x):
+            time.sleep(0.02)
             for _ in range(10):
                 x = torch.sin(x) * 1.5 + 0.1
             return x
