@@ -67,3 +67,15 @@ def softmax_task():
     from forge_lsp.engine import load_task
 
     return load_task(FIXTURES / "softmax_small.py")
+
+
+def start_local_ray(ray, temp_dir: Path) -> None:
+    """A local Ray instance for a test: 2 CPUs, no dashboard, its files under `temp_dir`, bound to 127.0.0.1."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # again: a test's monkeypatch may have undone it
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _temp_dir=str(temp_dir),
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )

@@ -13,7 +13,7 @@ import time
 
 import candidates as C
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, start_local_ray
 
 from forge_lsp.agent.config import ModelSettings
 from forge_lsp.agent.events import EventBus
@@ -117,13 +117,7 @@ def test_an_mcts_round_as_wide_as_the_executor_evaluates_its_candidates_at_once(
     ray = pytest.importorskip("ray")
     from forge_lsp.engine.ray_executor import RayExecutor
 
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        _temp_dir=str(tmp_path_factory.mktemp("ray")),
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-    )
+    start_local_ray(ray, tmp_path_factory.mktemp("ray"))
     try:
         with RayExecutor(options=fast_options, cache_dir=cache_dir, actors=2) as ex:
             assert ex.capacity == 2

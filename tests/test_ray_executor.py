@@ -9,7 +9,7 @@ import time
 
 import candidates as C
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, start_local_ray
 
 from forge_lsp.engine import Candidate, Status, Verdict, load_candidate, load_task
 from forge_lsp.engine.executor import LocalPool
@@ -28,14 +28,7 @@ EXAMPLES = FIXTURES.parent.parent / "forge_lsp" / "examples"
 
 @pytest.fixture(scope="module")
 def ray_instance(tmp_path_factory):
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # again: another test's monkeypatch may have undone it
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        _temp_dir=str(tmp_path_factory.mktemp("ray")),
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-    )
+    start_local_ray(ray, tmp_path_factory.mktemp("ray"))
     yield ray
     ray.shutdown()
 
