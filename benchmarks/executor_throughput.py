@@ -135,7 +135,24 @@ def run_cli(executor: str, device: str, tasks: Path, cands: Path, cache: Path, t
         results = json.loads(r.stdout)
     except json.JSONDecodeError:
         return {"wall_s": wall, "statuses": [], "error": (r.stderr.strip().splitlines() or ["no output"])[-1]}
-    return {"wall_s": wall, "statuses": [x["verdict"]["status"] for x in results], "rc": r.returncode}
+    stages = [x["verdict"].get("stages") or {} for x in results]
+    return {
+        "wall_s": wall,
+        "statuses": [x["verdict"]["status"] for x in results],
+        "rc": r.returncode,
+        "stages": stages,  # each candidate's seconds per stage: where a run's time went
+        "stage_totals": stage_totals(stages),
+    }
+
+
+def stage_totals(stages: list[dict]) -> dict[str, float]:
+    """Seconds per stage summed over a run's candidates."""
+    out: dict[str, float] = {}
+    for st in stages:
+        for k, v in st.items():
+            if isinstance(v, (int, float)):
+                out[k] = round(out.get(k, 0.0) + v, 3)
+    return out
 
 
 def main() -> int:
@@ -190,6 +207,8 @@ def main() -> int:
             f"   {r['wall_s']:.1f} s, {sum(s == 'correct' for s in r['statuses'])}/{n} correct {r.get('error', '')}",
             flush=True,
         )
+        if r.get("stage_totals"):
+            print("   stage seconds, summed: " + ", ".join(f"{k} {v:.1f}" for k, v in r["stage_totals"].items()))
         if args.out:  # after each run: a call cut short keeps what it measured
             args.out.write_text(json.dumps({"device": args.device, "candidates": n, "runs": runs}, indent=2))
 

@@ -112,3 +112,20 @@ def test_an_actors_build_workers_compile_two_tasks_candidates_at_once(ray_instan
     assert len(builds) == 2, events
     (a0, a1, _), (b0, b1, _) = builds.values()
     assert max(a0, b0) < min(a1, b1), f"the two builds did not overlap: {builds}"
+
+
+@pytest.mark.parametrize("driver", [None, "3"], ids=["unset", "set"])
+def test_an_actors_workers_get_the_drivers_thread_setting_not_rays_single_thread(
+    ray_instance, cache_dir, fast_options, monkeypatch, driver
+):
+    """Ray sets OMP_NUM_THREADS=1 in each actor (a GPU actor holds no CPU), which would leave its workers' torch one
+    core to make and compare inputs: an actor's environment, which its workers inherit, has the driver's setting."""
+    from forge_lsp.engine.ray_executor import RayExecutor
+
+    if driver is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", driver)
+    with RayExecutor(options=fast_options, cache_dir=cache_dir, actors=1) as ex:
+        where = ray.get(ex.actors[0].where.remote())
+    assert where["omp_threads"] == driver, where

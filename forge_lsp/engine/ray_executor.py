@@ -84,9 +84,22 @@ class EvalActor:
     times (the device worker takes one evaluation at a time). Module-level so that Ray imports it on the node
     rather than pickling it."""
 
-    def __init__(self, device: str, options: dict[str, Any], cache_dir: str | None, builders: int = 1) -> None:
+    def __init__(
+        self,
+        device: str,
+        options: dict[str, Any],
+        cache_dir: str | None,
+        builders: int = 1,
+        omp_threads: str | None = None,
+    ) -> None:
         from ..sandbox import default_cache_dir
 
+        # Ray sets OMP_NUM_THREADS=1 in an actor that holds no CPU (a GPU actor): its workers' torch would then make
+        # and compare every input on one core. The workers get the driver's setting instead (none: torch's default).
+        if omp_threads is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = omp_threads
         self.options = EvalOptions.model_validate(options)
         cache = Path(cache_dir) if cache_dir else default_cache_dir()
         self.ev = Evaluator(device, options=self.options, cache_dir=cache, build_workers=0)
@@ -113,7 +126,12 @@ class EvalActor:
         return out
 
     def where(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "device": self.device, "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        return {
+            "pid": os.getpid(),
+            "device": self.device,
+            "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "omp_threads": os.environ.get("OMP_NUM_THREADS"),  # what its workers inherit
+        }
 
     def hello(self) -> dict[str, Any]:
         return self.ev.hello().model_dump(mode="json")
@@ -245,7 +263,10 @@ class RayExecutor(Executor):
         dev = "cuda:0" if on_gpu else "cpu"
         opts = self.options.model_dump(mode="json")
         cache = str(cache_dir) if cache_dir else None
-        self._actors = [_Actor(f"{dev}@actor{i}", remote.remote(dev, opts, cache, builders), slots) for i in range(n)]
+        threads = os.environ.get("OMP_NUM_THREADS")
+        self._actors = [
+            _Actor(f"{dev}@actor{i}", remote.remote(dev, opts, cache, builders, threads), slots) for i in range(n)
+        ]
         self.devices = [a.name for a in self._actors]
         self._dev = dev
         self._cv = threading.Condition()
