@@ -12,11 +12,12 @@ one candidate each), each run with a cold compile cache of its own:
 2. ``local``: ``forge eval DIR --executor local`` — one worker per visible device, the build workers shared by every
    task (every task's candidates build while the device verifies and times those built).
 3. ``ray``: ``forge eval DIR --executor ray`` — a single-node Ray instance started by forge (one actor per GPU, each
-   with one build worker beside its device worker), cold and then warm.
+   with its share of the node's cores as build workers beside its device worker), cold and then warm.
 4. ``local`` and ``ray`` again with their caches warm: what Ray adds per evaluation (Ray's start included, and
    without it), builds out of the picture.
 
-Prints a table last: wall seconds, candidates per minute, how many correct, and Ray's overhead per evaluation.
+Prints a table last: wall seconds, candidates per minute, how many correct, and Ray's overhead per evaluation;
+each run's stage seconds summed over its candidates are printed with it and saved in the JSON.
 The ray runs need `pip install 'forge-lsp[ray]'`; without ray they are reported as not run.
 """
 

@@ -100,6 +100,7 @@ HIDDEN = {
     "exec": "exec(open('k.py').read())\n",
     "importlib": "import importlib\ntl = importlib.import_module('tri' + 'ton')\n",
     "builtin compile": "code = compile(src, 'k', 'exec')\n",
+    "builtin eval": "k = eval(src)\n",
     "jiterator": "f = torch.cuda.jiterator._create_jit_fn(CODE)\n",
     "cubin": "m = load('kernel.cubin')\n",
 }
@@ -113,7 +114,11 @@ def test_a_candidate_of_pytorch_calls_only_is_not_run_and_says_why(tmp_path, mon
 
     fake_tool(tmp_path, monkeypatch, RACE, 0)  # would report a race in the candidate's kernel if it were run
     task = load_task(ROOT / "benchmarks/tasks/softmax.py")
-    sources = [TORCH_ONLY] + [c.source for c in compile_candidates(task, "cuda")]
+    # as a module extracted from a model is built: in its captured mode and dtype (`self.eval()` is not eval())
+    extracted = TORCH_ONLY.replace(
+        "    def forward", "    def __init__(self):\n        super().__init__()\n        self.eval()\n\n    def forward"
+    )
+    sources = [TORCH_ONLY, extracted] + [c.source for c in compile_candidates(task, "cuda")]
     for source in sources:
         report = sanitize(task, Candidate.from_source(source, "torch_only"), "cuda:0", cache_dir=tmp_path / "c")
         check = report.check()

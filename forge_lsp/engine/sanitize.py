@@ -116,13 +116,14 @@ def parse(tool: str, output: str) -> list[Finding]:
 
 
 #: What brings a kernel (or code that could bring one) into a candidate: kernel source or a kernel backend, a
-#: kernel loader (CUDA driver/runtime, CuPy, ctypes, jiterator), or code built at run time. A candidate with none
-#: of these is PyTorch calls only.
+#: kernel loader (CUDA driver/runtime, CuPy, ctypes, jiterator), or code built at run time (the builtins exec, eval
+#: and compile; not methods of those names such as `module.eval()` or `torch.compile`). A candidate with none of these
+#: is PyTorch calls only.
 _OWN_KERNEL = re.compile(
     r"__global__|\bcuda_sources\b|\bload_inline\b|\bcpp_extension\b|\btriton\b|forge_lsp\.runtime|compile_kernel"
     r"|\bcupy\b|\bRawKernel\b|\bRawModule\b|\bctypes\b|\bcffi\b|\bnumba\b|\bjiterator\b|cuModuleLoad|cuLaunch"
     r"|\bnvrtc\b|\bcuda\.bindings\b|\bcuda\.core\b|\bcuda\.cuda\b|\.cubin\b|\.ptx\b|\.so\b|torch\.ops\.load_library"
-    r"|\bexec\s*\(|\beval\s*\(|(?<![.\w])compile\s*\(|__import__|\bimportlib\b|\bmarshal\b|\bpickle\b|\bbase64\b"
+    r"|(?<![.\w])(?:exec|eval|compile)\s*\(|__import__|\bimportlib\b|\bmarshal\b|\bpickle\b|\bbase64\b"
     r"|\bcodecs\b|\bzlib\b|\bsubprocess\b|\bos\.system\b"
 )
 
