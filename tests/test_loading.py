@@ -276,3 +276,29 @@ def test_a_build_lock_left_by_a_killed_build_does_not_stall_the_next_build(tmp_p
     assert again.returncode == 0 and "loaded [1.0, 1.0]" in again.stdout, again.stderr[-2000:]
     assert "removed a build lock left by a killed build" in again.stderr
     assert not (folder / "lock").exists()
+
+
+def test_a_build_does_not_wait_for_another_builds_precompiled_header(monkeypatch):
+    """torch/extension.h takes about 45 s to precompile (a machine's first CUDA build): a build that finds another
+    one doing it builds without the header at once instead of waiting; with the lock free it checks or builds the
+    header itself and uses it."""
+    import fcntl
+    import time
+
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness import loading
+
+    built: list[list[str]] = []
+    monkeypatch.setattr(
+        cpp_extension, "_check_and_build_extension_h_precompiler_headers", lambda f, i: built.append(f), raising=False
+    )
+    assert loading._ensure_pch(["-DX"], None) is True and built == [["-DX"]]
+    with open(loading.pch_lock_path(), "a") as other:  # another build is precompiling the header
+        fcntl.flock(other, fcntl.LOCK_EX)
+        t0 = time.monotonic()
+        assert loading._ensure_pch(["-DY"], None, wait_s=0.3) is False
+        waited = time.monotonic() - t0
+        fcntl.flock(other, fcntl.LOCK_UN)
+    assert 0.3 <= waited < 2.0 and built == [["-DX"]], waited
+    assert loading._ensure_pch(["-DZ"], None) is True and built[-1] == ["-DZ"]

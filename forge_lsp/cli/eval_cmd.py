@@ -27,6 +27,7 @@ from ..engine import (
 )
 from ..engine.executor import make_executor
 from ..engine.ray_executor import RayNotInstalled
+from ..parsing import parse
 
 
 def console(stderr: bool = False) -> Console:
@@ -129,7 +130,7 @@ def add_executor_argument(p: argparse.ArgumentParser, default: str | None = "loc
 
 def _defines(path: Path, cls: str) -> bool:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        tree = parse(path.read_text(encoding="utf-8", errors="replace"))
     except SyntaxError:
         return cls == "ModelNew"  # a broken candidate is still a candidate: it gets a verdict
     return any(isinstance(n, ast.ClassDef) and n.name == cls for n in tree.body)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from ..parsing import parse
+
 
 class TaskError(ValueError):
     """The task file cannot be used; the message says what to change."""
@@ -163,7 +165,7 @@ def load_task(
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"cannot read task file {path}: {exc}") from exc
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = parse(source, filename=str(path))
     except SyntaxError as exc:
         raise TaskError(f"{path}:{exc.lineno}: syntax error in task file: {exc.msg}") from exc
 

@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ..parsing import parse
+
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -98,7 +100,7 @@ def _resolve_file(where: str, root: Path, text: str) -> Path:
 
 def _literal_kwargs(call: str, text: str) -> dict[str, Any]:
     try:
-        node = ast.parse(f"f{call}", mode="eval").body
+        node = parse(f"f{call}", mode="eval").body
     except SyntaxError:
         raise EntryError(f"entry {text!r}: cannot read the arguments {call}") from None
     if not isinstance(node, ast.Call) or node.args:
@@ -121,7 +123,7 @@ def defined_entry_functions(source: str) -> list[tuple[str, int]]:
     """Module-level functions of a file named like entries (``build``, ``build_*``, ``make_model``,
     ``get_model``), by its AST, each as (name, 0-based line): where the editor offers "Find hot spots"."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return []
     out = []

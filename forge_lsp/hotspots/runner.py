@@ -34,6 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..parsing import parse
 from .report import CallArg, Capture, HotspotReport, Instance, ModuleClass, Op, TensorSpec, rank_targets
 
 _RANGE = "forge::m"
@@ -721,7 +722,7 @@ def _where(cls: type) -> tuple[str | None, int | None]:
 
         path = _SCRIPT["path"]
         try:
-            tree = ast.parse(path.read_text())
+            tree = parse(path.read_text())
         except (OSError, SyntaxError):
             return str(path), None
         line = next((n.lineno for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__), None)

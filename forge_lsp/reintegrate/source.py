@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
+from ..parsing import parse
 from .result import RewriteError
 
 BEGIN = "# --- forge: begin optimized {name}"
@@ -26,7 +27,7 @@ def newline_of(text: str) -> str:
 
 def parse_source(text: str, what: str) -> ast.Module:
     try:
-        return ast.parse(text)
+        return parse(text)
     except SyntaxError as exc:
         raise RewriteError(f"{what} does not parse: line {exc.lineno}: {exc.msg}") from exc
 

@@ -13,6 +13,8 @@ import warnings
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from ..parsing import parse as _parse
+
 KERNELBENCH_FUNCTIONS = ("get_inputs", "get_init_inputs")
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -37,7 +39,7 @@ for _category in (SyntaxWarning, DeprecationWarning):
 
 def parse(text: str) -> ast.Module:
     """``ast.parse`` without warnings on stderr (the user's code is not ours to lint)."""
-    return ast.parse(text, filename=_PARSE_FILENAME)
+    return _parse(text, filename=_PARSE_FILENAME)
 
 
 class _Class:

@@ -57,23 +57,51 @@ def forget_module(module: types.ModuleType) -> None:
 _OPT_FLAG = re.compile(r"-O[0-3sg]?|-g\d?|-ffast-math|-funroll-loops|-march=\S+|-mtune=\S+")
 
 
-def _ensure_pch(extra_cflags, extra_include_paths) -> bool:
-    """Build torch's precompiled torch/extension.h (once per flag set) under a lock.
+#: seconds a build waits for another build's check of the precompiled header (milliseconds) before going on without it
+PCH_WAIT_S = 2.0
 
-    torch writes the .gch into its own include directory; concurrent build workers must not
-    write it at the same time. Returns False where torch offers no PCH (not Linux/GCC).
+
+def pch_lock_path() -> Path:
+    """The lock over torch's precompiled torch/extension.h. torch writes the .gch into its own include folder, which
+    every forge process on the machine shares whatever its cache, so the lock is the machine's, named after that
+    folder."""
+    import tempfile
+
+    tag = hashlib.sha256(str(torch_include_dir()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"forge-pch-{tag}.lock"
+
+
+def _ensure_pch(extra_cflags, extra_include_paths, wait_s: float = PCH_WAIT_S) -> bool:
+    """Build torch's precompiled torch/extension.h (once per flag set) under the machine's lock; whether to use it.
+
+    Checking a built header takes milliseconds; building it, about 45 s (the first CUDA build on a machine). A build
+    that finds the lock still held after `wait_s` does not wait for that: it builds its main.cpp without the header
+    (some seconds slower), so the first candidates of a cold machine all compile at once. False also where torch
+    offers no PCH (not Linux/GCC).
     """
     import fcntl
+    import time
 
     from torch.utils import cpp_extension
 
     build = getattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers", None)
     if build is None:
         return False
-    lock = cache_dir() / "pch.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    with open(pch_lock_path(), "a") as fh:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    print(
+                        "forge: torch/extension.h is being precompiled by another build; building without it",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return False
+                time.sleep(0.05)
         build(list(extra_cflags or []), list(extra_include_paths or []))
     return True
 
