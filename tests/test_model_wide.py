@@ -216,6 +216,22 @@ def test_a_bf16_replacement_is_judged_against_the_model_in_fp32_and_a_wrong_one_
     wrong = check_model(entry, workspace, "cpu", patches[1:], tol, reps=5)
     assert wrong.kept == [] and wrong.reverted[0].cls == "shifted", wrong
     assert "differ" in wrong.reverted[0].why or "something else" in wrong.reverted[0].why, wrong.reverted
+    assert "(worst " in wrong.reverted[0].why, wrong.reverted
+
+
+def test_a_revert_for_differing_outputs_says_by_how_much_and_against_fp32():
+    """The reason a change is refused carries its worst error and, where the output was judged against the model in
+    fp32, its error there next to eager's own (what a user needs to judge the refusal)."""
+    from forge_lsp.hotspots.model_check import differ
+
+    rows = [
+        {"ok": True, "max_abs": 0.001},
+        {"ok": False, "max_abs": 1.5, "fp32": {"err_max": 1.3676, "eager_err_max": 0.3573, "ok": False}},
+    ]
+    assert differ("the model's outputs differ", rows) == (
+        "the model's outputs differ (worst 1.5; against the model in fp32 1.37, eager's own 0.357)"
+    )
+    assert differ("x", [{"ok": False, "max_abs": 0.25}]) == "x (worst 0.25)"
 
 
 def test_a_replacement_that_makes_the_model_slower_is_reverted(workspace):

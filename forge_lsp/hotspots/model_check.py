@@ -243,15 +243,13 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
             if fine(prows, pbad):
                 alone_ok.append(patch)
             else:
-                worst = max((r.get("max_abs") or 0.0 for r in prows), default=0.0)
-                why = pbad.get(_label(patch)) or f"the model's outputs differ with it (worst {worst:.3g})"
+                why = pbad.get(_label(patch)) or differ("the model's outputs differ with it", prows)
                 reverted.append({"cls": _label(patch), "why": why})
         kept = alone_ok
         rows, bad = check(kept) if kept else ([], {})
         if not fine(rows, bad):  # each is fine alone, not together: keep none
-            reverted += [
-                {"cls": _label(p), "why": "the model's outputs differ with all of them together"} for p in kept
-            ]
+            why = differ("the model's outputs differ with all of them together", rows)
+            reverted += [{"cls": _label(p), "why": why} for p in kept]
             kept, rows = [], []
     uninstall(model)
     reps = int(req.get("reps", 30))
@@ -353,8 +351,7 @@ def _model_modes(
             out = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances, truth)
             row["outputs"], row["ok"] = out, all(r["ok"] for r in out)
             if not row["ok"]:
-                worst = max((r.get("max_abs") or 0.0 for r in out), default=0.0)
-                row["why"] = f"the model's outputs differ (worst {worst:.3g})"
+                row["why"] = differ("the model's outputs differ", out)
                 continue
             before, after = [], []
             for _ in range(3):
@@ -394,3 +391,17 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
+
+
+def differ(what: str, rows: list[dict[str, Any]]) -> str:
+    """`what`, with the worst error of the outputs that failed and, where they were judged against the model in fp32,
+    their error there against eager's own: "... (worst 1.5; against fp32 1.37, eager's 0.357)"."""
+    failed = [r for r in rows if not r.get("ok")] or rows
+    worst = max((r.get("max_abs") or 0.0 for r in failed), default=0.0)
+    detail = f"worst {worst:.3g}"
+    judged = [r["fp32"] for r in failed if isinstance(r.get("fp32"), dict) and r["fp32"].get("err_max") is not None]
+    if judged:
+        err = max(j["err_max"] for j in judged)
+        eager = max(j.get("eager_err_max") or 0.0 for j in judged)
+        detail += f"; against the model in fp32 {err:.3g}, eager's own {eager:.3g}"
+    return f"{what} ({detail})"
