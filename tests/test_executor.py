@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import candidates as C
 import pytest
@@ -139,3 +141,40 @@ def test_the_ray_client_without_grpcio_says_what_to_install_at_once():
         "RayNotInstalled the Ray Client (ray://) needs ray[client]: pip install 'forge-lsp[ray]' (ray[client]==2.60.0), "
         "or use --executor ray or local"
     )
+
+
+def _fake_nvidia_smi(tmp_path, monkeypatch, body: str) -> None:
+    import stat
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "nvidia-smi"
+    exe.write_text(f"#!{sys.executable}\n{body}\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize(
+    ("visible", "listed", "expected"),
+    [(None, 2, 2), ("1", 2, 1), ("0,1,2", 2, 2), ("", 2, 0), (None, "fails", None)],
+)
+def test_the_gpus_are_counted_from_nvidia_smi_where_the_drivers_folder_cannot_be_read(
+    tmp_path, monkeypatch, visible, listed, expected
+):
+    """In a container that shows `nvidia-smi` but not /proc/driver/nvidia, the local pool still gets one worker per
+    GPU: the count comes from `nvidia-smi -L`, bounded by CUDA_VISIBLE_DEVICES."""
+    from forge_lsp.engine.executor import visible_gpu_count
+
+    if Path("/proc/driver/nvidia/gpus").exists():
+        pytest.skip("this machine's driver folder is readable: the count comes from it")
+    if listed == "fails":
+        _fake_nvidia_smi(tmp_path, monkeypatch, "import sys\nsys.exit(9)")
+    else:
+        lines = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\n" for i in range(listed))
+        _fake_nvidia_smi(tmp_path, monkeypatch, f"import sys\nsys.stdout.write({lines!r})")
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert visible_gpu_count() == expected

@@ -135,10 +135,29 @@ def visible_gpu_count() -> int | None:
         count = sum(1 for _ in gpus.iterdir())
     except OSError:
         count = 0
+    if not count:  # a container may show the driver's tool but not its /proc folder
+        count = _gpus_listed_by_nvidia_smi()
     if visible is not None:
         listed = len([d for d in visible.split(",") if d.strip()])
         return min(listed, count) if count else listed
     return count or None
+
+
+def _gpus_listed_by_nvidia_smi() -> int:
+    """The GPUs ``nvidia-smi -L`` lists (0 where it is missing or fails)."""
+    from ..sandbox import run_sandboxed, scrubbed_env
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0
+    env = {k: v for k, v in scrubbed_env().items() if k != "CUDA_VISIBLE_DEVICES"}  # every GPU of the machine
+    try:
+        result = run_sandboxed([exe, "-L"], env=env, cwd=Path.cwd(), timeout=15.0)
+    except OSError:
+        return 0
+    if result.returncode != 0:
+        return 0
+    return sum(1 for line in result.output.splitlines() if line.startswith("GPU "))
 
 
 def visible_gpus() -> int:
