@@ -200,6 +200,32 @@ def finish_record(
     return rec
 
 
+def bounded(
+    fn: Callable[[], Any],
+    cancel: Callable[[], Any],
+    timeout: float,
+    label: str,
+    box: dict[str, Any],
+    done: threading.Event,
+) -> bool:
+    """`fn()` on a thread of its own, its result or exception into `box` ("result" / "error") and `done` set when it
+    ends; `cancel()` when it is still going after `timeout` seconds. Whether it was cut."""
+
+    def go() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - said in the record
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=go, name=f"bench-{label}", daemon=True).start()
+    if done.wait(max(1.0, timeout)):
+        return False
+    cancel()
+    return True
+
+
 def run_batch(
     label: str,
     make: Callable[[], Executor],
@@ -213,7 +239,7 @@ def run_batch(
     verdicts: dict[str, Any] = {}
     names: dict[int, str] = {}
     done = threading.Event()
-    box: dict[str, BaseException] = {}
+    box: dict[str, Any] = {}
     t0 = time.perf_counter()
     try:
         ex = make()
@@ -229,20 +255,16 @@ def run_batch(
     ex.subscribe(listen)
     task_of = {id(c): t.name for t, c in work}
 
-    def go() -> None:
-        try:
-            ex.evaluate_all(
-                work, reference=True, on_verdict=lambda c, v: verdicts.__setitem__(f"{task_of[id(c)]}/{c.name}", v)
-            )
-        except BaseException as exc:  # noqa: BLE001 - said in the record
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=go, name=f"bench-{label}", daemon=True).start()
-    if not done.wait(max(1.0, timeout)):
-        rec["cut"] = True
-        ex.cancel()
+    rec["cut"] = bounded(
+        lambda: ex.evaluate_all(
+            work, reference=True, on_verdict=lambda c, v: verdicts.__setitem__(f"{task_of[id(c)]}/{c.name}", v)
+        ),
+        ex.cancel,
+        timeout,
+        label,
+        box,
+        done,
+    )
     rec["wall_s"] = round(time.perf_counter() - t0, 3)
     until = time.time() if rec["cut"] else None
     if "error" in box and not rec["cut"]:
@@ -367,18 +389,8 @@ def run_mcts(
         box: dict[str, Any] = {}
         done = threading.Event()
 
-        def go() -> None:
-            try:
-                box["result"] = opt.run()
-            except BaseException as exc:  # noqa: BLE001 - said in the record
-                box["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=go, name=f"bench-{label}", daemon=True).start()
-        if not done.wait(max(1.0, timeout)):
+        if bounded(opt.run, opt.cancel, timeout, label, box, done):
             rec["cut"] = True
-            opt.cancel()
             done.wait(30)
         rec["wall_s"] = round(time.perf_counter() - t0, 3)
         until = time.time() if rec["cut"] else None

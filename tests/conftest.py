@@ -79,3 +79,14 @@ def start_local_ray(ray, temp_dir: Path) -> None:
         _node_ip_address="127.0.0.1",
         log_to_driver=False,
     )
+
+
+def tool_on_path(tmp_path: Path, monkeypatch, name: str, body: str) -> Path:
+    """An executable `name` first on PATH for the test: a Python script whose code is `body`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    exe = bin_dir / name
+    exe.write_text(f"#!{sys.executable}\n{body}\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return exe

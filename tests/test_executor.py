@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import candidates as C
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, tool_on_path
 
 from forge_lsp.agent.config import ConfigError, load_config
 from forge_lsp.engine import Candidate, Status, load_candidate, load_task
@@ -143,18 +142,6 @@ def test_the_ray_client_without_grpcio_says_what_to_install_at_once():
     )
 
 
-def _fake_nvidia_smi(tmp_path, monkeypatch, body: str) -> None:
-    import stat
-    import sys
-
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "nvidia-smi"
-    exe.write_text(f"#!{sys.executable}\n{body}\n")
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-
-
 @pytest.mark.parametrize(
     ("visible", "listed", "expected"),
     [(None, 2, 2), ("1", 2, 1), ("0,1,2", 2, 2), ("", 2, 0), (None, "fails", None)],
@@ -169,10 +156,10 @@ def test_the_gpus_are_counted_from_nvidia_smi_where_the_drivers_folder_cannot_be
     if Path("/proc/driver/nvidia/gpus").exists():
         pytest.skip("this machine's driver folder is readable: the count comes from it")
     if listed == "fails":
-        _fake_nvidia_smi(tmp_path, monkeypatch, "import sys\nsys.exit(9)")
+        tool_on_path(tmp_path, monkeypatch, "nvidia-smi", "import sys\nsys.exit(9)")
     else:
         lines = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\n" for i in range(listed))
-        _fake_nvidia_smi(tmp_path, monkeypatch, f"import sys\nsys.stdout.write({lines!r})")
+        tool_on_path(tmp_path, monkeypatch, "nvidia-smi", f"import sys\nsys.stdout.write({lines!r})")
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:

@@ -2,12 +2,10 @@
 tool prints (its findings, its summary) and exits as it does; the report must say what it found, where, and
 when a tool did not get to the end."""
 
-import os
-import stat
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import tool_on_path
 
 from forge_lsp.engine.candidate import load_candidate
 from forge_lsp.engine.sanitize import sanitize
@@ -27,19 +25,16 @@ RACE = """========= COMPUTE-SANITIZER
 
 def fake_tool(tmp_path: Path, monkeypatch, text: str, code: int) -> None:
     """A `compute-sanitizer` that prints `text` for racecheck (a clean summary for the others) and exits `code`."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     (tmp_path / "race.txt").write_text(text)
-    exe = bin_dir / "compute-sanitizer"
-    exe.write_text(
-        f"#!{sys.executable}\n"
+    tool_on_path(
+        tmp_path,
+        monkeypatch,
+        "compute-sanitizer",
         "import sys\n"
         "if sys.argv[2] == 'racecheck':\n"
         f"    sys.stdout.write(open({str(tmp_path / 'race.txt')!r}).read()); sys.exit({code})\n"
-        "print('========= COMPUTE-SANITIZER'); print('========= ERROR SUMMARY: 0 errors')\n"
+        "print('========= COMPUTE-SANITIZER'); print('========= ERROR SUMMARY: 0 errors')",
     )
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
 def run(tmp_path: Path):
@@ -141,12 +136,7 @@ def test_a_candidate_that_could_bring_a_kernel_of_its_own_is_run(tmp_path, monke
 
 def hung_tool(tmp_path: Path, monkeypatch) -> None:
     """A `compute-sanitizer` on PATH that would take a minute for each tool."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "compute-sanitizer"
-    exe.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    tool_on_path(tmp_path, monkeypatch, "compute-sanitizer", "import time\ntime.sleep(60)")
 
 
 def test_a_cancel_kills_the_tool_in_flight(tmp_path, monkeypatch):
