@@ -395,7 +395,7 @@ if __name__ == "__main__":
 
 def differ(what: str, rows: list[dict[str, Any]]) -> str:
     """`what`, with the worst error of the outputs that failed and, where they were judged against the model in fp32,
-    their error there against eager's own: "... (worst 1.5; against fp32 1.37, eager's 0.357)"."""
+    their error there next to eager's own: "... (worst 1.5; against the model in fp32 1.37, eager's own 0.357)"."""
     failed = [r for r in rows if not r.get("ok")] or rows
     worst = max((r.get("max_abs") or 0.0 for r in failed), default=0.0)
     detail = f"worst {worst:.3g}"

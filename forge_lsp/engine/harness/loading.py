@@ -57,7 +57,8 @@ def forget_module(module: types.ModuleType) -> None:
 _OPT_FLAG = re.compile(r"-O[0-3sg]?|-g\d?|-ffast-math|-funroll-loops|-march=\S+|-mtune=\S+")
 
 
-#: seconds a build waits for another build's check of the precompiled header (milliseconds) before going on without it
+#: seconds a build waits for the header's lock before building without it (another build's check of the header
+#: takes milliseconds; its build of the header, about 45 s)
 PCH_WAIT_S = 2.0
 
 
