@@ -17,7 +17,9 @@ one candidate each), each run with a cold compile cache of its own:
    without it), builds out of the picture.
 
 Prints a table last: wall seconds, candidates per minute, how many correct, and Ray's overhead per evaluation;
-each run's stage seconds summed over its candidates are printed with it and saved in the JSON.
+each run's stage seconds summed over its candidates, and its timeline from ``forge eval --events`` (when the builds
+and the device's work began and ended, seconds after the launch; builds at once), are printed with it and saved in
+the JSON.
 The ray runs need `pip install 'forge-lsp[ray]'`; without ray they are reported as not run.
 """
 
@@ -125,7 +127,9 @@ def run_cli(executor: str, device: str, tasks: Path, cands: Path, cache: Path, t
     if device == "cpu":
         env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a CPU check: Ray on the loopback address only
     cmd = [sys.executable, "-m", "forge_lsp.cli.main", "eval", str(tasks), str(cands), "--device", device, "--json"]
-    cmd += ["--cache-dir", str(cache), "--executor", executor]
+    events = cache.parent / f"{cache.name}-{executor}-{time.time_ns()}.jsonl"
+    cmd += ["--cache-dir", str(cache), "--executor", executor, "--events", str(events)]
+    launched = time.time()
     t0 = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -143,6 +147,33 @@ def run_cli(executor: str, device: str, tasks: Path, cands: Path, cache: Path, t
         "rc": r.returncode,
         "stages": stages,  # each candidate's seconds per stage: where a run's time went
         "stage_totals": stage_totals(stages),
+        "timeline": timeline(events, launched),
+    }
+
+
+def timeline(path: Path, launched: float) -> dict[str, float | None]:
+    """From `forge eval --events`: when (seconds after the command was launched) the builds and the device's work
+    began and ended, and how many builds ran at once on average."""
+    try:
+        events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+    def at(kind: str, stage: str | None = None) -> list[float]:
+        return [e["t"] - launched for e in events if e["kind"] == kind and (stage is None or e["stage"] == stage)]
+
+    starts, ends = at("build_started"), at("build_finished")
+    stages, verdicts = at("stage"), at("verdict")
+    span = (max(ends) - min(starts)) if starts and ends else None
+    built = sum(e - s for s, e in zip(sorted(starts), sorted(ends), strict=False))  # total build seconds
+    return {
+        "first_build_s": round(min(starts), 2) if starts else None,
+        "last_build_end_s": round(max(ends), 2) if ends else None,
+        "builds_at_once": round(built / span, 2) if span else None,
+        "first_device_stage_s": round(min(stages), 2) if stages else None,
+        "last_verdict_s": round(max(verdicts), 2) if verdicts else None,
+        # after the last build: the device's work on what was built last, and the executor's close
+        "after_last_build_s": round(max(verdicts) - max(ends), 2) if verdicts and ends else None,
     }
 
 
@@ -164,6 +195,12 @@ def main() -> int:
     ap.add_argument("--limit", type=int, help="only the first N task/candidate pairs")
     ap.add_argument("--small", action="store_true", help="two C++ CPU candidates of two tasks (the CPU check)")
     ap.add_argument("--skip", action="append", default=[], choices=["before", "local", "ray"], help="leave a run out")
+    ap.add_argument(
+        "--again",
+        action="store_true",
+        help="last, the local pool cold once more on a new cache (torch's precompiled header, built once per machine, "
+        "exists by then)",
+    )
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds each run may take")
     ap.add_argument("--out", type=Path, help="write the results as JSON")
     args = ap.parse_args()
@@ -192,6 +229,8 @@ def main() -> int:
         ("local pool, warm", "local", "cold-local"),
         ("ray, warm", "ray", "cold-ray"),
     ]
+    if args.again:
+        plan.append(("local pool, cold, again", "local", "cold-local-again"))
     for label, kind, cache in plan:
         if kind in args.skip:
             continue
@@ -210,6 +249,8 @@ def main() -> int:
         )
         if r.get("stage_totals"):
             print("   stage seconds, summed: " + ", ".join(f"{k} {v:.1f}" for k, v in r["stage_totals"].items()))
+        if r.get("timeline"):
+            print("   timeline, s after launch: " + ", ".join(f"{k} {v}" for k, v in r["timeline"].items()))
         if args.out:  # after each run: a call cut short keeps what it measured
             args.out.write_text(json.dumps({"device": args.device, "candidates": n, "runs": runs}, indent=2))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -413,3 +414,45 @@ def test_optimize_says_a_long_model_wait_at_once_then_every_ten_seconds():
     progress.update("round", {"round": 1})
     assert progress.update("model_waiting", {"role": "judge", "seconds": 6.2, "pieces": 0})
     assert progress.message() == "round 1/3 · asking the judge model · 6 s, no reply yet"
+
+
+# ------------------------------------------------------------------------ --events: where a batch's time went
+@pytest.mark.slow
+def test_eval_events_say_what_happened_to_each_candidate_and_when(tmp_path):
+    pairs = tmp_path / "pairs"
+    pairs.mkdir()
+    shutil.copy(FIXTURES / "softmax_small.py", pairs / "softmax_small.py")
+    (pairs / "softmax_small_cpp.py").write_text(C.CPP_CORRECT)
+    (pairs / "softmax_small_torch.py").write_text(C.TORCH_CORRECT)
+    log = tmp_path / "events.jsonl"
+    t0 = time.time()
+    r = forge("eval", pairs, "--device", "cpu", "--no-timing", "--cache-dir", tmp_path / "cache", "--events", log)
+    assert r.returncode == 0, r.stdout + r.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert all(t0 <= e["t"] <= time.time() for e in events)
+    of = {name: [e for e in events if e["candidate"] == name] for name in ("softmax_small_cpp", "softmax_small_torch")}
+    for name, evs in of.items():
+        kinds = [e["kind"] for e in evs]
+        assert kinds[0] == "queued" and kinds[-1] == "verdict", (name, kinds)
+        assert evs[-1]["status"] == "correct" and evs[-1]["device"] == "cpu"
+        assert [e["t"] for e in evs] == sorted(e["t"] for e in evs)  # in the order they happened
+        assert {e["stage"] for e in evs if e["kind"] == "stage"} >= {"compile", "first_call", "verify"}
+        assert all(e["task"] == "softmax_small" for e in evs)
+    built = [e for e in of["softmax_small_cpp"] if e["kind"].startswith("build_")]
+    assert [e["kind"] for e in built] == ["build_started", "build_finished"]  # the C++ one built ahead of the device
+    assert built[1]["status"] == "ok" and built[1]["seconds"] > 0
+    assert not any(e["kind"].startswith("build_") for e in of["softmax_small_torch"])  # nothing to build
+    # the task's own model ran once, before either candidate's stages
+    reference = [e for e in events if e["stage"] == "reference"]
+    assert len(reference) == 1
+    assert reference[0]["t"] <= min(e["t"] for e in events if e["kind"] == "stage" and e["stage"] == "compile")
+
+
+def test_eval_events_to_a_file_that_cannot_be_written_is_one_line_and_exit_2(tmp_path):
+    cand = tmp_path / "cand.py"
+    cand.write_text(C.TORCH_CORRECT)
+    where = tmp_path / "no-such-folder" / "events.jsonl"
+    r = forge("eval", FIXTURES / "softmax_small.py", cand, "--device", "cpu", "--events", where)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert lines(r.stderr) == [f"forge eval: cannot write {where}: No such file or directory"]
+    assert r.stdout == ""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import candidates as C
@@ -14,6 +16,8 @@ from conftest import FIXTURES, tool_on_path
 from forge_lsp.agent.config import ConfigError, load_config
 from forge_lsp.engine import Candidate, Status, load_candidate, load_task
 from forge_lsp.engine.executor import ExecEvent, LocalPool, local_devices, make_executor, parse_executor
+from forge_lsp.engine.pipe import Hello
+from forge_lsp.engine.worker_client import Worker
 
 EXAMPLES = FIXTURES.parent.parent / "forge_lsp" / "examples"
 
@@ -165,3 +169,44 @@ def test_the_gpus_are_counted_from_nvidia_smi_where_the_drivers_folder_cannot_be
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert visible_gpu_count() == expected
+
+
+def test_a_build_compiles_for_the_device_its_request_names(tmp_path):
+    """Build workers start before the device's worker has said what the device is: each build request carries it,
+    and the candidate's `load_inline` / NVRTC see it as FORGE_CUDA_ARCH and TORCH_CUDA_ARCH_LIST."""
+    probe = Candidate.from_source(
+        "import json, os\n"
+        "with open('seen.json', 'w') as f:\n"
+        "    json.dump([os.environ.get('FORGE_CUDA_ARCH'), os.environ.get('TORCH_CUDA_ARCH_LIST')], f)\n",
+        "probe",
+    )
+    h200 = Hello(pid=1, device="cuda:0", device_name="NVIDIA H200", arch="sm_90a", capability=(9, 0), torch_version="x")
+    cache = tmp_path / "cache"
+    builder = Worker("cpu", cache_dir=cache, env={"CUDA_VISIBLE_DEVICES": ""})
+    try:
+        assert builder.build(probe, timeout=120).ok
+        assert json.loads((cache / "seen.json").read_text()) == [None, None]  # a CPU build: no target
+        assert builder.build(probe, timeout=120, target=h200).ok
+        assert json.loads((cache / "seen.json").read_text()) == ["sm_90a", "9.0"]
+    finally:
+        builder.close()
+
+
+@pytest.mark.slow
+def test_a_pool_closed_while_its_build_workers_start_leaves_none_running(tmp_path, fast_options):
+    """The build workers start at the first candidate that builds, beside the device's worker; a pool closed
+    before they are up ends them too."""
+    pool = LocalPool("cpu", options=fast_options, cache_dir=tmp_path / "cache", build_workers=2)
+    future = pool.submit(load_task(FIXTURES / "softmax_small.py"), Candidate.from_source(C.CPP_CORRECT, "cpp"))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(b.proc is not None for b in pool._builders):
+        time.sleep(0.01)
+    procs = [b.proc for b in pool._builders]
+    assert len(procs) == 2 and all(p is not None for p in procs), "the build workers did not start"
+    assert all(b.hello is None for b in pool._builders)  # still importing torch
+    pool.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        time.sleep(0.1)
+    assert all(p.poll() is not None for p in procs), "a build worker outlived its pool"
+    assert future.done()

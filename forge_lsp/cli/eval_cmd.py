@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import sys
 import threading
@@ -25,7 +26,7 @@ from ..engine import (
     load_candidate,
     load_task,
 )
-from ..engine.executor import make_executor
+from ..engine.executor import ExecEvent, make_executor
 from ..engine.ray_executor import RayNotInstalled
 from ..parsing import parse
 
@@ -113,6 +114,13 @@ def add_parser(sub) -> None:
         "default: $FORGE_HOST_MEMORY_LIMIT_GIB, else min(16 GiB, 75%% of the RAM))",
     )
     p.add_argument("--cache-dir", type=Path, help="compile cache (default ~/.cache/forge-lsp)")
+    p.add_argument(
+        "--events",
+        type=Path,
+        metavar="FILE",
+        help="write what happened to each evaluation (queued, build started and finished, each stage, the verdict) "
+        "to FILE as JSON lines, each with its wall-clock time: where a batch's time went",
+    )
     add_executor_argument(p)
     p.set_defaults(func=run)
 
@@ -227,6 +235,26 @@ class StageProgress:
                 return
 
 
+class EventLog:
+    """`--events FILE`: each `ExecEvent` as one JSON line, written as it happens (a run cut short keeps what it
+    did). Events come from the executor's threads."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("w", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def __call__(self, event: ExecEvent) -> None:
+        line = json.dumps(dataclasses.asdict(event), separators=(",", ":"))
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(line + "\n")
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
 def render(out: Console, task_name: str, cand_name: str, v: Verdict) -> None:
     ok = v.status is Status.correct
     color = "green" if ok else "red"
@@ -324,6 +352,15 @@ def run(args: argparse.Namespace) -> int:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         print(f"forge eval: executor {args.executor!r}: {first}", file=sys.stderr)
         return 2
+    events: EventLog | None = None
+    if args.events is not None:
+        try:
+            events = EventLog(args.events)
+        except OSError as exc:
+            executor.close()
+            print(f"forge eval: cannot write {args.events}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        executor.subscribe(events)
     results: list[dict] = []
     verdicts: dict[int, Verdict] = {}
     index = {id(c): i for i, (_t, c) in enumerate(work)}
@@ -364,6 +401,8 @@ def run(args: argparse.Namespace) -> int:
             reference=True,
             sanitize=args.sanitize,
         )
+    if events is not None:
+        events.close()
     all_ok = all(r["verdict"]["status"] == "correct" for r in results)
     if args.json:
         json.dump(results if len(results) > 1 or args.task.is_dir() else results[0], sys.stdout, indent=2)

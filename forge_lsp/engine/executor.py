@@ -355,6 +355,8 @@ class LocalPool(Executor):
         self._referenced: set[str] = set()  # task shas whose own model ran alone and passed
         self._reference_lock = threading.Lock()
         self._builders_lock = threading.Lock()
+        self._target: Hello | None = None  # the devices' hello, for the builds (`_build_target`)
+        self._target_lock = threading.Lock()
         self._generation = 0
         self._closed = False
         self._threads: list[threading.Thread] = []
@@ -372,16 +374,12 @@ class LocalPool(Executor):
             self._threads.append(t)
 
     def _start_builders(self) -> None:
-        """Build workers, started on the first candidate that builds (each is a process that imports torch)."""
+        """Build workers, started on the first candidate that builds (each is a process that imports torch), at
+        once and beside the devices' workers: a builder learns the devices' target with its first build."""
         with self._builders_lock:
             if self._builders or self.n_builders == 0:
                 return
             env = {"CUDA_VISIBLE_DEVICES": ""}  # builders compile; they never touch the GPU
-            if self.device != "cpu":  # they compile for the devices' arch
-                hello = self.evaluators[self.device].hello()
-                if hello.arch and hello.capability:
-                    env["FORGE_CUDA_ARCH"] = hello.arch
-                    env["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*hello.capability)
             limit = self.options.host_memory_limit()
             self._builders = [
                 Worker("cpu", cache_dir=self.cache_dir, python=self.python, env=env, host_memory_limit=limit)
@@ -391,6 +389,19 @@ class LocalPool(Executor):
                 t = threading.Thread(target=self._build_loop, args=(b,), name="forge-builder", daemon=True)
                 t.start()
                 self._threads.append(t)
+
+    def _build_target(self) -> Hello | None:
+        """What the builds compile for: the first device's hello (None on the CPU, or where its worker cannot
+        start: its device thread says so in the verdicts). Asked once."""
+        if self.device == "cpu":
+            return None
+        with self._target_lock:
+            if self._target is None:
+                try:
+                    self._target = self.evaluators[self.device].hello()
+                except Exception:  # noqa: BLE001 - WorkerStartError: the device's own thread reports it
+                    return None
+            return self._target
 
     def close(self) -> None:
         with self._cv:
@@ -474,6 +485,15 @@ class LocalPool(Executor):
         return None
 
     def _build_loop(self, builder: Worker) -> None:
+        try:  # import torch now, while the devices' workers start and check the first tasks
+            builder.ensure_started()
+        except Exception:  # noqa: BLE001 - WorkerStartError: its first build tries again and says why
+            pass
+        with self._cv:
+            closed = self._closed
+        if closed:  # closed while it started: `close` found no process to end
+            builder.close()
+            return
         while True:
             with self._cv:
                 job = self._buildable()
@@ -487,7 +507,9 @@ class LocalPool(Executor):
             if job.on_stage is not None:
                 job.on_stage(job.candidate, "build")
             try:
-                job.build = builder.build(job.candidate, timeout=self.options.timeouts.compile)
+                job.build = builder.build(
+                    job.candidate, timeout=self.options.timeouts.compile, target=self._build_target()
+                )
             except EvaluationCancelled:
                 job.build = None
             b = job.build

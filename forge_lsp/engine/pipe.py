@@ -33,6 +33,10 @@ class BuildRequest(BaseModel):
 
     kind: Literal["build"] = "build"
     candidate: Candidate
+    #: the device's target (``sm_90a``) and torch's arch list (``9.0``) to compile for: a build worker has no GPU,
+    #: and it may start before the device's worker has said what the device is
+    arch: str | None = None
+    arch_list: str | None = None
 
 
 class PrepareRequest(BaseModel):

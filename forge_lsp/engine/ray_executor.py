@@ -141,32 +141,49 @@ class EvalActor:
         opts = EvalOptions.model_validate(options) if options else None
         return self.ev.check_reference(t, opts).model_dump(mode="json")
 
-    def _builder(self) -> Worker:
-        """An idle build worker: a new one while fewer than `n_builders` exist, else the next one freed."""
+    def _start_builders(self) -> None:
+        """Every build worker, started at once (each imports torch) while the device's worker checks the task:
+        a build is told what to compile for with its request. Idempotent."""
         with self._builders_lock:
-            try:
-                return self._idle.get_nowait()
-            except queue.Empty:
-                pass
-            if len(self.builders) < self.n_builders:
-                env = dict(self._builder_env)
-                if self.device != "cpu":
-                    hello = self.ev.hello()
-                    if hello.arch and hello.capability:
-                        env["FORGE_CUDA_ARCH"] = hello.arch
-                        env["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*hello.capability)
+            if self.builders:
+                return
+            for _ in range(self.n_builders):
                 worker = Worker(
-                    "cpu", cache_dir=self.cache, env=env, host_memory_limit=self.options.host_memory_limit()
+                    "cpu",
+                    cache_dir=self.cache,
+                    env=dict(self._builder_env),
+                    host_memory_limit=self.options.host_memory_limit(),
                 )
                 self.builders.append(worker)
-                return worker
+                threading.Thread(target=self._warm, args=(worker,), name="forge-builder", daemon=True).start()
+
+    def _warm(self, worker: Worker) -> None:
+        try:
+            worker.ensure_started()
+        except Exception:  # noqa: BLE001 - WorkerStartError: its first build tries again and says why
+            pass
+        self._idle.put(worker)
+
+    def _target(self) -> Hello | None:
+        """What builds compile for: the device's hello (None on the CPU, or where its worker cannot start: the
+        evaluation says why)."""
+        if self.device == "cpu":
+            return None
+        try:
+            return self.ev.hello()
+        except Exception:  # noqa: BLE001 - WorkerStartError
+            return None
+
+    def _builder(self) -> Worker:
+        """The next idle build worker."""
+        self._start_builders()
         return self._idle.get()
 
     def _build(self, job: int, cand: Candidate) -> Any:
         builder = self._builder()
         try:
             self._event(job, "build")
-            build = builder.build(cand, timeout=self.options.timeouts.compile)
+            build = builder.build(cand, timeout=self.options.timeouts.compile, target=self._target())
             self._event(job, "built")
             return build
         finally:
@@ -185,6 +202,8 @@ class EvalActor:
         t = Task.model_validate(task)
         c = Candidate.model_validate(candidate)
         opts = EvalOptions.model_validate(options) if options else None
+        if needs_build(c, self.device):
+            self._start_builders()  # they import torch while the task is checked
         if reference:
             with self._reference_lock:
                 if t.sha not in self._referenced:

@@ -1041,6 +1041,9 @@ def _input_specs(cases: list[Any], torch: Any) -> list[InputSpec]:
 def _build(req: BuildRequest) -> BuildResult:
     from .harness.loading import cached_load_inline, exec_module, forget_module, is_compile_error
 
+    if req.arch and req.arch_list:  # read by load_inline, NVRTC and the build cache's key when the build runs
+        os.environ["FORGE_CUDA_ARCH"] = req.arch
+        os.environ["TORCH_CUDA_ARCH_LIST"] = req.arch_list
     t0 = time.perf_counter()
     try:
         with cached_load_inline():

@@ -424,12 +424,16 @@ class Worker:
                 msg.log_excerpt = excerpt
             return msg
 
-    def build(self, candidate: Candidate, timeout: float = 600.0) -> BuildResult:
-        """Execute the candidate module only (fills compile caches). Never raises but `EvaluationCancelled`."""
+    def build(self, candidate: Candidate, timeout: float = 600.0, target: Hello | None = None) -> BuildResult:
+        """Execute the candidate module only (fills compile caches), compiling for `target`'s device when given.
+        Never raises but `EvaluationCancelled`."""
+        arch = arch_list = None
+        if target is not None and target.arch and target.capability:
+            arch, arch_list = target.arch, "{}.{}".format(*target.capability)
         with self._lock:
             try:
                 msg, status, reason, _stage, excerpt = self._exchange(
-                    BuildRequest(candidate=candidate), {"build": timeout}, "build"
+                    BuildRequest(candidate=candidate, arch=arch, arch_list=arch_list), {"build": timeout}, "build"
                 )
             except WorkerStartError as exc:
                 return BuildResult(ok=False, reason=str(exc).splitlines()[0])
