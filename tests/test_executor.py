@@ -210,3 +210,26 @@ def test_a_pool_closed_while_its_build_workers_start_leaves_none_running(tmp_pat
         time.sleep(0.1)
     assert all(p.poll() is not None for p in procs), "a build worker outlived its pool"
     assert future.done()
+
+
+def test_workers_are_closed_at_once_not_one_after_the_other():
+    """Each idle worker has a second to leave when closed: a pool's nine close together, in about one."""
+    import threading
+
+    from forge_lsp.engine.worker_client import close_all
+
+    class Leaving:  # a worker that takes its time to leave
+        started: list[float] = []
+        ended: list[float] = []
+        lock = threading.Lock()
+
+        def close(self) -> None:
+            with self.lock:
+                self.started.append(time.monotonic())
+            time.sleep(0.3)
+            with self.lock:
+                self.ended.append(time.monotonic())
+
+    close_all([Leaving() for _ in range(9)])  # type: ignore[list-item]
+    assert len(Leaving.ended) == 9
+    assert max(Leaving.started) < min(Leaving.ended), "a worker was closed only after another had left"

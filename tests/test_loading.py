@@ -103,7 +103,7 @@ def test_slim_prelude_compiles_with_nvcc(tmp_path):
 def test_cuda_build_tries_slim_then_types_h_then_the_source_as_written(monkeypatch, tmp_path):
     from torch.utils import cpp_extension
 
-    from forge_lsp.engine.harness.loading import cached_load_inline
+    from forge_lsp.engine.harness.loading import SLIM_MAIN_MARK, cached_load_inline
 
     monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("FORGE_LOAD_INLINE_PCH", "0")
@@ -114,7 +114,7 @@ def test_cuda_build_tries_slim_then_types_h_then_the_source_as_written(monkeypat
         kind = "slim" if "forge: slim prelude" in cu else "types.h" if "<torch/types.h>" in cu else "as written"
         if kind == "slim":  # load_inline would prepend <torch/types.h>: the shim adds the light headers itself
             assert no_implicit_headers and "#include <cuda_runtime.h>" in cu
-            assert cpp_sources[0] == "#include <torch/extension.h>"  # main.cpp keeps its bindings header
+            assert cpp_sources[0].startswith(SLIM_MAIN_MARK)  # main.cpp: declarations and bindings, light headers
         else:
             assert not no_implicit_headers
         calls.append((kind, name, kw["build_directory"]))
@@ -271,34 +271,205 @@ def test_a_build_lock_left_by_a_killed_build_does_not_stall_the_next_build(tmp_p
     first = subprocess.run([sys.executable, "-c", LOAD, CPP_ADD], env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0 and "loaded [1.0, 1.0]" in first.stdout, first.stderr[-2000:]
     (folder,) = [p for p in (tmp_path / "torch_extensions").iterdir() if p.name.startswith("add_one_ext")]
-    (folder / "lock").write_text("")  # what a build killed mid-compile leaves
+    (folder / "lock").write_text("")  # what a build killed mid-compile leaves, with no mark of a finished build
+    (folder / "forge-built.json").unlink()
     again = subprocess.run([sys.executable, "-c", LOAD, CPP_ADD], env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "loaded [1.0, 1.0]" in again.stdout, again.stderr[-2000:]
     assert "removed a build lock left by a killed build" in again.stderr
     assert not (folder / "lock").exists()
 
 
-def test_a_build_does_not_wait_for_another_builds_precompiled_header(monkeypatch):
-    """torch/extension.h takes about 45 s to precompile (a machine's first CUDA build): a build that finds another
-    one doing it builds without the header at once instead of waiting; with the lock free it checks or builds the
-    header itself and uses it."""
+def test_a_main_of_declarations_gets_the_slim_prelude_instead_of_torch_extension_h():
+    from forge_lsp.engine.harness.loading import SLIM_MAIN_MARK, slim_main_sources, torch_include_dir
+
+    decls = "#include <torch/extension.h>\n#include <vector>\n// a {brace} in a comment\ntorch::Tensor f(torch::Tensor x);\n"
+    main = slim_main_sources([decls], torch_include_dir())
+    assert main is not None and main[0].startswith(SLIM_MAIN_MARK)
+    assert "#include <torch/extension.h>" not in "".join(main) and "#include <vector>" in main[1]
+    assert "torch::Tensor f(torch::Tensor x);" in main[1]
+    assert slim_main_sources([""], torch_include_dir()) is not None  # load_inline's bindings only
+    # a definition, or pybind11 / the C++ frontend used in main.cpp itself: the full header stays
+    assert slim_main_sources(["torch::Tensor f(torch::Tensor x) { return x; }"], torch_include_dir()) is None
+    assert slim_main_sources(["void g(py::object o);"], torch_include_dir()) is None
+    assert slim_main_sources(["torch::nn::Linear make();"], torch_include_dir()) is None
+
+
+@pytest.mark.slow
+def test_bindings_built_on_the_slim_main_prelude_load_and_run(tmp_path):
+    """main.cpp as load_inline writes it for a slim build (the prelude, the declarations, its generated bindings),
+    linked with the definitions built elsewhere (as the .cu is): the module imports and calls through torch's
+    bindings, errors included."""
+    import torch
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness.loading import slim_main_sources, torch_include_dir
+
+    decls = "#include <torch/extension.h>\ntorch::Tensor add_one(torch::Tensor x);\n"
+    bindings = [
+        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {",
+        'm.def("add_one", torch::wrap_pybind_function(add_one), "add_one");',
+        "}",
+    ]
+    main = tmp_path / "main.cpp"
+    main.write_text("\n".join([*slim_main_sources([decls], torch_include_dir()), *bindings]))
+    impl = tmp_path / "impl.cpp"
+    impl.write_text(
+        "#include <ATen/core/Tensor.h>\n#include <ATen/ops/add.h>\n#include <c10/util/Exception.h>\n"
+        'at::Tensor add_one(at::Tensor x) { TORCH_CHECK(x.dim() == 1, "x must be 1-D"); return at::add(x, 1); }\n'
+    )
+    ext = cpp_extension.load("slim_main_check", [str(main), str(impl)], build_directory=str(tmp_path))
+    assert ext.add_one(torch.zeros(3)).tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(RuntimeError, match="x must be 1-D"):  # torch's error translation is there
+        ext.add_one(torch.zeros(2, 2))
+
+
+def test_a_build_reading_torch_extension_h_waits_while_the_header_is_written():
+    """g++ stops with "cannot read" on a half-written precompiled header: a build that may read it starts only once
+    the build writing it is done."""
     import fcntl
+    import threading
     import time
+
+    from forge_lsp.engine.harness import loading
+
+    released: list[float] = []
+    holding = threading.Event()
+
+    def writer() -> None:
+        with open(loading.pch_lock_path(), "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            holding.set()
+            time.sleep(0.5)
+            released.append(time.monotonic())
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    holding.wait(10)
+    with loading.precompiled_header([], None, refresh=False):
+        entered = time.monotonic()
+    t.join()
+    assert released and entered >= released[0]
+
+
+def test_a_build_refreshing_the_header_builds_it_alone_then_reads_it_shared(monkeypatch):
+    import fcntl
 
     from torch.utils import cpp_extension
 
     from forge_lsp.engine.harness import loading
 
-    built: list[list[str]] = []
+    seen: list[tuple[list[str], bool]] = []
+
+    def check_and_build(flags, includes):  # torch's: checks the header's flags, rebuilds it if they differ
+        with open(loading.pch_lock_path(), "a") as probe:  # nobody else may hold the lock meanwhile
+            try:
+                fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                free = True
+            except BlockingIOError:
+                free = False
+        seen.append((flags, free))
+
+    monkeypatch.setattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers", check_and_build)
+    with loading.precompiled_header(["-DX"], None, refresh=True):
+        with open(loading.pch_lock_path(), "a") as other:  # now shared: other readers come in, no writer
+            fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    assert seen == [(["-DX"], False)]
+
+
+def test_a_slim_build_neither_waits_for_nor_deletes_the_precompiled_header(monkeypatch, tmp_path):
+    """A slim build's main.cpp does not include torch/extension.h: it builds while another build writes the header.
+    And torch's load_inline deletes the machine's header whenever a build does not ask for it: not under forge."""
+    import fcntl
+    import threading
+
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness import loading
+
+    fake_torch = tmp_path / "torch"
+    header = fake_torch / "include" / "torch" / "extension.h.gch"
+    header.parent.mkdir(parents=True)
+    header.write_text("precompiled")
+    monkeypatch.setattr(cpp_extension, "_TORCH_PATH", str(fake_torch))
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path / "cache"))
+    calls = []
+
+    def fake_load_inline(name, cpp_sources, cuda_sources=None, use_pch=False, no_implicit_headers=False, **kw):
+        calls.append((cpp_sources[0], use_pch))
+        if use_pch is not True:  # what torch's load_inline does
+            cpp_extension.remove_extension_h_precompiler_headers()
+        return "built"
+
+    monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
+    results = []
+    with open(loading.pch_lock_path(), "a") as writing:
+        fcntl.flock(writing, fcntl.LOCK_EX)  # another build is writing the header
+        with loading.cached_load_inline():
+            t = threading.Thread(
+                target=lambda: results.append(
+                    cpp_extension.load_inline("ext", "", KERNELBENCH_STYLE_CU, functions=["f"])
+                )
+            )
+            t.start()
+            t.join(60)
+        fcntl.flock(writing, fcntl.LOCK_UN)
+    assert results == ["built"], "the slim build waited for the header's lock"
+    assert calls[0][0].startswith(loading.SLIM_MAIN_MARK) and calls[0][1] is False
+    assert header.read_text() == "precompiled"
+    cpp_extension.remove_extension_h_precompiler_headers()  # torch's own, outside forge's builds
+    assert not header.exists()
+
+
+def test_the_precompiled_header_is_not_part_of_the_cache_key(monkeypatch, tmp_path):
+    """Whether main.cpp compiled with torch's precompiled header or without, it is the same extension: a candidate
+    built without it (the header was being written) is found by the device's worker that has it."""
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness import loading
+
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(
-        cpp_extension, "_check_and_build_extension_h_precompiler_headers", lambda f, i: built.append(f), raising=False
+        cpp_extension, "_check_and_build_extension_h_precompiler_headers", lambda f, i: None, raising=False
     )
-    assert loading._ensure_pch(["-DX"], None) is True and built == [["-DX"]]
-    with open(loading.pch_lock_path(), "a") as other:  # another build is precompiling the header
-        fcntl.flock(other, fcntl.LOCK_EX)
-        t0 = time.monotonic()
-        assert loading._ensure_pch(["-DY"], None, wait_s=0.3) is False
-        waited = time.monotonic() - t0
-        fcntl.flock(other, fcntl.LOCK_UN)
-    assert 0.3 <= waited < 2.0 and built == [["-DX"]], waited
-    assert loading._ensure_pch(["-DZ"], None) is True and built[-1] == ["-DZ"]
+    folders = []
+
+    def fake_load_inline(name, cpp_sources, cuda_sources=None, use_pch=False, **kw):
+        assert use_pch is False
+        folders.append(kw["build_directory"])
+        return "built"
+
+    monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
+    with loading.cached_load_inline():
+        for asked in (True, False, None):
+            cpp_extension.load_inline("ext", CPP_ADD, functions=["add_one"], use_pch=asked)
+    assert len(folders) == 3 and len(set(folders)) == 1, folders
+
+
+@pytest.mark.slow
+def test_a_finished_build_is_loaded_as_it_is_without_the_compiler(tmp_path):
+    """A build that finished says so in its folder; the next load of the same extension imports the module at once,
+    with no compiler, header or lock involved (a device's worker loading what a build worker built)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, FORGE_CACHE_DIR=str(tmp_path))
+    first = subprocess.run([sys.executable, "-c", LOAD, CPP_ADD], env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0 and "loaded [1.0, 1.0]" in first.stdout, first.stderr[-2000:]
+    (folder,) = [p for p in (tmp_path / "torch_extensions").iterdir() if p.name.startswith("add_one_ext")]
+    assert (folder / "forge-built.json").exists()
+    no_compiler = LOAD.replace(
+        "with cached_load_inline():",
+        "def refuse(*a, **k):\n    raise SystemExit('the build ran again')\ncpp_extension.load_inline = refuse\n"
+        "with cached_load_inline():",
+    )
+    again = subprocess.run(
+        [sys.executable, "-c", no_compiler, CPP_ADD], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0 and "loaded [1.0, 1.0]" in again.stdout, again.stderr[-2000:]
+    (folder / "forge-built.json").unlink()  # no mark (a build killed before its end): built again, not trusted
+    third = subprocess.run([sys.executable, "-c", no_compiler, CPP_ADD], env=env, capture_output=True, text=True)
+    assert third.returncode != 0 and "the build ran again" in third.stderr

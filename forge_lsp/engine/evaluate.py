@@ -24,7 +24,7 @@ from .options import EvalOptions
 from .pipe import BuildResult, Hello, Prepared
 from .task import Task
 from .verdict import Status, Verdict
-from .worker_client import EvaluationCancelled, Worker, default_cache_dir
+from .worker_client import EvaluationCancelled, Worker, close_all, default_cache_dir
 
 StageCallback = Callable[[Candidate, str], None]
 
@@ -76,9 +76,7 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
-        self.worker.close()
-        for b in self._builders:
-            b.close()
+        close_all([self.worker, *self._builders])
 
     @property
     def capacity(self) -> int:

@@ -34,7 +34,7 @@ from .options import EvalOptions
 from .pipe import BuildResult, Hello, Prepared
 from .task import Task
 from .verdict import Status, Verdict
-from .worker_client import EvaluationCancelled, Worker, default_cache_dir
+from .worker_client import EvaluationCancelled, Worker, close_all, default_cache_dir
 
 StageCallback = Callable[[Candidate, str], None]
 VerdictCallback = Callable[[Candidate, Verdict], None]
@@ -411,10 +411,7 @@ class LocalPool(Executor):
             self._cv.notify_all()
         for job in orphans:
             self._fail(job, EvaluationCancelled())
-        for ev in self.evaluators.values():
-            ev.close()
-        for b in self._builders:
-            b.close()
+        close_all([*(ev.worker for ev in self.evaluators.values()), *self._builders])  # the devices' and builders'
         for t in self._threads:
             t.join(timeout=5)
 

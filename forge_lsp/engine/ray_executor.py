@@ -46,7 +46,7 @@ from .options import EvalOptions
 from .pipe import Hello, Prepared
 from .task import Task
 from .verdict import Status, Verdict
-from .worker_client import EvaluationCancelled, Worker
+from .worker_client import EvaluationCancelled, Worker, close_all
 
 #: build workers per actor at most (as the local pool has): the actor's share of its node's cores, halved
 MAX_BUILDERS = 8
@@ -226,9 +226,7 @@ class EvalActor:
             b.cancel()
 
     def close(self) -> None:
-        self.ev.close()
-        for b in list(self.builders):
-            b.close()
+        close_all([self.ev.worker, *self.builders])
 
 
 class _Actor:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -78,6 +79,16 @@ def _signal_name(returncode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-returncode}"
     return f"exited with code {returncode}"
+
+
+def close_all(workers: Iterable[Worker]) -> None:
+    """`Worker.close` on every one at once: each idle worker has a second to leave before it is killed, so a pool of
+    nine takes about a second to close, not nine."""
+    threads = [threading.Thread(target=w.close, name="forge-close", daemon=True) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 class Worker:

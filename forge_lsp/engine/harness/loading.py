@@ -57,9 +57,12 @@ def forget_module(module: types.ModuleType) -> None:
 _OPT_FLAG = re.compile(r"-O[0-3sg]?|-g\d?|-ffast-math|-funroll-loops|-march=\S+|-mtune=\S+")
 
 
-#: seconds a build waits for the header's lock before building without it (another build's check of the header
-#: takes milliseconds; its build of the header, about 45 s)
-PCH_WAIT_S = 2.0
+#: seconds a build that would precompile torch/extension.h waits for the builds reading it to finish; then it builds
+#: without refreshing the header (g++ ignores a header precompiled with other flags)
+PCH_WAIT_S = 60.0
+
+#: the file a finished build leaves in its folder: the module's file name, loaded as it is from then on
+BUILT_MARKER = "forge-built.json"
 
 
 def pch_lock_path() -> Path:
@@ -72,13 +75,17 @@ def pch_lock_path() -> Path:
     return Path(tempfile.gettempdir()) / f"forge-pch-{tag}.lock"
 
 
-def _ensure_pch(extra_cflags, extra_include_paths, wait_s: float = PCH_WAIT_S) -> bool:
-    """Build torch's precompiled torch/extension.h (once per flag set) under the machine's lock; whether to use it.
+@contextlib.contextmanager
+def precompiled_header(extra_cflags, extra_include_paths, refresh: bool, wait_s: float = PCH_WAIT_S) -> Iterator[None]:
+    """Held around a build whose main.cpp includes torch/extension.h: g++ reads torch's precompiled
+    ``extension.h.gch`` (when valid for its flags) and must never see it half written.
 
-    Checking a built header takes milliseconds; building it, about 45 s (the first CUDA build on a machine). A build
-    that finds the lock still held after `wait_s` does not wait for that: it builds its main.cpp without the header
-    (some seconds slower), so the first candidates of a cold machine all compile at once. False also where torch
-    offers no PCH (not Linux/GCC).
+    torch writes the .gch in place, over about 45 s (a machine's first CUDA build), and g++ stops with "cannot read"
+    on a partial one. So the header is written only under this machine-wide lock held exclusively, and every build
+    that may read it holds it shared for its whole build. With `refresh`, the header is first checked and, if
+    missing or built for other flags, built (torch's ``_check_and_build_extension_h_precompiler_headers``); when
+    builds reading it hold the lock past `wait_s`, the build goes on without refreshing it. Builds that do not
+    include torch/extension.h (the slim tier) take no part.
     """
     import fcntl
     import time
@@ -86,25 +93,84 @@ def _ensure_pch(extra_cflags, extra_include_paths, wait_s: float = PCH_WAIT_S) -
     from torch.utils import cpp_extension
 
     build = getattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers", None)
-    if build is None:
-        return False
     with open(pch_lock_path(), "a") as fh:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
+        if refresh and build is not None:
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if time.monotonic() < deadline:
+                        time.sleep(0.05)
+                        continue
                     print(
-                        "forge: torch/extension.h is being precompiled by another build; building without it",
+                        "forge: torch/extension.h is in use by other builds; building without refreshing its "
+                        "precompiled header",
                         file=sys.stderr,
                         flush=True,
                     )
-                    return False
-                time.sleep(0.05)
-        build(list(extra_cflags or []), list(extra_include_paths or []))
-    return True
+                    break
+                try:
+                    build(list(extra_cflags or []), list(extra_include_paths or []))
+                except Exception as exc:  # noqa: BLE001 - a precompiled header is an optimization, never a failure
+                    print(f"forge: precompiled header unavailable ({exc}); building without it", file=sys.stderr)
+                break
+        fcntl.flock(fh, fcntl.LOCK_SH)  # from exclusive: atomically enough, no writer can slip in between reads
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _keep_precompiled_header(cpp_extension: Any) -> Iterator[None]:
+    """torch's load_inline deletes torch/extension.h's precompiled header whenever a build does not ask for it
+    (``use_pch=False``, its default): the machine's one header, which other builds may be reading or writing. forge
+    builds always pass False and manage the header in `precompiled_header`; meanwhile that deletion does nothing."""
+    original = getattr(cpp_extension, "remove_extension_h_precompiler_headers", None)
+    if original is None:
+        yield
+        return
+    cpp_extension.remove_extension_h_precompiler_headers = lambda: None
+    try:
+        yield
+    finally:
+        cpp_extension.remove_extension_h_precompiler_headers = original
+
+
+def _mark_built(folder: Path, module: Any) -> None:
+    """Say in `folder` that its build finished, and which file is its module (torch may version the name)."""
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str) or Path(path).parent != folder:
+        return
+    tmp = folder / f"{BUILT_MARKER}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"module": Path(path).name}))
+    os.replace(tmp, folder / BUILT_MARKER)
+
+
+def _load_built(folder: Path, kwargs: dict[str, Any]) -> types.ModuleType | None:
+    """The module a finished build left in `folder` (see `_mark_built`), imported as torch would; None when there is
+    none or it does not import (then the folder is built again)."""
+    if kwargs.get("is_python_module") is False:
+        return None
+    try:
+        name = json.loads((folder / BUILT_MARKER).read_text())["module"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    path = folder / str(name)
+    if path.parent != folder or not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location(path.name.split(".")[0], path)
+    if spec is None or spec.loader is None:
+        return None
+    print(f"forge: loading {path.name}, built before (no compiler)", file=sys.stderr, flush=True)  # the worker's log
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except ImportError as exc:
+        print(f"forge: {path.name} did not load ({exc}); building it again", file=sys.stderr, flush=True)
+        return None
+    return module
 
 
 def torch_include_dir() -> Path:
@@ -176,19 +242,20 @@ def cached_load_inline() -> Iterator[None]:
             if "-lineinfo" not in flags:
                 flags.append("-lineinfo")
             kwargs["extra_cuda_cflags"] = flags
-        if with_cuda and kwargs.get("use_pch") is None and os.environ.get("FORGE_LOAD_INLINE_PCH", "1") == "1":
-            # main.cpp holds only declarations and bindings: optimization flags do not matter
-            # there, and dropping them keeps one precompiled torch/extension.h valid for all.
+        # torch's precompiled torch/extension.h: wanted for CUDA builds (their main.cpp holds only declarations and
+        # bindings), or where the candidate or FORGE_LOAD_INLINE_PCH=1 asks. torch's own use_pch=False *deletes* the
+        # machine's header, so torch always gets False and `precompiled_header` looks after it; the flag is not part
+        # of the cache key: it changes how main.cpp compiles, not what it compiles to.
+        asked = kwargs.pop("use_pch", None)
+        pch_env = os.environ.get("FORGE_LOAD_INLINE_PCH")
+        if asked is None:
+            want_pch = (with_cuda and pch_env != "0") or pch_env == "1"
+        else:
+            want_pch = bool(asked) and pch_env != "0"
+        if with_cuda and want_pch:
+            # optimization flags do not matter in a main.cpp of declarations and bindings, and dropping them keeps
+            # one precompiled header valid for all
             kwargs["extra_cflags"] = [f for f in kwargs.get("extra_cflags") or [] if not _OPT_FLAG.fullmatch(f)]
-            try:
-                kwargs["use_pch"] = _ensure_pch(kwargs["extra_cflags"], kwargs.get("extra_include_paths"))
-            except Exception as exc:  # noqa: BLE001 - a PCH is an optimization, never a failure
-                print(
-                    f"forge: precompiled header unavailable ({exc}); building without it", file=sys.stderr, flush=True
-                )
-                kwargs["use_pch"] = False
-        elif os.environ.get("FORGE_LOAD_INLINE_PCH") == "1":
-            kwargs.setdefault("use_pch", True)
 
         def build(cuda_src, cpp_src=cpp_sources, extra=None):
             kw_all = dict(kwargs, **(extra or {}))
@@ -206,14 +273,28 @@ def cached_load_inline() -> Iterator[None]:
             unique = f"{name}_{hashlib.sha256(key_src.encode()).hexdigest()[:12]}"
             folder = cache_dir() / "torch_extensions" / unique
             folder.mkdir(parents=True, exist_ok=True)
-            kw = dict(kw_all, build_directory=str(folder), verbose=True)  # build log -> worker log
+            built = _load_built(folder, kw_all)
+            if built is not None:  # built before, by this worker or another: no compiler, no header, no lock
+                return built
+            kw = dict(kw_all, build_directory=str(folder), verbose=True, use_pch=False)  # build log -> worker log
+            main_cpp = "\n".join([cpp_src] if isinstance(cpp_src, str) else list(cpp_src or []))
+            # load_inline puts <torch/extension.h> first in main.cpp unless no_implicit_headers
+            reads_header = not kw_all.get("no_implicit_headers") or _EXTENSION_H in main_cpp
+            header = (
+                precompiled_header(kw_all.get("extra_cflags"), kw_all.get("extra_include_paths"), refresh=want_pch)
+                if reads_header
+                else contextlib.nullcontext()
+            )
             try:
-                with _build_lock(folder):
-                    return original(unique, cpp_src, cuda_src, **kw)
+                with _build_lock(folder), header, _keep_precompiled_header(cpp_extension):
+                    # a copy: load_inline inserts its header into the list it is given
+                    module = original(unique, list(cpp_src) if isinstance(cpp_src, list) else cpp_src, cuda_src, **kw)
             except (RuntimeError, OSError) as exc:
                 if "Error building extension" in str(exc) or "ninja" in str(exc).lower():
                     raise CompileError(f"load_inline build of {name!r} failed: {exc}") from exc
                 raise
+            _mark_built(folder, module)
+            return module
 
         # cheapest headers first; each fallback is announced in the worker log
         tiers = []
@@ -432,20 +513,61 @@ def slim_build_args(cpp_sources, cuda_sources, load_inline_fn) -> tuple[list[str
     """(cpp_sources, cuda_sources, extra kwargs) for a load_inline build with the slim prelude, or None.
 
     load_inline puts <torch/types.h> (all of ATen) first in the .cu unless `no_implicit_headers`
-    (torch 2.8+); the slim build passes it and adds the light implicit headers itself, keeping
-    <torch/extension.h> first in main.cpp (bindings, precompiled header). None when the source
-    needs the full headers or this torch cannot skip its implicit ones.
+    (torch 2.8+); the slim build passes it and adds the light implicit headers itself. main.cpp gets
+    the slim main prelude (`slim_main_sources`) where its sources are declarations, else keeps
+    <torch/extension.h> first (bindings, precompiled header). None when the source needs the full
+    headers or this torch cannot skip its implicit ones.
     """
     slim = slim_cuda_sources(cuda_sources, torch_include_dir())
     if slim is None or not _HAS_NO_IMPLICIT_HEADERS(load_inline_fn):
         return None
     cpp_list = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources or [])
     cuda_list = [slim] if isinstance(slim, str) else list(slim)
+    main = slim_main_sources(cpp_list, torch_include_dir())
     return (
-        ["#include <torch/extension.h>", *cpp_list],
+        main if main is not None else [_EXTENSION_H, *cpp_list],
         ["#include <cuda.h>\n#include <cuda_runtime.h>", *cuda_list],
         {"no_implicit_headers": True},
     )
+
+
+SLIM_MAIN_MARK = "// forge: slim main.cpp prelude in place of <torch/extension.h>"
+
+
+def slim_main_sources(cpp_sources: list[str], include_dir: Path) -> list[str] | None:
+    """main.cpp's sources with a light prelude in place of <torch/extension.h>, or None.
+
+    A CUDA candidate's main.cpp holds the declarations of its launchers and the pybind11 bindings
+    load_inline generates for them. <torch/extension.h> there is the whole C++ frontend and pybind11:
+    about 28 s of g++ on the CPU host without torch's precompiled header (which takes ~45 s to build,
+    once per machine), against 7 s with this prelude: pybind11 with torch's tensor casters
+    (<torch/csrc/utils/pybind.h>), its error translation (<torch/csrc/Exceptions.h>, for
+    ``torch::wrap_pybind_function``) and the ``torch::`` names of <torch/types.h>. Only when the sources
+    define nothing (no braces: declarations, includes, ``using``) and need nothing of the C++ frontend or
+    pybind11 themselves; their own includes are kept, torch's umbrella headers dropped.
+    """
+    joined = "\n".join(cpp_sources)
+    code = _BLANK.sub(" ", joined)
+    if "{" in code or "}" in code or _TORCH_ONLY_API.search(code):
+        return None
+    prelude = "\n".join(
+        [
+            SLIM_MAIN_MARK,
+            "#include <ATen/core/Tensor.h>",
+            "#include <torch/csrc/utils/pybind.h>",
+            "#include <torch/csrc/Exceptions.h>",
+            _torch_namespace_block(include_dir),
+        ]
+    )
+    kept = [
+        "".join(
+            line
+            for line in src.splitlines(keepends=True)
+            if not ((m := _INCLUDE.match(line.rstrip("\n"))) and m.group(1) in _UMBRELLAS)
+        )
+        for src in cpp_sources
+    ]
+    return [prelude + "\n", *kept]
 
 
 def lighter_cuda_headers(cuda_sources) -> str | list[str] | None:
