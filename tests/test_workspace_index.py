@@ -896,3 +896,29 @@ def test_an_edit_reparses_only_the_chunk_it_touches():
     after = _chunk_facts.cache_info()
     assert after.misses - before.misses == 1 and after.hits - before.hits == 50
     assert len(idx.modules) == 50 and idx.modules[17].name == "Layer17"
+
+
+def test_an_older_text_arriving_while_a_newer_one_is_indexed_does_not_replace_it(tmp_path):
+    """Version 2 is being indexed on one thread when version 1 arrives on another: version 2 is what stays."""
+    indexing, release = threading.Event(), threading.Event()
+
+    class Slow(WorkspaceIndex):
+        def _index_text(self, key, text, version, pp):
+            if version == 2:
+                indexing.set()
+                release.wait(10)
+            return super()._index_text(key, text, version, pp)
+
+    w = Slow(tmp_path)
+    path = str(tmp_path / "m.py")
+
+    def text(i: int) -> str:
+        return f"import torch.nn as nn\n\nclass V{i}(nn.Module):\n    pass\n"
+
+    newer = threading.Thread(target=lambda: w.update(path, text(2), version=2))
+    newer.start()
+    assert indexing.wait(10)
+    w.update(path, text(1), version=1)  # late, out of order
+    release.set()
+    newer.join()
+    assert w.get(path).version == 2 and [m.name for m in w.get(path).modules] == ["V2"]

@@ -273,8 +273,8 @@ class WorkspaceIndex:
     def update(self, path: str | Path, text: str, version: int | None = None) -> FileIndex:
         """Index the editor's text of ``path`` (didOpen/didChange); returns the (stored) index.
 
-        An update carrying an older version than the stored one is ignored (the stored index is
-        returned). Files other than .py/.cu/.cuh are not stored; the root pyproject.toml is re-read.
+        An update carrying an older version than the stored one, or than the editor's latest text
+        (which another thread may still be indexing), is ignored (the stored index is returned). Files other than .py/.cu/.cuh are not stored; the root pyproject.toml is re-read.
         """
         key = _norm(path)
         if key == self._pyproject_path:
@@ -292,6 +292,10 @@ class WorkspaceIndex:
                 and version < current.version
             ):
                 return current
+            pending = self._open.get(key)
+            if version is not None and pending is not None and pending[1] is not None and version < pending[1]:
+                # older than the editor's latest text, which another thread may be indexing now: never stored
+                return current if current is not None else empty_index(key, text, version)
             self._open[key] = (text, version)
             if current is not None and current.content_hash == content_hash(text) and not current.skipped:
                 fresh = current.model_copy(update={"version": version})
