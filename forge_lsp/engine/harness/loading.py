@@ -115,7 +115,7 @@ def precompiled_header(extra_cflags, extra_include_paths, refresh: bool, wait_s:
                 except Exception as exc:  # noqa: BLE001 - a precompiled header is an optimization, never a failure
                     print(f"forge: precompiled header unavailable ({exc}); building without it", file=sys.stderr)
                 break
-        fcntl.flock(fh, fcntl.LOCK_SH)  # from exclusive: atomically enough, no writer can slip in between reads
+        fcntl.flock(fh, fcntl.LOCK_SH)  # from exclusive, not atomically: a writer that slips in between is waited for
         try:
             yield
         finally:
