@@ -121,6 +121,17 @@ def task_failure_verdict(prepared: Prepared, reference: bool, task: Task, candid
     )
 
 
+def build_target(ev: Evaluator) -> Hello | None:
+    """What builds for `ev`'s device compile for: its worker's hello (None on the CPU, or where that worker cannot
+    start: the device's own evaluations say why)."""
+    if ev.device == "cpu":
+        return None
+    try:
+        return ev.hello()
+    except Exception:  # noqa: BLE001 - WorkerStartError
+        return None
+
+
 def visible_gpu_count() -> int | None:
     """How many NVIDIA GPUs this process may use, read without torch: ``CUDA_VISIBLE_DEVICES`` when set, else
     the driver's list (0: none; None: there is a driver but the count cannot be read)."""
@@ -391,16 +402,10 @@ class LocalPool(Executor):
                 self._threads.append(t)
 
     def _build_target(self) -> Hello | None:
-        """What the builds compile for: the first device's hello (None on the CPU, or where its worker cannot
-        start: its device thread says so in the verdicts). Asked once."""
-        if self.device == "cpu":
-            return None
+        """What the builds compile for: the first device's (`build_target`), asked once it is known."""
         with self._target_lock:
             if self._target is None:
-                try:
-                    self._target = self.evaluators[self.device].hello()
-                except Exception:  # noqa: BLE001 - WorkerStartError: the device's own thread reports it
-                    return None
+                self._target = build_target(self.evaluators[self.device])
             return self._target
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from .executor import (
     Executor,
     Job,
     StageCallback,
+    build_target,
     compile_error_verdict,
     failure_verdict,
     needs_build,
@@ -164,16 +165,6 @@ class EvalActor:
             pass
         self._idle.put(worker)
 
-    def _target(self) -> Hello | None:
-        """What builds compile for: the device's hello (None on the CPU, or where its worker cannot start: the
-        evaluation says why)."""
-        if self.device == "cpu":
-            return None
-        try:
-            return self.ev.hello()
-        except Exception:  # noqa: BLE001 - WorkerStartError
-            return None
-
     def _builder(self) -> Worker:
         """The next idle build worker."""
         self._start_builders()
@@ -183,7 +174,7 @@ class EvalActor:
         builder = self._builder()
         try:
             self._event(job, "build")
-            build = builder.build(cand, timeout=self.options.timeouts.compile, target=self._target())
+            build = builder.build(cand, timeout=self.options.timeouts.compile, target=build_target(self.ev))
             self._event(job, "built")
             return build
         finally:

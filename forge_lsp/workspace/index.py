@@ -274,7 +274,8 @@ class WorkspaceIndex:
         """Index the editor's text of ``path`` (didOpen/didChange); returns the (stored) index.
 
         An update carrying an older version than the stored one, or than the editor's latest text
-        (which another thread may still be indexing), is ignored (the stored index is returned). Files other than .py/.cu/.cuh are not stored; the root pyproject.toml is re-read.
+        (which another thread may still be indexing), is ignored (the stored index is returned).
+        Files other than .py/.cu/.cuh are not stored; the root pyproject.toml is re-read.
         """
         key = _norm(path)
         if key == self._pyproject_path:
@@ -285,16 +286,11 @@ class WorkspaceIndex:
             return empty_index(key, text, version)
         with self._lock:
             current = self._files.get(key)
-            if (
-                current is not None
-                and version is not None
-                and current.version is not None
-                and version < current.version
-            ):
-                return current
-            pending = self._open.get(key)
-            if version is not None and pending is not None and pending[1] is not None and version < pending[1]:
-                # older than the editor's latest text, which another thread may be indexing now: never stored
+            pending = self._open.get(key)  # the editor's latest text, which another thread may be indexing now
+            known = [
+                v for v in (current.version if current else None, pending[1] if pending else None) if v is not None
+            ]
+            if version is not None and known and version < max(known):
                 return current if current is not None else empty_index(key, text, version)
             self._open[key] = (text, version)
             if current is not None and current.content_hash == content_hash(text) and not current.skipped:
