@@ -146,6 +146,25 @@ def test_the_ray_client_without_grpcio_says_what_to_install_at_once():
     )
 
 
+def test_a_reason_that_only_introduces_a_traceback_keeps_the_tracebacks_last_line():
+    """Ray's client says "Initialization failure from server:" above the server's traceback: the one line forge
+    prints keeps the cause (the traceback's last line), where the first line alone said nothing."""
+    from forge_lsp.engine.executor import reason_line
+
+    ray_said = ConnectionAbortedError(
+        "Initialization failure from server:\nTraceback (most recent call last):\n  File \"proxier.py\", line 771\n"
+        "    raise RuntimeError(\nRuntimeError: Starting Ray client server failed. See ray_client_server_23000.err "
+        "for detailed logs.\n"
+    )
+    assert reason_line(ray_said) == (
+        "Initialization failure from server: RuntimeError: Starting Ray client server failed. "
+        "See ray_client_server_23000.err for detailed logs."
+    )
+    assert reason_line(ConnectionError("ray client connection timeout\nretrying")) == "ray client connection timeout"
+    assert reason_line(TimeoutError()) == "TimeoutError"
+    assert len(reason_line(RuntimeError("x" * 2000))) == 500
+
+
 @pytest.mark.parametrize(
     ("visible", "listed", "expected"),
     [(None, 2, 2), ("1", 2, 1), ("0,1,2", 2, 2), ("", 2, 0), (None, "fails", None)],

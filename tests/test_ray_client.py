@@ -49,6 +49,13 @@ def listening(port: int) -> bool:
         return False
 
 
+#: the head's processes only. Its Ray Client server starts each client's session server with `Popen(preexec_fn=...)`,
+#: a plain fork; with gRPC's fork support on (grpcio's default) the fork runs gRPC's handlers, and while the server's
+#: gRPC threads are busy they are skipped and the child dies at once now and then ("Starting Ray client server
+#: failed"; 1 connection in 15 on 2 cores with 3 busy loops beside it, 0 in 40 with fork support off)
+HEAD_ENV = {"GRPC_ENABLE_FORK_SUPPORT": "0"}
+
+
 def env() -> dict[str, str]:
     out = os.environ | RAY_ENV
     out.pop("RAY_ADDRESS", None)  # the address is the one given, never a cluster from the environment
@@ -67,7 +74,7 @@ def ray_head(tmp_path_factory):
         + [f"--temp-dir={temp}", "--disable-usage-stats"],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env=env(),
+        env=env() | HEAD_ENV,
         start_new_session=True,  # its own process group: what it starts is stopped with it, nothing else
     )
     try:
@@ -89,6 +96,13 @@ def ray_head(tmp_path_factory):
         except ProcessLookupError:
             pass
         log.close()
+
+
+def client_server_logs(head_dir: Path) -> str:
+    """The tails of the head's Ray Client server logs (the proxy's and each session server's), for a failure's
+    message."""
+    logs = sorted((head_dir / "session_latest" / "logs").glob("ray_client_server*.err"))
+    return "\n".join(f"--- {p.name}\n" + p.read_text(errors="replace")[-1500:] for p in logs)
 
 
 def forge_eval(task_dir: Path, executor: str, cache_dir: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
@@ -132,7 +146,10 @@ def test_forge_eval_through_the_ray_client_gives_the_local_pools_verdicts(ray_he
     ], local_run.stderr[-3000:]
 
     started = time.monotonic()
-    remote_run, remote = forge_eval(work, address, cache_dir)
+    try:
+        remote_run, remote = forge_eval(work, address, cache_dir)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{client_server_logs(head_dir)}") from None
     seconds = time.monotonic() - started
     assert [summary(r) for r in remote] == [summary(r) for r in local], remote_run.stderr[-3000:]
     assert remote_run.returncode == local_run.returncode == 1  # one candidate incorrect, either way

@@ -26,8 +26,7 @@ from ..engine import (
     load_candidate,
     load_task,
 )
-from ..engine.executor import ExecEvent, make_executor
-from ..engine.ray_executor import RayNotInstalled
+from ..engine.executor import ExecEvent, ExecutorUnavailable, make_executor
 from ..parsing import parse
 
 
@@ -345,12 +344,8 @@ def run(args: argparse.Namespace) -> int:
                 return 2
     try:
         executor = make_executor(args.executor, device, options=opts, cache_dir=args.cache_dir)
-    except (ValueError, RayNotInstalled) as exc:
+    except (ValueError, ExecutorUnavailable) as exc:
         print(f"forge eval: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 - a cluster that cannot be reached (ConnectionError...) is the user's
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        print(f"forge eval: executor {args.executor!r}: {first}", file=sys.stderr)
         return 2
     events: EventLog | None = None
     if args.events is not None:

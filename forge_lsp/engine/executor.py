@@ -670,6 +670,23 @@ class LocalPool(Executor):
             return {"to_build": len(self._build_q), "building": len(self._building), "ready": len(self._ready)}
 
 
+class ExecutorUnavailable(RuntimeError):
+    """The executor asked for cannot be made. The message is one line that says why: what to install, or the
+    address and the cluster's own reason (`reason_line`)."""
+
+
+def reason_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception's message as one line. A message whose first line only introduces what follows ("Initialization
+    failure from server:" above the server's traceback) keeps its last line too, where the cause is said."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0]
+    if len(lines) > 1 and text.endswith(":"):
+        text = f"{text} {lines[-1]}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def parse_executor(spec: str | None) -> tuple[Literal["local", "ray"], str | None]:
     """``local`` → (local, None); ``ray`` → (ray, None): the cluster ``RAY_ADDRESS`` names, else a local Ray
     instance; ``ray://HOST:PORT`` → (ray, that address). Raises ValueError for anything else."""
@@ -691,10 +708,17 @@ def make_executor(
     cache_dir: Path | None = None,
     build_workers: int | None = None,
 ) -> Executor:
-    """The executor ``--executor`` / ``[tool.forge] executor`` names (see `parse_executor`)."""
+    """The executor ``--executor`` / ``[tool.forge] executor`` names (see `parse_executor`). Raises ValueError
+    for a name that is none of them, and `ExecutorUnavailable` (one line) where Ray is missing or its cluster
+    cannot be reached or refuses the connection."""
     kind, address = parse_executor(spec)
     if kind == "local":
         return LocalPool(device, options=options, cache_dir=cache_dir, build_workers=build_workers)
     from .ray_executor import RayExecutor
 
-    return RayExecutor(address, device=device, options=options, cache_dir=cache_dir, build_workers=build_workers)
+    try:
+        return RayExecutor(address, device=device, options=options, cache_dir=cache_dir, build_workers=build_workers)
+    except ExecutorUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a cluster that cannot be reached (ConnectionError, grpc...) is the user's
+        raise ExecutorUnavailable(f"executor {spec!r}: {reason_line(exc)}") from exc

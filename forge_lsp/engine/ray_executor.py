@@ -35,6 +35,7 @@ from .evaluate import Evaluator
 from .executor import (
     ExecEvent,
     Executor,
+    ExecutorUnavailable,
     Job,
     StageCallback,
     build_target,
@@ -54,7 +55,7 @@ MAX_BUILDERS = 8
 _POLL_S = 0.25
 
 
-class RayNotInstalled(RuntimeError):
+class RayNotInstalled(ExecutorUnavailable):
     """The Ray executor was asked for where ray is not installed."""
 
 
@@ -253,30 +254,35 @@ class RayExecutor(Executor):
                 logging_level=logging.WARNING,
                 configure_logging=False,
             )
-        resources = ray.cluster_resources()
-        gpus = int(resources.get("GPU", 0))
-        cpus = int(resources.get("CPU", 1))
-        on_gpu = gpus > 0 and device.strip().lower() != "cpu"
-        n = actors or (gpus if on_gpu else max(1, cpus))
-        # each actor's build workers: its share of the cluster's cores, halved (compilers run several jobs)
-        builders = build_workers if build_workers is not None else max(1, min(MAX_BUILDERS, cpus // (2 * n)))
-        builders = max(1, builders)
-        slots = builders + 1
-        remote = ray.remote(EvalActor).options(
-            num_gpus=1 if on_gpu else 0,
-            num_cpus=1 if not on_gpu else 0,
-            max_concurrency=slots + 3,  # evaluations, plus events, cancel and close beside them
-        )
-        # Ray gives each GPU actor its GPU as CUDA_VISIBLE_DEVICES: inside, it is cuda:0
-        dev = "cuda:0" if on_gpu else "cpu"
-        opts = self.options.model_dump(mode="json")
-        cache = str(cache_dir) if cache_dir else None
-        threads = os.environ.get("OMP_NUM_THREADS")
-        self._actors = [
-            _Actor(f"{dev}@actor{i}", remote.remote(dev, opts, cache, builders, threads), slots) for i in range(n)
-        ]
-        self.devices = [a.name for a in self._actors]
-        self._dev = dev
+        try:  # a connection made here is not left behind by an executor that could not be made
+            resources = ray.cluster_resources()
+            gpus = int(resources.get("GPU", 0))
+            cpus = int(resources.get("CPU", 1))
+            on_gpu = gpus > 0 and device.strip().lower() != "cpu"
+            n = actors or (gpus if on_gpu else max(1, cpus))
+            # each actor's build workers: its share of the cluster's cores, halved (compilers run several jobs)
+            builders = build_workers if build_workers is not None else max(1, min(MAX_BUILDERS, cpus // (2 * n)))
+            builders = max(1, builders)
+            slots = builders + 1
+            remote = ray.remote(EvalActor).options(
+                num_gpus=1 if on_gpu else 0,
+                num_cpus=1 if not on_gpu else 0,
+                max_concurrency=slots + 3,  # evaluations, plus events, cancel and close beside them
+            )
+            # Ray gives each GPU actor its GPU as CUDA_VISIBLE_DEVICES: inside, it is cuda:0
+            dev = "cuda:0" if on_gpu else "cpu"
+            opts = self.options.model_dump(mode="json")
+            cache = str(cache_dir) if cache_dir else None
+            threads = os.environ.get("OMP_NUM_THREADS")
+            self._actors = [
+                _Actor(f"{dev}@actor{i}", remote.remote(dev, opts, cache, builders, threads), slots) for i in range(n)
+            ]
+            self.devices = [a.name for a in self._actors]
+            self._dev = dev
+        except BaseException:
+            if self._owns_ray:
+                ray.shutdown()
+            raise
         self._cv = threading.Condition()
         self._queue: list[Job] = []
         self._generation = 0

@@ -22,7 +22,7 @@ from ..agent.optimize import OptimizeOptions, Optimizer, RunOutcome, models_from
 from ..agent.progress import speedup_label
 from ..agent.store import CandidateRecord, RunStore
 from ..engine import EvalOptions, Task, TaskError, Verdict, load_task
-from ..engine.executor import Executor, make_executor
+from ..engine.executor import Executor, ExecutorUnavailable, make_executor
 from ..reintegrate import VerifiedDomain, domain_from_verdict
 from .common import UseCaseError, check_device, find_workspace
 
@@ -40,14 +40,10 @@ def eval_options(config: AgentConfig) -> EvalOptions:
 def executor_for(config: AgentConfig, device: str, cache_dir: Path | None = None) -> Executor:
     """The executor the configuration names (`executor`: local, ray, ray://HOST:PORT) on `device`; a
     `UseCaseError` that says what to install or change when it cannot be made."""
-    from ..engine.ray_executor import RayNotInstalled
-
     try:
         return make_executor(config.executor, device, options=eval_options(config), cache_dir=cache_dir)
-    except (ValueError, RayNotInstalled) as exc:
+    except (ValueError, ExecutorUnavailable) as exc:
         raise UseCaseError(str(exc)) from exc
-    except Exception as exc:  # noqa: BLE001 - a cluster that cannot be reached is the user's to fix
-        raise UseCaseError(f"executor {config.executor!r}: {exc}".splitlines()[0]) from exc
 
 
 @dataclass(frozen=True)
