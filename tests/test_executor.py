@@ -152,7 +152,7 @@ def test_a_reason_that_only_introduces_a_traceback_keeps_the_tracebacks_last_lin
     from forge_lsp.engine.executor import reason_line
 
     ray_said = ConnectionAbortedError(
-        "Initialization failure from server:\nTraceback (most recent call last):\n  File \"proxier.py\", line 771\n"
+        'Initialization failure from server:\nTraceback (most recent call last):\n  File "proxier.py", line 771\n'
         "    raise RuntimeError(\nRuntimeError: Starting Ray client server failed. See ray_client_server_23000.err "
         "for detailed logs.\n"
     )
