@@ -186,3 +186,36 @@ def test_a_ray_client_address_with_nothing_behind_it_is_one_clear_line(tmp_path)
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert f"forge eval: executor 'ray://127.0.0.1:{port}': " in proc.stderr, proc.stderr[-2000:]
     print(f"an unreachable Ray Client address said in {time.monotonic() - started:.1f} s: {proc.stderr.strip()}")
+
+
+def test_children_forked_while_connected_through_the_ray_client_skip_no_grpc_fork_handlers(ray_head, tmp_path):
+    """forge starts every child with a `preexec_fn` (a plain fork). In a process connected through the Ray Client,
+    gRPC's busy threads make such a fork skip gRPC's fork handlers, and the child dies now and then. After making
+    the Ray executor, forge's children start with gRPC's fork support off: gRPC says nothing of the forks (at
+    GRPC_VERBOSITY=INFO it names each one it handles) and every child runs."""
+    address, _ = ray_head
+    code = (
+        "import os, subprocess, sys\n"
+        "from forge_lsp.engine.executor import make_executor\n"
+        "from forge_lsp.sandbox import kill_tree, spawn\n"
+        f"ex = make_executor({address!r}, 'cpu', build_workers=1)\n"
+        "codes = []\n"
+        "for _ in range(20):\n"
+        "    p = spawn(['true'], env={'PATH': os.environ['PATH']}, cwd='.')\n"
+        "    codes.append(p.wait(timeout=30))\n"
+        "    kill_tree(p)\n"
+        "ex.close()\n"
+        "print(codes, os.environ.get('GRPC_ENABLE_FORK_SUPPORT'))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env() | {"GRPC_VERBOSITY": "INFO"},
+        cwd=tmp_path,
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    forks = [line for line in r.stderr.splitlines() if "fork_posix" in line]
+    assert forks == [], forks[:3]
+    assert r.stdout.strip() == f"{[0] * 20} 0", r.stdout  # every child ran; fork support off in forge's process

@@ -63,6 +63,11 @@ def import_ray(address: str | None = None) -> Any:
     """The `ray` module; for a ``ray://`` address, also the Ray Client's transport (grpcio, ``ray[client]``),
     so that its absence is said at once rather than as Ray's own advice to install a bare ``ray[client]``."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # forge sends nothing anywhere
+    # gRPC's fork support off (unless the user chose), before gRPC is loaded: forge starts every child with a
+    # `preexec_fn` (sandbox.spawn), a plain fork, and while the Ray Client's gRPC threads are busy that fork skips
+    # gRPC's handlers and its child dies now and then (1 child in 200 measured; none with it off). Forge never uses
+    # gRPC in a forked child, which is all fork support is for. A local Ray instance forge starts inherits it.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
     try:
         import ray
     except ImportError as exc:
