@@ -8,7 +8,7 @@ from .candidate import Backend, Candidate, detect_backend, load_candidate
 from .evaluate import Evaluator, resolve_device
 from .options import EvalOptions, StageTimeouts
 from .task import Task, TaskError, load_task
-from .verdict import Check, Mismatch, Status, Timing, TimingStats, Verdict
+from .verdict import Check, Domain, Mismatch, Narrowing, Status, Timing, TimingStats, Verdict
 from .worker_client import EvaluationCancelled, Worker
 
 __all__ = [
@@ -16,9 +16,11 @@ __all__ = [
     "Candidate",
     "EvaluationCancelled",
     "Check",
+    "Domain",
     "EvalOptions",
     "Evaluator",
     "Mismatch",
+    "Narrowing",
     "StageTimeouts",
     "Status",
     "Task",

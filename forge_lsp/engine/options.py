@@ -41,6 +41,9 @@ class EvalOptions(BaseModel):
     #: How far below its starting level the device's free memory may be after an evaluation (beyond the inputs the
     #: worker keeps) before the worker is replaced; the allocator's own count gets an eighth of it.
     gpu_memory_slack_bytes: int = 512 << 20
+    #: Ask for the full domain: a candidate wrong only outside the task's own conditions (a strided copy of the
+    #: inputs, a side stream) is `incorrect` with that check, instead of correct on a narrowed `Domain`.
+    strict: bool = False
 
     def host_memory_limit(self) -> int | None:
         """The host-memory cap in bytes, None for none (see `host_memory_limit_bytes`)."""

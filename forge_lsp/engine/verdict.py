@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +27,65 @@ class Check(BaseModel):
     passed: bool
     detail: str = ""
     seconds: float | None = Field(None, description="what the check cost, where it is a step of its own")
+    narrows: Literal["layouts", "streams"] | None = Field(
+        None,
+        description="the check found a limit outside the task's own conditions: it passed, and the verdict's domain "
+        "was narrowed on this axis (see `Domain`)",
+    )
+
+
+#: The automatic repairs forge knows (`engine.repair`): which limit or failure each one lifts.
+RepairKind = Literal["current_stream", "contiguous_inputs", "scalar_type"]
+
+
+class Narrowing(BaseModel):
+    """A check that failed only outside the task's own conditions (a strided view, a side stream): the verdict
+    stands, and its domain leaves those conditions out. A guard keeps such calls on the original."""
+
+    check: str = Field(description="the check that found the limit: noncontiguous_inputs | current_stream")
+    axis: Literal["layouts", "streams"]
+    found: Literal["wrong_values", "refused"] = Field(
+        description="wrong_values: the candidate computes something else there; refused: it raises"
+    )
+    detail: str
+    repair: RepairKind | None = Field(None, description="the automatic repair that lifts this limit, if one does")
+
+
+class Domain(BaseModel):
+    """The conditions a verdict was verified on: what a caller may rely on, and what a guard must check.
+
+    `layouts`: "any" when the candidate was also right on strided and column-major copies of the inputs;
+    "contiguous" when it was wrong there, refused them, or the reference itself does not take them.
+    `streams` (CUDA only, else None): "any" when the candidate waits for work queued on whatever stream is current
+    (a side stream, CUDA-graph capture); "default" when it is right on the device's default stream only (kernels
+    launched on the legacy default stream: `<<<grid, block>>>` with no stream)."""
+
+    sizes: list[str] = Field(default_factory=list, description="the input sets verified: the task's own, 'N=7'...")
+    dtypes: list[str] = Field(default_factory=list, description="dtypes of the tensor inputs")
+    layouts: Literal["any", "contiguous"] = "contiguous"
+    streams: Literal["any", "default"] | None = None
+    narrowed: list[Narrowing] = Field(default_factory=list, description="each limit found, and the check that found it")
+
+    @property
+    def full(self) -> bool:
+        """Verified for any layout and (CUDA) any current stream."""
+        return self.layouts == "any" and self.streams in (None, "any")
+
+    def limits(self) -> list[str]:
+        """The domain's limits in words ("contiguous inputs only", "the default stream only")."""
+        out = []
+        if self.layouts == "contiguous":
+            out.append("contiguous inputs only")
+        if self.streams == "default":
+            out.append("the default stream only (not a side stream, not under CUDA-graph capture)")
+        return out
+
+    def describe(self) -> str:
+        """One line: "any layout, any stream" or "contiguous inputs only; the default stream only (...)"."""
+        limits = self.limits()
+        if limits:
+            return "; ".join(limits)
+        return "any layout" + (", any current stream" if self.streams == "any" else "")
 
 
 class Mismatch(BaseModel):
@@ -130,6 +190,9 @@ class Verdict(BaseModel):
     task_sha: str = ""
     candidate_sha: str = ""
     inputs: list[InputSpec] = Field(default_factory=list, description="the input sets the verdict covers")
+    domain: Domain | None = Field(
+        None, description="the conditions the checks covered (set once verification ran, whatever the outcome)"
+    )
     memory: MemoryUse | None = None
 
     @property
