@@ -4,9 +4,12 @@ A patch names a module class's instances (by their qualified names in the model,
 gives them), a candidate's source (a task extracted from those instances, with ``ModelNew``) and the captured
 call (`CallArg`s). Each instance gets its own ``ModelNew()``, loaded with the instance's ``state_dict`` and in
 the instance's device, dtype and mode; the instance's ``forward`` is shadowed by one that sends a call shaped
-like the captured one (the same arguments, tensors where tensors were, the same constants) to the candidate,
-and any other call to the original. The model's own modules, parameters and ``state_dict`` are unchanged;
-`uninstall` restores the instances.
+like the captured one (the same arguments, tensors where tensors were, the same constants) and inside the
+domain the candidate was verified on (the patch's ``domain``: its tensors' dtypes, ranks and verified sizes,
+contiguous unless verified on any layout, and for a candidate right on the default stream only, a call on that
+stream outside CUDA-graph capture) to the candidate, and any other call to the original; a patch without a
+domain (written before patches had one) is matched by shape alone. The model's own modules, parameters and
+``state_dict`` are unchanged; `uninstall` restores the instances.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def instances_by_name(model: Any) -> dict[str, Any]:
 
 
 def install(model: Any, patches: list[dict[str, Any]]) -> list[str]:
-    """Apply `patches` (dicts: ``instances``, ``source_file``, ``call``, ``output``) to `model`; returns the names of
+    """Apply `patches` (dicts: ``instances``, ``source_file``, ``call``, ``output``, and ``domain``, the
+    `VerifiedDomain` JSON the candidate was verified on, where the patch has one) to `model`; returns the names of
     the instances replaced. Raises `PatchError` for a patch that cannot apply (a missing instance, a candidate
     whose state does not load)."""
     torch = _torch()
@@ -73,7 +77,7 @@ def install(model: Any, patches: list[dict[str, Any]]) -> list[str]:
             if ref is not None:
                 new = new.to(device=ref.device, dtype=ref.dtype if ref.is_floating_point() else None)
             new.train(inst.training)
-            _shadow(torch, inst, new, call, spec)
+            _shadow(torch, inst, new, call, spec, patch.get("domain"))
             done.append(name)
     return done
 
@@ -111,6 +115,7 @@ def uninstall(model: Any) -> None:
     for m in model.modules():
         if "_forge_candidate" in m.__dict__:
             del m.__dict__["_forge_candidate"]
+            m.__dict__.pop("_forge_calls", None)
             m.__dict__.pop("forward", None)
 
 
@@ -140,30 +145,115 @@ def rebuild(torch: Any, spec: Any, out: Any) -> Any:
     return build(spec)
 
 
-def _shadow(torch: Any, inst: Any, new: Any, call: list[CallArg], spec: Any = "tensor") -> None:
-    from .runner import _constant, _name_arguments
+def _shadow(
+    torch: Any, inst: Any, new: Any, call: list[CallArg], spec: Any = "tensor", domain: dict[str, Any] | None = None
+) -> None:
+    """Shadow `inst.forward`: a call shaped like `call` whose tensors are inside `domain` goes to `new`, any other
+    to the original. Routes are counted in ``inst._forge_calls``. The argument names and the domain's checks are
+    worked out here, once, so that a call costs a few attribute reads per tensor."""
+    from .runner import _constant
 
     original = type(inst).forward.__get__(inst)
-    shape = [(a.name, a.how, a.tensor) for a in call]
-    constants = {a.name: a.source for a in call if not a.tensor}
+    n_pos = next((i for i, a in enumerate(call) if a.how != "pos"), len(call))
+    kw_names = tuple(a.name for a in call[n_pos:])
+    flags = tuple(a.tensor for a in call)
+    constants = [(i, a.source) for i, a in enumerate(call) if not a.tensor]
+    # a call's arguments are named as the hot-spot run named them (`runner._name_arguments`): the positional ones
+    # by the forward's parameters, which a call cannot change; so a captured call whose positional names are not
+    # those (or that passed a positional argument after a keyword one) is never matched
+    matchable = all(a.how == "kw" for a in call[n_pos:]) and _positional_names(inst, n_pos) == [
+        a.name for a in call[:n_pos]
+    ]
+    inside = _domain_check(torch, domain)
+    calls = {"optimized": 0, "reference": 0}
+    tensor_type = torch.Tensor
 
     def forward(*args: Any, **kwargs: Any) -> Any:
-        named = _name_arguments(inst, args, kwargs)
-        if [(n, how, isinstance(v, torch.Tensor)) for n, v, how in named] == shape:
-            try:
-                same = all(_constant(v, torch) == constants[n] for n, v, _ in named if not isinstance(v, torch.Tensor))
-            except Exception:  # noqa: BLE001 - a constant forge cannot write: not the captured call
-                same = False
-            if same:
-                got = rebuild(torch, spec, new(*[v for _, v, _ in named if isinstance(v, torch.Tensor)]))
-                probe = inst.__dict__.get("_forge_probe")
-                if probe is not None and not probe:  # being checked: the original on the same call, once
-                    probe.append((original(*args, **kwargs), got, args, kwargs))
-                return got
+        if matchable and len(args) == n_pos and tuple(kwargs) == kw_names:
+            values = args + tuple(kwargs.values()) if kwargs else args
+            if all(isinstance(v, tensor_type) is f for v, f in zip(values, flags, strict=True)):
+                try:
+                    same = all(_constant(values[i], torch) == source for i, source in constants)
+                except Exception:  # noqa: BLE001 - a constant forge cannot write: not the captured call
+                    same = False
+                tensors = [v for v, f in zip(values, flags, strict=True) if f]
+                if same and (inside is None or inside(tensors)):
+                    calls["optimized"] += 1
+                    got = rebuild(torch, spec, new(*tensors))
+                    probe = inst.__dict__.get("_forge_probe")
+                    if probe is not None and not probe:  # being checked: the original on the same call, once
+                        probe.append((original(*args, **kwargs), got, args, kwargs))
+                    return got
+        calls["reference"] += 1
         return original(*args, **kwargs)
 
     inst.__dict__["_forge_candidate"] = new  # not a submodule: the model's state_dict stays as it was
+    inst.__dict__["_forge_calls"] = calls
     inst.__dict__["forward"] = forward
+
+
+def _positional_names(inst: Any, n: int) -> list[str]:
+    """The names `runner._name_arguments` gives the first `n` positional arguments of a call of `inst`."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(type(inst).forward).parameters.values())[1:]
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    return [
+        positional[i] if i < len(positional) else (f"{var}_{i - len(positional)}" if var is not None else f"arg{i}")
+        for i in range(n)
+    ]
+
+
+def _domain_check(torch: Any, domain: dict[str, Any] | None) -> Any:
+    """None for a patch without a domain (written before patches carried one: its calls are matched by shape
+    alone); else a function of a call's tensors that says whether they are inside `domain` (`VerifiedDomain`'s
+    JSON): each tensor's device type, dtype, rank and verified sizes, non-empty, contiguous unless the domain
+    takes any layout, and, for a domain verified on the default stream only, a CUDA call on the device's
+    default stream with no CUDA graph being captured."""
+    if not domain:
+        return None
+    dtypes = tuple(t for t in (getattr(torch, d, None) for d in domain.get("dtypes") or ()) if t is not None)
+    devices = frozenset(domain.get("device_types") or ())
+    sizes = domain.get("sizes")
+    ranks = tuple(domain.get("ranks") or ()) if sizes is None else tuple(len(arg) for arg in sizes)
+    dims = (
+        None
+        if sizes is None
+        else tuple(tuple((d, frozenset(s)) for d, s in enumerate(arg) if s is not None) for arg in sizes)
+    )
+    contiguous = bool(domain.get("contiguous", True))
+    default_stream = bool(domain.get("default_stream", False))
+    cuda = torch.cuda
+
+    def inside(tensors: list[Any]) -> bool:
+        if len(tensors) != len(ranks):
+            return False
+        for i, t in enumerate(tensors):
+            if (
+                t.dtype not in dtypes
+                or t.dim() != ranks[i]
+                or t.device.type not in devices
+                or t.numel() == 0
+                or (contiguous and not t.is_contiguous())
+            ):
+                return False
+            if dims is not None:
+                shape = t.shape
+                if any(shape[d] not in s for d, s in dims[i]):
+                    return False
+        if default_stream and tensors:
+            device = tensors[0].device
+            if device.type == "cuda" and (
+                cuda.current_stream(device) != cuda.default_stream(device) or cuda.is_current_stream_capturing()
+            ):
+                return False
+        return True
+
+    return inside
 
 
 def _torch() -> Any:

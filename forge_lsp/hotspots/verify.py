@@ -113,8 +113,9 @@ PATCH_FILE = '''"""Verified replacements for the hot modules of `{entry}` (forge
     import forge_patch
     forge_patch.apply(model)   # the model the entry builds, on its device and in its dtype
 
-Each replaced instance keeps its parameters; calls shaped like the captured ones go to the candidate, any
-other call to the original.{mode_doc} `remove(model)` undoes it. Needs forge-lsp importable.
+Each replaced instance keeps its parameters; calls shaped like the captured ones and inside the domain each
+candidate was verified on (its patch's "domain": dtypes, sizes, layouts, stream) go to the candidate, any other
+call to the original.{mode_doc} `remove(model)` undoes it. Needs forge-lsp importable.
 """
 
 import pathlib
@@ -142,7 +143,8 @@ def remove(model):
 
 def write_patch_file(folder: Path, entry: Entry, patches: list[dict[str, Any]], model_mode: str | None = None) -> Path:
     """``forge_patch.py`` and the candidates it installs, in `folder`; `model_mode`: the whole forward is then
-    compiled in that torch.compile mode."""
+    compiled in that torch.compile mode. Each patch goes in as it is, its ``domain`` (what its candidate was
+    verified on, which `patching.install` keeps its calls inside) included."""
     folder.mkdir(parents=True, exist_ok=True)
     local: list[dict[str, Any]] = []
     for p in patches:

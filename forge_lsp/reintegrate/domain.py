@@ -50,6 +50,9 @@ class VerifiedDomain(BaseModel):
     training: bool | None = True
     """Module mode during verification (the engine verifies modules as constructed: training).
     Checked only for modules whose output depends on it; None: never checked."""
+    default_stream: bool = False
+    """CUDA: verified on the device's default stream only (kernels launched on the legacy default stream): a
+    call made on a side stream, or while a CUDA graph is being captured, runs the original."""
 
     @field_validator("device_types")
     @classmethod
@@ -96,10 +99,18 @@ class VerifiedDomain(BaseModel):
         *,
         contiguous: bool = True,
         training: bool | None = True,
+        default_stream: bool = False,
     ) -> VerifiedDomain:
         """E.g. ``VerifiedDomain.for_device("cuda:0", "float32", [2])``."""
         dts = [dtypes] if isinstance(dtypes, str) else list(dtypes)
-        return cls(device_types=[device_type], dtypes=dts, ranks=list(ranks), contiguous=contiguous, training=training)
+        return cls(
+            device_types=[device_type],
+            dtypes=dts,
+            ranks=list(ranks),
+            contiguous=contiguous,
+            training=training,
+            default_stream=default_stream,
+        )
 
     def describe(self) -> str:
         ranks = ", ".join(map(str, self.ranks))
@@ -109,24 +120,31 @@ class VerifiedDomain(BaseModel):
                 "(" + ", ".join("any" if s is None else "|".join(map(str, s)) for s in arg) + ")" for arg in self.sizes
             ]
             parts.append("sizes " + " ".join(shown))
-        if self.contiguous:
-            parts.append("contiguous")
+        parts.append("contiguous" if self.contiguous else "any layout")
+        if self.default_stream:
+            parts.append("the default stream only (no side stream, no CUDA-graph capture)")
         parts.append("no autograd")
         return ", ".join(parts)
 
 
 def domain_from_verdict(verdict: Verdict) -> VerifiedDomain:
     """What a verdict covered: its device type, the dtypes of its tensor inputs, each input's rank (first
-    input set), and whether all inputs were contiguous. The guard of a rewrite admits exactly this."""
+    input set), the sizes verified, and its layouts and streams (`Verdict.domain`): contiguous inputs only
+    unless it was verified on any layout, and the device's default stream only when that is all it was right on.
+    A verdict without a domain (older runs) requires contiguous inputs and no stream. The guard of a rewrite
+    admits exactly this."""
     specs = verdict.inputs
     first = specs[0].case if specs else None
     ranks = [len(s.shape) for s in specs if s.case == first and s.shape is not None]
+    dtypes = sorted({s.dtype for s in specs if s.dtype})
+    d = verdict.domain
     return VerifiedDomain(
         device_types=[(verdict.device or "cpu").split(":")[0]],
-        dtypes=sorted({s.dtype for s in specs if s.dtype}),
+        dtypes=dtypes or (list(d.dtypes) if d is not None else []),
         ranks=ranks,
-        contiguous=all(s.contiguous is not False for s in specs if s.dtype),
+        contiguous=(d.layouts != "any" if d is not None else all(s.contiguous is not False for s in specs if s.dtype)),
         sizes=verified_sizes(verdict, len(ranks)),
+        default_stream=d is not None and d.streams == "default",
     )
 
 

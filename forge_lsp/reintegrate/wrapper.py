@@ -153,7 +153,7 @@ class {name}({ref}):
                 device, n = a.device, n + 1
         if n != len(ranks):
             return None
-        rt = self.__dict__.get("_forge_runtime")
+{stream_check}        rt = self.__dict__.get("_forge_runtime")
         if rt is None or rt[1] != device or not all(
                 h.get(k) is v and (d is None or v.dtype is d) for h, k, v, d in rt[2]):
             rt = self._forge_share(device)
@@ -219,6 +219,17 @@ class {name}({ref}):
 '''
 
 
+#: The stream rule, emitted only for a domain verified on the default stream alone: a CUDA call made on another
+#: stream (a side stream; CUDA-graph capture, which always runs on one) runs the original.
+_STREAM_CHECK = """\
+        # verified on the device's default stream only: not on a side stream, not under CUDA-graph capture
+        if device is not None and device.type == "cuda" and (
+                {torch}.cuda.current_stream(device) != {torch}.cuda.default_stream(device)
+                or {torch}.cuda.is_current_stream_capturing()):
+            return None
+"""
+
+
 def _tuple_text(xs: list[str]) -> str:
     return "(" + ", ".join(xs) + ("," if len(xs) == 1 else "") + ")"
 
@@ -249,6 +260,7 @@ def wrapper_class(
         contiguous=domain.contiguous,
         sizes=_sizes_text(domain.sizes),
         training=domain.training,
+        stream_check=_STREAM_CHECK.format(torch=modules["torch"]) if domain.default_stream else "",
         mode_sensitive=_mode_sensitive(cls),
         init=init,
         signature=signature,

@@ -239,7 +239,7 @@ def optimize_model(
         source.write_text(result.answer.candidate.source)
         mo.candidate_id, mo.source_file = result.answer.candidate.id, str(source)
         mo.domain = result.answer.domain.model_dump(mode="json")
-        patches.append(_patch(key, key, task.instances, source, captured))
+        patches.append(_patch(key, key, task.instances, source, captured, mo.domain))
         main_text = task.path.read_text().rstrip()
         for variant in task.variants:
             label = f"{key}@{variant.path.stem}"
@@ -253,7 +253,9 @@ def optimize_model(
                 continue
             v_source = folder / f"{result.run_id}_{variant.path.stem}.py"
             v_source.write_text(carried)
-            patches.append(_patch(key, label, variant.instances, v_source, v_capture))
+            patches.append(
+                _patch(key, label, variant.instances, v_source, v_capture, carried_domain(mo.domain, v_capture))
+            )
         mo.status, mo.reason = "kept", f"{result.answer.label} on its captured inputs"
     modes = request.model_modes
     if modes is None:
@@ -369,8 +371,12 @@ class _Relay:
             watcher.join()
 
 
-def _patch(key: str, label: str, instances: list[str], source: Path, captured: Any) -> dict[str, Any]:
-    return {
+def _patch(
+    key: str, label: str, instances: list[str], source: Path, captured: Any, domain: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A patch for `patching.install`; `domain`: the `VerifiedDomain` (JSON) its calls must be inside to reach the
+    candidate (None: matched by the captured call's shape alone)."""
+    patch = {
         "cls": key,
         "label": label,
         "instances": instances,
@@ -379,6 +385,19 @@ def _patch(key: str, label: str, instances: list[str], source: Path, captured: A
         "output": captured.output,
         "output_spec": captured.output_spec,
     }
+    if domain is not None:
+        patch["domain"] = domain
+    return patch
+
+
+def carried_domain(domain: dict[str, Any] | None, captured: Any) -> dict[str, Any] | None:
+    """The domain of an answer carried over to another variant of its class: the answer's own (device types,
+    dtypes, layouts, streams: the same code), with the variant's captured call as its only verified sizes (the
+    end-to-end check is the one check the variant gets, on that call)."""
+    if domain is None:
+        return None
+    shapes = [list(t.shape) for t in captured.inputs]
+    return dict(domain, ranks=[len(s) for s in shapes], sizes=[[[n] for n in s] for s in shapes])
 
 
 def carry_over(candidate: str, task_text: str, variant_text: str) -> str | None:
