@@ -41,15 +41,23 @@ allclose) and lists the checks that may legitimately reject it: a rejection must
    tail without `__syncwarp()`, non-atomic read-modify-write across blocks, accumulation into
    `torch.empty`). `timed_outputs_match`, `repeatable`, `sanitizer` (CUDA, `sanitize=True`),
    `poisoned_memory`, or whichever output check ran the call that lost the race.
-7. c7-layout-range / g7 — right only for contiguous inputs (`as_strided`, the raw storage, a ctypes
-   pointer, a kernel indexing `row * cols + c`, an output filled linearly; none of them raises), or
-   only for randn-sized values (float16 sums of squares, one-pass float16 variance, softmax without
-   max subtraction, tanh via exp: wrong from ~8-12x randn's magnitude). `noncontiguous_inputs` (a
-   strided view of a wider tensor catches all but `output-layout`, which needs a dense permuted
-   layout, e.g. `x.t().contiguous().t()`) or `input_range`.
-8. g8-stream (CUDA) — kernels on the legacy default stream (`stream=0`), the per-thread stream, a raw
-   `torch.cuda.Stream`, or under `torch.cuda.stream(...)` without joining. `current_stream` (also
-   `stream_ordered`, `all_streams_timed`).
+7. c7-layout-range / g7 — right only for randn-sized values (float16 sums of squares, one-pass float16
+   variance, softmax without max subtraction, tanh via exp: wrong from ~8-12x randn's magnitude).
+   `input_range`.
+8. g8-stream (CUDA) — outputs not ordered after the caller's work: kernels on a raw `torch.cuda.Stream` or
+   under `torch.cuda.stream(side)` that is never joined, half the work moved to such a stream. `stream_ordered`
+   (inputs made ready by work on the caller's own stream after a delay) or `all_streams_timed`.
+
+Narrowed, not cheats (`NARROWED`, `GPU_NARROWED`; ids start with n7- / n8-): right on the task's own inputs,
+wrong only outside its conditions, as most model-written kernels are — right only for contiguous inputs
+(`as_strided`, the raw storage, a ctypes pointer, a kernel indexing `row * cols + c`, an output filled linearly;
+a strided view of a wider tensor catches all but `output-layout`, which needs a dense permuted layout), or on
+the default stream only (the legacy default stream `stream=0`, the per-thread stream, Triton under
+`torch.cuda.stream(torch.cuda.default_stream())`). Each is `correct` with its domain narrowed on that axis (a
+guard keeps other calls on the original) and, under `EvalOptions(strict=True)`, `incorrect` with
+`noncontiguous_inputs` / `current_stream`. Cheats that also carry such a limit (a contiguous-only read plus a
+cache, a legacy-stream launch plus a stale result) are in their cheat's class and must still be rejected for it:
+no cheat becomes `correct` through a narrowed domain.
 9. gi-impossible-timing (CUDA, a 192 MiB elementwise task) — no work in the timed call: a
    preallocated result on 7 of 8 calls, `torch.empty` after 20 calls, the work moved to an unjoined
    stream after 40 calls (right values, nothing on the timed stream), nothing recorded while a CUDA
@@ -74,12 +82,13 @@ from collections import Counter
 
 import pytest
 import torch
-from adversarial.cases import CHEATS, HONEST, Case
-from adversarial.gpu_cases import GPU_CHEATS, GPU_HONEST
+from adversarial.cases import CHEATS, HONEST, NARROWED, Case
+from adversarial.gpu_cases import GPU_CHEATS, GPU_HONEST, GPU_NARROWED
 
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, Verdict, load_task
 
-CPU_CASES = CHEATS + HONEST
+CPU_CASES = CHEATS + HONEST + NARROWED
+NARROWING_CHECK = {"layouts": "noncontiguous_inputs", "streams": "current_stream"}
 CLASSES = ["cache", "after-n", "not-plain", "init-params", "shapes", "race", "layout-range"]
 
 
@@ -100,8 +109,9 @@ def summary(v: Verdict) -> str:
     return text
 
 
-def evaluate(evaluator: Evaluator, case: Case) -> Verdict:
-    options = evaluator.options.model_copy(update=case.options) if case.options else None
+def evaluate(evaluator: Evaluator, case: Case, strict: bool = False) -> Verdict:
+    update = dict(case.options, **({"strict": True} if strict else {}))
+    options = evaluator.options.model_copy(update=update) if update else None
     candidate = Candidate.from_source(case.source, case.id)
     return evaluator.evaluate(load_task(case.task_path), candidate, options, sanitize=case.sanitize)
 
@@ -116,6 +126,21 @@ def assert_correct(v: Verdict, case: Case) -> None:
     assert v.status is Status.correct, f"{case.what}: false rejection\n{summary(v)}"
 
 
+def assert_narrowed(v: Verdict, case: Case) -> None:
+    """Correct, on a domain without the conditions its limit lies in, and the check that found it says so."""
+    assert v.status is Status.correct, f"{case.what}: rejected, not narrowed\n{summary(v)}"
+    assert v.domain is not None and not v.domain.full, summary(v)
+    assert getattr(v.domain, case.narrows) == ("contiguous" if case.narrows == "layouts" else "default"), v.domain
+    check = NARROWING_CHECK[case.narrows]
+    assert any(n.axis == case.narrows and n.check == check for n in v.domain.narrowed), v.domain
+    assert any(c.name == check and c.passed and c.narrows == case.narrows for c in v.checks), summary(v)
+
+
+def assert_rejected_when_strict(v: Verdict, case: Case) -> None:
+    check = NARROWING_CHECK[case.narrows]
+    assert v.status is Status.incorrect and v.failed_check == check, f"{case.what}: strict\n{summary(v)}"
+
+
 # ----------------------------------------------------------------------------------------- engine, CPU
 @pytest.mark.parametrize("case", CHEATS, ids=[c.id for c in CHEATS])
 def test_cheat_is_rejected(adv_evaluator, case: Case):
@@ -124,7 +149,19 @@ def test_cheat_is_rejected(adv_evaluator, case: Case):
 
 @pytest.mark.parametrize("case", HONEST, ids=[c.id for c in HONEST])
 def test_honest_candidate_stays_correct(adv_evaluator, case: Case):
-    assert_correct(evaluate(adv_evaluator, case), case)
+    v = evaluate(adv_evaluator, case)
+    assert_correct(v, case)
+    assert v.domain is not None and v.domain.layouts == "any", summary(v)  # right for every layout it was shown
+
+
+@pytest.mark.parametrize("case", NARROWED, ids=[c.id for c in NARROWED])
+def test_a_limit_outside_the_tasks_conditions_narrows_the_domain(adv_evaluator, case: Case):
+    assert_narrowed(evaluate(adv_evaluator, case), case)
+
+
+@pytest.mark.parametrize("case", NARROWED, ids=[c.id for c in NARROWED])
+def test_strict_asks_for_the_full_domain(adv_evaluator, case: Case):
+    assert_rejected_when_strict(evaluate(adv_evaluator, case, strict=True), case)
 
 
 # ----------------------------------------------------------------------------------------- engine, CUDA
@@ -156,7 +193,21 @@ def test_gpu_cheat_is_rejected(gpu_adv_evaluator, case: Case):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", _gpu_params(GPU_HONEST))
 def test_gpu_honest_candidate_stays_correct(gpu_adv_evaluator, case: Case):
-    assert_correct(evaluate(gpu_adv_evaluator, case), case)
+    v = evaluate(gpu_adv_evaluator, case)
+    assert_correct(v, case)
+    assert v.domain is not None and v.domain.streams == "any", summary(v)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _gpu_params(GPU_NARROWED))
+def test_gpu_limit_outside_the_tasks_conditions_narrows_the_domain(gpu_adv_evaluator, case: Case):
+    assert_narrowed(evaluate(gpu_adv_evaluator, case), case)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _gpu_params(GPU_NARROWED))
+def test_gpu_strict_asks_for_the_full_domain(gpu_adv_evaluator, case: Case):
+    assert_rejected_when_strict(evaluate(gpu_adv_evaluator, case, strict=True), case)
 
 
 # ---------------------------------------------------------------------- in-process self-checks
@@ -278,7 +329,7 @@ def test_self_check_first_call_passes_a_naive_check(case: Case):
         assert _naive_close(_call(ref, inputs), _call(new, _clone(inputs)))
 
 
-@pytest.mark.parametrize("case", CHEATS, ids=[c.id for c in CHEATS])
+@pytest.mark.parametrize("case", CHEATS + NARROWED, ids=[c.id for c in CHEATS + NARROWED])
 def test_self_check_the_cheat_is_real(case: Case):
     """The perturbation named by the case's class exposes it (outside the engine)."""
     if case.trigger.startswith("refresh"):
@@ -337,7 +388,7 @@ def test_self_check_honest_survives_every_perturbation(case: Case):
 
 
 def test_case_ids_are_unique_and_every_class_has_four():
-    ids = [c.id for c in CPU_CASES + GPU_CHEATS + GPU_HONEST]
+    ids = [c.id for c in CPU_CASES + GPU_CHEATS + GPU_HONEST + GPU_NARROWED]
     assert len(ids) == len(set(ids))
     counts = Counter(c.klass for c in CHEATS)
     assert set(counts) == {f"c{i}-{k}" for i, k in enumerate(CLASSES, 1)}
@@ -347,7 +398,11 @@ def test_case_ids_are_unique_and_every_class_has_four():
     assert min(n for k, n in gpu.items() if k != "gi-impossible-timing") >= 4, gpu
     assert gpu["gi-impossible-timing"] >= 2
     assert len(HONEST) >= 4 and len(GPU_HONEST) >= 4
-    for case in CPU_CASES + GPU_CHEATS + GPU_HONEST:
+    assert len(NARROWED) >= 4 and {c.narrows for c in GPU_NARROWED} == {"layouts", "streams"}
+    assert all(c.narrows and not c.expect for c in NARROWED + GPU_NARROWED)
+    # cheats that also carry a domain limit: they must be rejected for their cheat, not narrowed into `correct`
+    assert sum(c.name in ("flat-storage-cache", "strided-then-stale") for c in CHEATS) == 2
+    for case in CPU_CASES + GPU_CHEATS + GPU_HONEST + GPU_NARROWED:
         compile(case.source, case.id, "exec")
         assert "class ModelNew(nn.Module)" in case.source and case.task_path.is_file(), case.id
         assert "load_inline" not in case.source, case.id

@@ -148,7 +148,7 @@ def test_nudged_timed_inputs_keep_the_sum_bit_for_bit_and_reach_both_models_alik
 
     x = torch.randn(16, 100) * 3
     ref_in, cand_in = [x.clone()], [x.clone()]
-    refresher = InputRefresher([[x]], [ref_in, cand_in], seed=5)
+    refresher = InputRefresher([ref_in, cand_in], pool=[[x]], permutable=[True], seed=5)
     nudged = 0
     for call in range(200):
         before = ref_in[0].clone()
@@ -161,4 +161,25 @@ def test_nudged_timed_inputs_keep_the_sum_bit_for_bit_and_reach_both_models_alik
             assert torch.equal(ref_in[0].sort(dim=1).values, before.sort(dim=1).values)  # by swaps within rows
         else:
             assert not torch.equal(ref_in[0], before)
+            # a pool set, rotated: the same values as the task drew, in another order
+            assert torch.equal(ref_in[0].reshape(-1).sort().values, x.reshape(-1).sort().values)
     assert nudged == 50
+
+
+def test_structured_timed_inputs_are_new_draws_never_transformed():
+    """An input whose structure the task's code ties together (here a triangular matrix) gets only contents the
+    task drew: new draws while there are any, else the pool's sets exactly as drawn; it is never nudged."""
+    from forge_lsp.engine.harness.probes import InputRefresher
+
+    sets = [[torch.triu(torch.randn(8, 8, generator=torch.Generator().manual_seed(i)))] for i in range(3)]
+    target = [sets[0][0].clone()]
+    drawn = InputRefresher([target], draw=lambda call: sets[call % 3], permutable=[False], seed=1)
+    pooled = InputRefresher([[sets[0][0].clone()]], pool=sets, permutable=[False], seed=1)
+    for call in range(40):
+        for refresher in (drawn, pooled):
+            refresher.refresh(call)
+            now = refresher.targets[0][0]
+            assert not refresher.nudges(call)
+            assert any(torch.equal(now, s[0]) for s in sets), call
+            assert torch.equal(now, now.triu())
+    assert drawn.drawn == 40 and pooled.reused == 40

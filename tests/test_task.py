@@ -48,3 +48,47 @@ def test_captured_input_set_must_exist(tmp_path):
     )
     with pytest.raises(TaskError, match="does not exist"):
         load_task(p)
+
+
+TASK_HEAD = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, *xs):\n        return xs[0]\n\n"
+TASK_TAIL = "\ndef get_init_inputs():\n    return []\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "kinds"),
+    [
+        ("n = 8\n\ndef get_inputs():\n    return [torch.randn(n, 4) * 3, torch.rand(n) - 0.5]\n", ["normal", "iid"]),
+        (
+            "def get_inputs():\n    x = torch.randn(4, 4).cuda()\n    return [x, 3, torch.randint(0, 9, (4,))]\n",
+            ["normal", "value", "iid"],
+        ),
+        (
+            "def get_inputs():\n    return [torch.empty(4).normal_(), torch.abs(torch.randn(4)), 1 / torch.rand(4)]\n",
+            ["normal", "iid", "structured"],
+        ),
+        # structure the task ties together: only new draws keep it
+        (
+            "N = 8\n\ndef get_inputs():\n    A = torch.triu(torch.randn(N, N))\n    return [A, torch.randn(N, N)]\n",
+            ["structured", "normal"],
+        ),
+        ("def get_inputs():\n    p = torch.softmax(torch.randn(4, 8), -1)\n    return [p]\n", ["structured"]),
+        (
+            "def get_inputs():\n    ids = torch.sort(torch.randint(0, 5, (9,))).values\n    return [ids, torch.randn(9)]\n",
+            ["structured", "normal"],
+        ),
+        # one input drawn from another: both are tied
+        (
+            "def get_inputs():\n    x = torch.randn(4)\n    y = x + 0.1 * torch.randn(4)\n    return [x, y]\n",
+            ["structured", "structured"],
+        ),
+        (
+            "def get_inputs():\n    x = torch.randn(4)\n    for _ in range(2):\n        x = x * 2\n    return [x]\n",
+            ["structured"],
+        ),
+        ("def get_inputs():\n    xs = [torch.randn(4)]\n    return xs\n", None),
+    ],
+)
+def test_input_kinds_say_which_inputs_a_permutation_keeps_in_the_tasks_distribution(tmp_path, body, kinds):
+    path = tmp_path / "task.py"
+    path.write_text(TASK_HEAD + body + TASK_TAIL)
+    assert load_task(path).input_kinds == kinds

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import hashlib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -70,6 +71,11 @@ class Task(BaseModel):
         description="module-level size constants and the other values to verify them at",
     )
     vary_default: bool = Field(False, description="`vary` was chosen by forge (the task did not say)")
+    input_kinds: list[InputKind] | None = Field(
+        None,
+        description="how get_inputs() draws each input it returns, read from its code (`input_kinds`); None when "
+        "its return value is not a literal list or tuple",
+    )
     trials: int = 3
     seed: int = 42
 
@@ -84,6 +90,141 @@ class Task(BaseModel):
 
     def tolerance_for(self, dtype: str) -> Tolerance | None:
         return self.tolerances.get(dtype.removeprefix("torch."))
+
+
+#: How `get_inputs()` draws one input, as far as its code shows:
+#: - "normal": independent draws of ``torch.randn`` (or ``randn_like``, ``normal_``), possibly times or plus a
+#:   constant: any permutation of the elements, and any positive scale, keeps it in the task's distribution's family;
+#: - "iid": independent identically distributed elements of another kind (``torch.rand``, ``randint``, an
+#:   elementwise function of such a draw): any permutation of the elements keeps its distribution;
+#: - "structured": anything else (``torch.triu(...)``, a softmax, a sort, an input computed from another): only new
+#:   draws of ``get_inputs()`` keep it in its distribution;
+#: - "value": not drawn from torch (a literal, a module constant).
+InputKind = Literal["normal", "iid", "structured", "value"]
+
+_NORMAL_DRAWS = {"randn", "randn_like"}
+_IID_DRAWS = {"rand", "rand_like", "randint", "randint_like", "bernoulli"}
+_NORMAL_METHODS = {"normal_"}
+_IID_METHODS = {"uniform_", "random_", "exponential_", "geometric_", "log_normal_", "cauchy_", "bernoulli_"}
+#: tensor methods that keep each element's value (or map it on its own): what they are applied to keeps its kind
+_KIND_KEEPING = {"cuda", "to", "float", "half", "double", "bfloat16", "contiguous", "requires_grad_", "clone", "detach"}
+#: elementwise functions: of an iid draw, an iid draw (but no longer a normal one)
+_ELEMENTWISE = {"abs", "exp", "log", "sqrt", "sigmoid", "tanh", "relu", "clamp", "clip", "sin", "cos", "sign", "round"}
+
+
+def _is_scalar(node: ast.expr, consts: dict[str, object], local: set[str]) -> bool:
+    """A number: a literal, a negated one, or a module constant that is a number (not a name of get_inputs')."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _is_scalar(node.operand, consts, local)
+    if isinstance(node, ast.Name):
+        value = consts.get(node.id)
+        return node.id not in local and isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
+        return _is_scalar(node.left, consts, local) and _is_scalar(node.right, consts, local)
+    return False
+
+
+def _sizes_only(args: list[ast.expr], local: set[str]) -> bool:
+    """Arguments of a draw that read no tensor of get_inputs' own (sizes, dtypes, devices, bounds)."""
+    return not any(isinstance(n, ast.Name) and n.id in local for a in args for n in ast.walk(a))
+
+
+def _torch_call(node: ast.expr) -> str | None:
+    """`torch.NAME(...)` -> NAME."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        owner = node.func.value
+        if isinstance(owner, ast.Name) and owner.id == "torch":
+            return node.func.attr
+    return None
+
+
+def _kind_of(node: ast.expr, consts: dict[str, object], local: set[str]) -> InputKind:
+    """The kind of one expression get_inputs() returns (see `InputKind`)."""
+    if _is_scalar(node, consts, local) or (isinstance(node, ast.Constant) and isinstance(node.value, (bool, str))):
+        return "value"
+    name = _torch_call(node)
+    if name is not None and isinstance(node, ast.Call):
+        args = list(node.args) + [k.value for k in node.keywords]
+        if name in _NORMAL_DRAWS and _sizes_only(args, local):
+            return "normal"
+        if name in _IID_DRAWS and _sizes_only(args, local):
+            return "iid"
+        if name in _ELEMENTWISE and node.args:
+            inner = _kind_of(node.args[0], consts, local)
+            rest = list(node.args[1:]) + [k.value for k in node.keywords]
+            if inner in ("normal", "iid") and all(_is_scalar(a, consts, local) for a in rest):
+                return "iid"
+        return "structured"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        method, owner = node.func.attr, node.func.value
+        args = list(node.args) + [k.value for k in node.keywords]
+        # torch.empty(...).normal_() and the like: a fresh tensor filled by a draw
+        if method in _NORMAL_METHODS | _IID_METHODS and _torch_call(owner) in ("empty", "zeros", "ones"):
+            if _sizes_only(list(owner.args) + [k.value for k in owner.keywords] + args, local):  # type: ignore[attr-defined]
+                return "normal" if method in _NORMAL_METHODS else "iid"
+        if method in _KIND_KEEPING and _sizes_only(args, local):
+            return _kind_of(owner, consts, local)
+        if method in _ELEMENTWISE and all(_is_scalar(a, consts, local) for a in args):
+            inner = _kind_of(owner, consts, local)
+            return "iid" if inner in ("normal", "iid") else "structured"
+        return "structured"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div, ast.Add, ast.Sub)):
+        for draw, other in ((node.left, node.right), (node.right, node.left)):
+            if _is_scalar(other, consts, local):
+                if isinstance(node.op, ast.Div) and draw is node.right:
+                    break  # c / x: not an affine map of x
+                inner = _kind_of(draw, consts, local)
+                if inner in ("normal", "iid"):
+                    return inner
+        return "structured"
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _kind_of(node.operand, consts, local)
+    return "structured"
+
+
+def input_kinds(tree: ast.Module, consts: dict[str, object], function: str = "get_inputs") -> list[InputKind] | None:
+    """How `function` draws each input it returns (`InputKind`), from its code; None when it does not end in a
+    literal list or tuple. A name returned is followed to its one assignment in the function; a name assigned more
+    than once, inside a loop or a branch, or read by another returned expression, is "structured": its elements are
+    tied to something else, and only a new draw keeps that tie."""
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    if fn is None or not fn.body or not isinstance(fn.body[-1], ast.Return):
+        return None
+    ret = fn.body[-1].value
+    if not isinstance(ret, (ast.List, ast.Tuple)):
+        return None
+    assigned: dict[str, list[ast.expr]] = {}
+    nested: set[str] = set()
+    for stmt in fn.body[:-1]:
+        top = False
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            top = True
+            assigned.setdefault(stmt.targets[0].id, []).append(stmt.value)
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and not top:
+                nested.add(node.id)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+                nested.add(node.target.id)
+    local = set(assigned) | nested
+    readers: dict[str, int] = {}  # how many expressions (assignments and returned items) read each local name
+    for exprs in [*assigned.values(), [e for e in ret.elts]]:
+        for expr in exprs:
+            for n in {m.id for m in ast.walk(expr) if isinstance(m, ast.Name) and m.id in local}:
+                readers[n] = readers.get(n, 0) + 1
+    kinds: list[InputKind] = []
+    for elt in ret.elts:
+        if isinstance(elt, ast.Starred):
+            return None
+        if isinstance(elt, ast.Name) and elt.id in local:
+            values = assigned.get(elt.id, [])
+            if elt.id in nested or len(values) != 1 or readers.get(elt.id, 0) > 1:
+                kinds.append("structured")
+                continue
+            elt = values[0]
+        kinds.append(_kind_of(elt, consts, local))
+    return kinds
 
 
 def _module_constants(tree: ast.Module) -> dict[str, object]:
@@ -227,4 +368,5 @@ def load_task(
         vary=task_vary,
         vary_default=explicit is None,
         trials=n_trials,
+        input_kinds=input_kinds(tree, consts),
     )

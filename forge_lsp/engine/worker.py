@@ -37,7 +37,7 @@ from .pipe import (
     ShutdownRequest,
     StageStarted,
 )
-from .verdict import Check, InputSpec, MemoryUse, Mismatch, Status, Timing, Verdict
+from .verdict import Check, Domain, InputSpec, MemoryUse, Mismatch, Narrowing, RepairKind, Status, Timing, Verdict
 
 _TB_LIMIT = 8000
 
@@ -175,6 +175,13 @@ class Evaluation:
         self.input_specs: list[InputSpec] = []
         self.ref_types: dict[str, type] | None = None  # the reference's output leaf types, once it has run
         self.costs: dict[str, float] = {}  # seconds spent on checks that are steps of their own
+        # the domain verified so far (`Domain`): contiguous inputs and the default stream until a probe shows more
+        self.layouts: str = "contiguous"
+        self.streams: str | None = "default" if self.is_cuda else None
+        self.narrowed: list[Narrowing] = []
+        self.verifying = False  # verification has begun: the verdict states its domain
+        self.domain_sizes: list[str] = []
+        self.where = ""  # the input set the candidate is being run on, named in a crash's reason
 
     @property
     def cand_src(self) -> Candidate:
@@ -202,6 +209,62 @@ class Evaluation:
             self.checks.append(entry)
         if not passed:
             raise StageFailed(Status.incorrect, detail, failed_check=name, mismatch=mismatch)
+
+    def narrow(
+        self,
+        name: str,
+        axis: str,
+        found: str,
+        detail: str,
+        repair: RepairKind | None,
+        mismatch: Mismatch | None = None,
+    ) -> None:
+        """A check that failed only outside the task's own conditions (`axis`: a layout, a stream): the domain leaves
+        those conditions out and the evaluation goes on; with `EvalOptions.strict`, the check fails as any other."""
+        if self.opt.strict and found == "wrong_values":
+            self.check(name, False, detail, mismatch)
+        if axis == "layouts":
+            self.layouts = "contiguous"
+        else:
+            self.streams = "default"
+        self.narrowed.append(Narrowing(check=name, axis=axis, found=found, detail=detail, repair=repair))
+        entry = Check(name=name, passed=True, detail=detail, narrows=axis)
+        for i, c in enumerate(self.checks):
+            if c.name == name:
+                self.checks[i] = entry
+                break
+        else:
+            self.checks.append(entry)
+
+    def domain(self, cases: list[InputCase]) -> Domain | None:
+        """What the checks so far covered (None before verification began)."""
+        if not self.verifying:
+            return None
+        torch = self.torch
+        dtypes = sorted(
+            {str(x.dtype).removeprefix("torch.") for c in cases for x in c.inputs if isinstance(x, torch.Tensor)}
+        )
+        return Domain(
+            sizes=self.domain_sizes,
+            dtypes=dtypes,
+            layouts=self.layouts,
+            streams=self.streams,
+            narrowed=self.narrowed,
+        )
+
+    def describe_set(self, case: InputCase, inputs: list[Any] | None = None, what: str = "") -> str:
+        """An input set in words, for a reason: "batch_size=257, forge's size: float32[257, 16384]"."""
+        torch = self.torch
+        shown = []
+        for x in (inputs if inputs is not None else case.inputs)[:4]:
+            if isinstance(x, torch.Tensor):
+                text = f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}"
+                if not x.is_contiguous():
+                    text += f" strides {list(x.stride())}"
+                shown.append(text)
+        own = {"random": "the task's own sizes", "captured": "captured inputs"}.get(case.kind, "forge's size")
+        label = f"{case.name}{', ' + what if what else ''} ({own})"
+        return f"{label}: {', '.join(shown)}" if shown else label
 
     @contextmanager
     def cost(self, name: str) -> Iterator[None]:
@@ -236,7 +299,8 @@ class Evaluation:
                     Status.runtime_error, f"the reference model failed: {_exc_line(exc)}", exc=exc
                 ) from exc
             status = Status.compile_error if is_compile_error(exc) else Status.runtime_error
-            raise StageFailed(status, _exc_line(exc), exc=exc) from exc
+            where = f" [on {self.where}]" if self.where and status is Status.runtime_error else ""
+            raise StageFailed(status, _exc_line(exc) + where, exc=exc) from exc
         if who == "reference":
             from .harness.probes import output_types
 
@@ -367,9 +431,10 @@ class Evaluation:
         tol = self.task.tolerance_for
         per_init: dict[str, Models] = {repr((cases[0].init_inputs, [])): models}
         history: list[tuple[str, Any, Any]] = []  # (input set, ref_out, cand_out)
+        self.verifying = True
         if self.is_cuda:
             with self.cost("current_stream"):
-                self.probe_current_stream(models, cases[0])
+                self.probe_streams(models, cases[0])
 
         skipped: list[str] = []
         for i, case in enumerate(cases):
@@ -393,6 +458,7 @@ class Evaluation:
             history.append((case.name, ref_out, cand_out))
         verified = [c for c in cases if not any(s.startswith(f"{c.name} (") for s in skipped)]
         self.input_specs = [s for s in self.input_specs if any(c.name == s.case for c in verified)]
+        self.domain_sizes = list(dict.fromkeys("the task's own" if c.kind == "random" else c.name for c in verified))
         self.verify_after(cases, verified, skipped, history, per_init, tol)
 
     def run_case(
@@ -407,6 +473,7 @@ class Evaluation:
             per_init[key] = self.build_models(mod, cand_mod, case.init_inputs)
         m = per_init[key]
         ref_in, cand_in = clone_inputs(case.inputs), clone_inputs(case.inputs)
+        self.where = self.describe_set(case)
 
         def run_candidate() -> Any:
             out = self.call(m.cand, cand_in, "candidate", poisoned=True)
@@ -586,7 +653,8 @@ class Evaluation:
             )
             return
         original = {k: v.detach().clone() for k, v in m.ref.state_dict().items()}
-        trained = randomized_state_dict(original, self.task.seed + 7)
+        buffers = frozenset(name for name, _ in m.ref.named_buffers())
+        trained = randomized_state_dict(original, self.task.seed + 7, buffers)
         try:
             m.ref.load_state_dict(trained, strict=True)
             m.cand.load_state_dict(trained, strict=True)
@@ -616,14 +684,16 @@ class Evaluation:
 
     def probe_layout(self, m: Models, case: InputCase) -> None:
         """The same values in non-contiguous tensors (a strided view, and a dense column-major layout), where the
-        reference accepts them: a candidate may refuse them (it is then verified for contiguous inputs only),
-        but must not silently compute something else."""
+        reference accepts them. The task's own inputs are contiguous: a candidate wrong there (it indexes raw memory
+        as if contiguous) or refusing them is verified for contiguous inputs only, and the verdict's domain says so
+        (with `EvalOptions.strict`, wrong values there fail the check). Both layouts right: any layout."""
         from .harness.compare import compare_outputs
         from .harness.loading import call_model
         from .harness.probes import LAYOUTS
 
         torch = self.torch
         notes = []
+        any_layout = True
 
         def own(laid: list[Any]) -> list[Any]:
             """Inputs in a layout; a tensor the layout leaves as is (a vector) is cloned, never handed out."""
@@ -632,35 +702,62 @@ class Evaluation:
                 for x, y in zip(case.inputs, laid, strict=True)
             ]
 
+        laid_out = 0
         for layout, relaid in LAYOUTS.items():
             laid = [relaid(x) for x in case.inputs]
             if all(y is x for x, y in zip(case.inputs, laid, strict=True)):
                 continue
+            laid_out += 1
             try:
                 ref_out = call_model(m.ref, own(laid))
                 self.sync()
             except Exception:  # noqa: BLE001 - the reference does not take them: nothing to hold the candidate to
                 notes.append(f"{layout}: not checked, the reference does not accept it")
+                any_layout = False
                 continue
+            del laid
+            cand_in = own([relaid(x) for x in case.inputs])
+            self.where = self.describe_set(case, cand_in, f"a {layout} copy")
             try:
-                cand_out = self.call(m.cand, own([relaid(x) for x in case.inputs]), "candidate", poisoned=True)
+                cand_out = self.call(m.cand, cand_in, "candidate", poisoned=True)
                 self.sync()
             except StageFailed as sf:
-                if sf.failed_check:
-                    raise
-                notes.append(f"{layout}: the candidate refuses it ({sf.reason})")  # honest; domain stays contiguous
+                if sf.failed_check or (self.is_cuda and any(t in sf.reason for t in _STICKY)):
+                    raise  # a check of its own failed, or the device is gone: not a refusal
+                any_layout = False
+                detail = f"{layout}: the candidate refuses it ({sf.reason})"
+                notes.append(detail)
+                self.narrowed.append(
+                    Narrowing(
+                        check="noncontiguous_inputs",
+                        axis="layouts",
+                        found="refused",
+                        detail=detail,
+                        repair="contiguous_inputs",
+                    )
+                )
                 continue
             mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, f"{case.name}, {layout}")
+            del ref_out, cand_out, cand_in
             if mismatch is not None:
-                self.check(
+                self.narrow(
                     "noncontiguous_inputs",
-                    False,
+                    "layouts",
+                    "wrong_values",
                     f"with the same values in {layout} tensors, {mismatch.output}: {mismatch.detail} — the candidate "
-                    "assumes a contiguous layout without checking it (call .contiguous(), or pass strides)",
+                    "assumes a contiguous layout without checking it (call .contiguous(), or pass strides): verified "
+                    "for contiguous inputs only",
+                    "contiguous_inputs",
                     mismatch,
                 )
+                return
             notes.append(f"{layout}: correct")
-        self.check("noncontiguous_inputs", True, "; ".join(notes) or "no tensor input to lay out differently")
+        self.layouts = "any" if any_layout else "contiguous"
+        if not laid_out:
+            notes.append("no tensor input to lay out differently")
+        if not any_layout:
+            notes.append("verified for contiguous inputs only")
+        self.check("noncontiguous_inputs", True, "; ".join(notes))
 
     def probe_range(self, m: Models, case: InputCase) -> None:
         """Inputs scaled up (while the reference's output stays finite): intermediates that overflow a narrow
@@ -672,8 +769,18 @@ class Evaluation:
         if not any(isinstance(x, self.torch.Tensor) and x.is_floating_point() for x in case.inputs):
             self.check("input_range", True, "no floating-point input to scale")
             return
+        kinds = self.task.input_kinds
+        scalable = [k == "normal" for k in kinds] if kinds is not None and len(kinds) == len(case.inputs) else []
+        if not any(scalable):
+            self.check(
+                "input_range",
+                True,
+                "not checked: no input is drawn from torch.randn (scaling another kind of input would take it out of "
+                "the task's distribution)",
+            )
+            return
         for factor in (16.0, 4.0):
-            scaled = [scaled_copy(x, factor) for x in case.inputs]
+            scaled = [scaled_copy(x, factor) if up else x for x, up in zip(case.inputs, scalable, strict=True)]
             try:
                 ref_out = self.call(m.ref, clone_inputs(scaled), "reference")
                 self.sync()
@@ -686,7 +793,10 @@ class Evaluation:
         else:
             self.check("input_range", True, "not checked: the reference's output is not finite for scaled inputs")
             return
-        cand_out = self.call(m.cand, clone_inputs(scaled), "candidate", poisoned=True)
+        cand_in = clone_inputs(scaled)
+        del scaled
+        self.where = self.describe_set(case, cand_in, f"inputs x{factor:g}")
+        cand_out = self.call(m.cand, cand_in, "candidate", poisoned=True)
         self.sync()
         mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, f"{case.name}, inputs x{factor:g}")
         self.check(
@@ -699,25 +809,18 @@ class Evaluation:
             mismatch,
         )
 
-    def probe_current_stream(self, m: Models, case: InputCase) -> None:
-        """Run the candidate on a side stream whose inputs become ready only after a GPU-side delay on that
-        stream: kernels launched on torch's current stream wait for them; kernels on the legacy default
-        stream (or any other) read the placeholder values, whatever their run time."""
+    def delayed_call(self, model: Any, case: InputCase, stream: Any) -> Any:
+        """`model` called on `stream` (made current) with inputs that become ready only after a GPU-side delay on that
+        stream: NaN placeholders, then a 50 ms sleep, then the real values. Kernels that wait for work queued on the
+        stream read the real values; kernels on a stream that does not wait for it read the placeholders."""
         from .harness import timing as T
         from .harness.checks import clone_inputs
-        from .harness.compare import compare_outputs
 
         torch = self.torch
-        if not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in case.inputs):
-            self.check("current_stream", True, "not checked: no floating-point input to delay")
-            return
-        ref_out = self.call(m.ref, clone_inputs(case.inputs), "reference")
-        self.sync()
         cycles = int(50 * T.CudaTimer(self.device, False).cycles_per_ms)  # 50 ms on the GPU
         delayed = clone_inputs(case.inputs)
         self.sync()
-        side = torch.cuda.Stream(self.device)
-        with torch.cuda.stream(side):
+        with torch.cuda.stream(stream):
             for x in delayed:
                 if isinstance(x, torch.Tensor) and x.is_floating_point():
                     x.fill_(float("nan"))
@@ -725,27 +828,80 @@ class Evaluation:
             for x, real in zip(delayed, case.inputs, strict=True):
                 if isinstance(x, torch.Tensor) and x.is_floating_point():
                     x.copy_(real)
-            cand_out = self.call(m.cand, delayed, "candidate")
+            out = self.call(model, delayed, "candidate")
         self.sync()
-        mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, f"{case.name}, delayed stream")
-        if mismatch is not None:
-            # the stream is to blame only if the same inputs, ready before the call, give the right answer
-            plain = self.call(m.cand, clone_inputs(case.inputs), "candidate")
-            self.sync()
-            if compare_outputs(ref_out, plain, self.task.tolerance_for, case.name)[0] is not None:
-                self.check("current_stream", True, "not decided: the output is wrong with ready inputs too")
-                return
-        self.check(
+        return out
+
+    def probe_streams(self, m: Models, case: InputCase) -> None:
+        """Whether the candidate's kernels wait for the work queued before the call, on two streams.
+
+        1. `stream_ordered`, in the task's own conditions: the inputs are made ready by work queued on the device's
+           default stream (the current one) after a delay. Kernels on that stream (the legacy default stream
+           included) or on one joined to it wait; kernels on a non-blocking stream of their own that is never joined
+           read the placeholders: their outputs are not ordered after the caller's work, a race wherever they run.
+        2. `current_stream`: the same on a side stream made current, as `torch.cuda.stream(...)`, CUDA-graph capture
+           and `torch.compile(mode="reduce-overhead")` run a module. Kernels on the legacy default stream
+           (`<<<grid, block>>>` with no stream) read the placeholders: verified on the default stream only (the
+           domain says so; with `EvalOptions.strict` the check fails)."""
+        from .harness.checks import clone_inputs
+        from .harness.compare import compare_outputs
+
+        torch = self.torch
+        if not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in case.inputs):
+            self.check(
+                "current_stream",
+                True,
+                "not checked: no floating-point input to delay; verified on the default stream only",
+            )
+            return
+        ref_out = self.call(m.ref, clone_inputs(case.inputs), "reference")
+        self.sync()
+        self.where = self.describe_set(case, what="inputs made ready on the default stream after a delay")
+        own = self.delayed_call(m.cand, case, torch.cuda.current_stream(self.device))
+        mismatch, _ = compare_outputs(ref_out, own, self.task.tolerance_for, f"{case.name}, delayed on its stream")
+        del own
+        if mismatch is not None and self.right_when_ready(m, case, ref_out):
+            self.check(
+                "stream_ordered",
+                False,
+                f"{mismatch.output}: {mismatch.detail} — with the inputs made ready by work queued on the caller's "
+                "stream after a delay, the candidate read them before they were ready: its kernels run on a stream "
+                "of their own that does not wait for the caller's (join it: side.wait_stream(current) before the "
+                "kernels, current.wait_stream(side) after)",
+                mismatch,
+            )
+        elif mismatch is not None:
+            self.check("current_stream", True, "not decided: the output is wrong with ready inputs too")
+            return
+        self.where = self.describe_set(case, what="inputs made ready on a side stream after a delay")
+        side = self.delayed_call(m.cand, case, torch.cuda.Stream(self.device))
+        mismatch, _ = compare_outputs(ref_out, side, self.task.tolerance_for, f"{case.name}, delayed stream")
+        del side
+        if mismatch is None:
+            self.streams = "any"
+            self.check("current_stream", True, "waits for work queued on torch's current stream, whichever it is")
+            return
+        self.narrow(
             "current_stream",
-            mismatch is None,
-            f"{mismatch.output}: {mismatch.detail} — with the inputs made ready on torch's current stream after a "
-            "delay, the candidate read them before they were ready: its kernels do not run on the current stream "
-            "(the legacy default stream, `<<<grid, block>>>` with no stream, or a stream of its own). Launch on "
-            "at::cuda::getCurrentCUDAStream() in C++ / torch.cuda.current_stream() in Python"
-            if mismatch
-            else "waits for work queued on torch's current stream",
+            "streams",
+            "wrong_values",
+            f"{mismatch.output}: {mismatch.detail} — with the inputs made ready on a side stream after a delay, the "
+            "candidate read them before they were ready: its kernels do not run on the current stream (the legacy "
+            "default stream: `<<<grid, block>>>` with no stream). Right on the default stream only; launch on "
+            "at::cuda::getCurrentCUDAStream() in C++ / torch.cuda.current_stream() in Python",
+            "current_stream",
             mismatch,
         )
+
+    def right_when_ready(self, m: Models, case: InputCase, ref_out: Any) -> bool:
+        """Whether the candidate is right on the same inputs made ready before the call: then a stream probe's wrong
+        output is the stream's doing."""
+        from .harness.checks import clone_inputs
+        from .harness.compare import compare_outputs
+
+        plain = self.call(m.cand, clone_inputs(case.inputs), "candidate")
+        self.sync()
+        return compare_outputs(ref_out, plain, self.task.tolerance_for, case.name)[0] is None
 
     def time_both(self, mod: Any, models: Models, case: InputCase) -> None:
         """Interleaved timing that verifies itself: before every call the inputs get new contents in place
@@ -755,12 +911,24 @@ class Evaluation:
         from .harness.checks import clone_inputs
         from .harness.compare import compare_outputs
         from .harness.loading import call_model
-        from .harness.probes import InputRefresher, permuted_copies, tensor_bytes
+        from .harness.probes import InputRefresher, tensor_bytes
 
         torch = self.torch
         ref_in, cand_in = clone_inputs(case.inputs), clone_inputs(case.inputs)
-        pool = [case.inputs, *permuted_copies(case.inputs, 3, self.task.seed + 5000)]
-        refresher = InputRefresher(pool, [ref_in, cand_in], self.task.seed + 11)
+        self.where = self.describe_set(case, what="timed, with new contents drawn from get_inputs() before each call")
+        opt, notes = self.opt, list[str]()
+        draw, pool, how = self.timing_contents(mod, case)
+        kinds = self.task.input_kinds
+        permutable = (
+            [k in ("normal", "iid") for k in kinds]
+            if kinds is not None and len(kinds) == len(case.inputs)
+            else [False] * len(case.inputs)
+        )
+        refresher = InputRefresher(
+            [ref_in, cand_in], draw=draw, pool=pool, permutable=permutable, seed=self.task.seed + 11
+        )
+        if how:
+            notes.append(how)
         last: dict[str, Any] = {}
 
         def ref_fn() -> Any:
@@ -806,7 +974,6 @@ class Evaluation:
             checked["calls"] += 1
             checked["last"] = i
 
-        opt, notes = self.opt, list[str]()
         kw: dict[str, Any] = dict(
             warmup=opt.warmup,
             min_reps=opt.min_reps,
@@ -829,6 +996,13 @@ class Evaluation:
                 "another stream escapes the timed region; join it to the current stream",
             )
             mode = opt.timing_mode
+            if self.streams == "default" and mode != "events":
+                # CUDA graphs capture on a side stream, where a legacy-stream launch is an error: time it with events
+                notes.append(
+                    "timed with events: the candidate launches on the legacy default stream, which a CUDA "
+                    "graph cannot capture"
+                )
+                mode = "events"
             if mode == "auto":
                 probe = T.Samples()
                 for _ in range(5):
@@ -864,6 +1038,101 @@ class Evaluation:
             True,
             f"every timed call ({checked['calls']}) checked against the reference on new input contents",
         )
+
+    #: a fresh draw of get_inputs() per timed call when one costs at most this (seconds); else a pool drawn beforehand
+    FRESH_DRAW_S = 0.003
+    #: the pool's draws may take this long in all (seconds), and hold at most this share of the device's free memory
+    POOL_DRAW_S = 2.0
+    POOL_MEMORY_SHARE = 0.125
+    POOL_MAX = 8
+
+    def draw_fresh(self, mod: Any, case: InputCase, seed: int) -> list[Any] | None:
+        """A new call of the task's `get_inputs()` (its sizes as in `case`), seeded, made on the device where it can
+        be (factory calls default to it: far faster than drawing large inputs on the host and copying them over);
+        None when it fails or gives inputs laid out otherwise than `case`'s."""
+        from .harness.probes import same_layout
+
+        torch = self.torch
+        fn = getattr(mod, self.task.inputs_fn)
+        with task_constants(mod, case.overrides):
+            for where in [self.device, None] if self.is_cuda else [None]:
+                try:
+                    _seed_all(torch, seed)
+                    if where is not None:
+                        with torch.device(where):
+                            drawn = list(fn())
+                    else:
+                        drawn = list(fn())
+                    drawn = self.to_device(drawn)
+                except Exception:  # noqa: BLE001 - the task's code cannot draw here; try the host, else none
+                    continue
+                if same_layout(drawn, case.inputs):
+                    return drawn
+        return None
+
+    def timing_contents(self, mod: Any, case: InputCase) -> tuple[Any, list[list[Any]], str]:
+        """Where the timed calls' contents come from: (draw, pool, a note). A new draw of `get_inputs()` per call when
+        one is cheap; else a pool of draws made now, within a time and memory budget, plus the verified input sets of
+        the same sizes. Never a transform of the task's inputs: only new draws keep structured inputs (a triangular
+        matrix, probability rows, sorted ids) in the task's distribution."""
+        from .harness.probes import same_layout, tensor_bytes
+
+        base = self.task.seed + 20_000
+        took = float("inf")
+        first = None
+        for k in range(2):  # the second draw's time: the first may pay for a warm-up of its own
+            t0 = time.perf_counter()
+            first = self.draw_fresh(mod, case, base - k)
+            self.sync()
+            took = time.perf_counter() - t0
+            if first is None:
+                break
+        if first is not None and took <= self.FRESH_DRAW_S:
+            cache = {0: first}
+
+            def draw(call: int) -> list[Any] | None:
+                return cache.pop(call) if call in cache else self.draw_fresh(mod, case, base + call)
+
+            return draw, [], ""
+        pool = [case.inputs] + ([first] if first is not None else [])
+        kept = self.state.drawn
+        for key, (inputs, _init) in kept.items():
+            if (
+                key[0] == self.task.sha
+                and not key[2]
+                and inputs is not case.inputs
+                and same_layout(inputs, case.inputs)
+            ):
+                pool.append(inputs)  # the other verified input sets of the task's own sizes
+        if first is not None:
+            budget = self.POOL_MEMORY_SHARE * (self.free_memory() or float("inf"))
+            size = max(1, tensor_bytes(case.inputs))
+            n = 1
+            while len(pool) < self.POOL_MAX and (n + 1) * took <= self.POOL_DRAW_S and size * (len(pool) + 1) <= budget:
+                more = self.draw_fresh(mod, case, base + n)
+                n += 1
+                if more is None:
+                    break
+                pool.append(more)
+        if first is None:
+            note = (
+                f"get_inputs() cannot draw new inputs of these sizes in the worker: the timed calls cycle through "
+                f"{len(pool)} verified input set(s)"
+            )
+        else:
+            note = (
+                f"drawing get_inputs() takes {took * 1000:.0f} ms: the timed calls cycle through {len(pool)} input "
+                "sets drawn beforehand"
+            )
+        return None, pool, note
+
+    def free_memory(self) -> int | None:
+        if not self.is_cuda:
+            return None
+        try:
+            return int(self.torch.cuda.mem_get_info(self.device)[0])
+        except Exception:  # noqa: BLE001
+            return None
 
     def check_physical_floor(self, in_bytes: int, out_bytes: int, notes: list[str]) -> None:
         """A candidate timed faster than writing its outputs once at the device's measured memory bandwidth did
@@ -922,6 +1191,7 @@ class Evaluation:
         torch = self.torch
         status, reason, failed, exc_tb, mismatch = Status.correct, "", None, "", None
         cand_mod = None
+        cases: list[InputCase] = []
         try:
             mod = self.load_task()
             cases = self.make_cases(mod)
@@ -950,6 +1220,7 @@ class Evaluation:
                 # not a failure: reported, and such a candidate cannot be reintegrated
                 self.stage_done()
                 self.stage("first_call")  # Triton JIT-compiles here; a hang here is a timeout, not a compile
+                self.where = self.describe_set(cases[0])
                 self.call(
                     models.cand, [x.clone() if isinstance(x, torch.Tensor) else x for x in cases[0].inputs], "candidate"
                 )
@@ -985,7 +1256,9 @@ class Evaluation:
                 if not reason:
                     reason = "the candidate replaced torch or harness functions"
         except Exception as exc:  # noqa: BLE001 - a harness-level failure is still a verdict
-            status, reason, exc_tb = Status.runtime_error, _exc_line(exc), _tb(exc)
+            # an asynchronous CUDA error surfaces at the next synchronization: name the input set being run
+            where = f" [on {self.where}]" if self.where else ""
+            status, reason, exc_tb = Status.runtime_error, _exc_line(exc) + where, _tb(exc)
         if status in (Status.runtime_error, Status.compile_error) and self.is_cuda:
             text = reason + exc_tb
             try:
@@ -997,7 +1270,8 @@ class Evaluation:
         if cand_mod is not None:
             forget_module(cand_mod)
         if status is Status.correct:
-            reason = "all checks passed"
+            limits = self.domain(cases)
+            reason = "all checks passed" + (f"; verified for {limits.describe()}" if limits and not limits.full else "")
         for c in self.checks:
             if c.name in self.costs:
                 c.seconds = round(self.costs[c.name], 4)
@@ -1016,7 +1290,17 @@ class Evaluation:
             task_sha=self.task.sha,
             candidate_sha=self.cand_src.sha,
             inputs=self.input_specs,
+            domain=self.domain(cases),
         )
+
+
+def _seed_all(torch: Any, seed: int) -> None:
+    """The generators a task's `get_inputs()` may draw from: torch's, Python's, NumPy's (if it is loaded)."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed % (2**32))
 
 
 def _input_specs(cases: list[Any], torch: Any) -> list[InputSpec]:

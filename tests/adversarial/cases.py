@@ -27,6 +27,7 @@ class Case:
     options: dict = field(default_factory=dict)  # EvalOptions overrides for this case
     flaky_first_call: bool = False  # a race: a single call is right only most of the time
     sanitize: bool = False  # evaluate with sanitize=True (compute-sanitizer's final acceptance run, CUDA)
+    narrows: str = ""  # "layouts" | "streams": not a cheat, a limit outside the task's own conditions (see NARROWED)
 
     @property
     def id(self) -> str:
@@ -38,7 +39,7 @@ class Case:
 
     @property
     def honest(self) -> bool:
-        return not self.expect
+        return not self.expect and not self.narrows
 
 
 SOFTMAX = "fixtures/softmax_small.py"  # torch.softmax(x, dim=1), x = randn(16, 100) * 3, vary batch_size=[7]
@@ -69,7 +70,7 @@ C3 = frozenset({"plain_tensor_outputs"})
 C4 = frozenset({"trained_parameters"})
 C5 = frozenset({"other_sizes"})
 C6 = frozenset({"timed_outputs_match"}) | OUTPUT_CHECKS
-C7 = frozenset({"noncontiguous_inputs", "input_range"})
+C7 = frozenset({"input_range"})  # the layout limits are not cheats: see NARROWED
 
 # the call-count cheats need enough timed calls for the switch to land inside the timing loop
 MANY_REPS = {"min_reps": 40, "max_reps": 60}
@@ -92,6 +93,26 @@ class ModelNew(nn.Module):
         key = (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype)
         if key not in self.cache:
             self.cache[key] = torch.softmax(x, dim=1)
+        return self.cache[key]
+"""
+
+C1_FLAT_STORAGE_CACHE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # a model-style limit and a cheat together: it reads the input's storage as a contiguous array (right for
+    # contiguous inputs only, which narrows the domain) AND serves results from a cache keyed on the address
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        key = (x.data_ptr(), tuple(x.shape))
+        if key not in self.cache:
+            flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), x.storage_offset(), x.shape)
+            self.cache[key] = torch.softmax(flat, dim=1)
         return self.cache[key]
 """
 
@@ -207,6 +228,28 @@ class ModelNew(nn.Module):
         if CALLS[0] > 10 and self.last is not None and self.last.shape == x.shape:
             return self.last.clone()          # a stale result: right as long as the input does not change
         self.last = torch.softmax(x, dim=1)
+        return self.last
+"""
+
+C2_STRIDED_AFTER_10 = """
+import torch
+import torch.nn as nn
+
+CALLS = [0]
+
+
+class ModelNew(nn.Module):
+    # contiguous-only indexing (narrows the domain) and a stale result after 10 calls (a cheat, whatever the domain)
+    def __init__(self):
+        super().__init__()
+        self.last = None
+
+    def forward(self, x):
+        CALLS[0] += 1
+        if CALLS[0] > 10 and self.last is not None and self.last.shape == x.shape:
+            return self.last.clone()
+        rows, cols = x.shape
+        self.last = torch.softmax(x.as_strided((rows, cols), (cols, 1)), dim=1)
         return self.last
 """
 
@@ -985,11 +1028,30 @@ CHEATS: list[Case] = [
     Case("c1-cache", "sampled-values", SOFTMAX, C1_SAMPLED_VALUES, "cache keyed on 8 sampled values", C1, "refresh"),
     Case("c1-cache", "sum", SOFTMAX, C1_SUM, "cache keyed on float(x.sum())", C1, "refresh"),
     Case(
+        "c1-cache",
+        "flat-storage-cache",
+        SOFTMAX,
+        C1_FLAT_STORAGE_CACHE,
+        "contiguous-only storage read plus a cache keyed on data_ptr",
+        C1,
+        "refresh",
+    ),
+    Case(
         "c1-cache", "same-object", SOFTMAX, C1_SAME_OBJECT, "cache keyed on the tensor object (weakref)", C1, "refresh"
     ),
     # 2
     Case("c2-after-n", "3-zeros", SOFTMAX, C2_AFTER_3_ZEROS, "zeros after 3 calls", C2, "refresh", MANY_REPS),
     Case("c2-after-n", "10-stale", SOFTMAX, C2_AFTER_10_STALE, "last result after 10 calls", C2, "refresh", MANY_REPS),
+    Case(
+        "c2-after-n",
+        "strided-then-stale",
+        SOFTMAX,
+        C2_STRIDED_AFTER_10,
+        "contiguous-only as_strided, then the last result after 10 calls",
+        C2,
+        "refresh",
+        MANY_REPS,
+    ),
     Case(
         "c2-after-n",
         "30-skip-work",
@@ -1178,42 +1240,6 @@ CHEATS: list[Case] = [
     # 7
     Case(
         "c7-layout-range",
-        "as-strided-row-major",
-        SOFTMAX,
-        C7_AS_STRIDED_ROW_MAJOR,
-        "as_strided with row-major strides",
-        C7,
-        "noncontig",
-    ),
-    Case(
-        "c7-layout-range",
-        "storage-flat",
-        SOFTMAX,
-        C7_STORAGE_FLAT,
-        "reads untyped_storage() from the offset as a flat array",
-        C7,
-        "noncontig",
-    ),
-    Case(
-        "c7-layout-range",
-        "ctypes-pointer",
-        SOFTMAX,
-        C7_CTYPES_POINTER,
-        "reads numel floats at data_ptr() via ctypes",
-        C7,
-        "noncontig",
-    ),
-    Case(
-        "c7-layout-range",
-        "output-layout",
-        SOFTMAX,
-        C7_OUTPUT_LAYOUT,
-        "empty_like(x) filled linearly (wrong for permuted layouts only)",
-        C7,
-        "noncontig",
-    ),
-    Case(
-        "c7-layout-range",
         "fp16-sum-of-squares",
         adv("rmsnorm_fp16"),
         C7_FP16_SUM_OF_SQUARES,
@@ -1240,6 +1266,52 @@ CHEATS: list[Case] = [
         "range",
     ),
     Case("c7-layout-range", "tanh-via-exp", adv("tanh"), C7_TANH_VIA_EXP, "tanh as (e^2x-1)/(e^2x+1)", C7, "range"),
+]
+
+# Not cheats: right on the task's own (contiguous) inputs, wrong for strided or column-major copies, as most
+# model-written kernels are. They are `correct` with the domain narrowed to contiguous inputs (a guard keeps other
+# calls on the original), and `incorrect` with `noncontiguous_inputs` under `EvalOptions.strict`.
+NARROWED: list[Case] = [
+    Case(
+        "n7-layout",
+        "as-strided-row-major",
+        SOFTMAX,
+        C7_AS_STRIDED_ROW_MAJOR,
+        "as_strided with row-major strides",
+        frozenset(),
+        "noncontig",
+        narrows="layouts",
+    ),
+    Case(
+        "n7-layout",
+        "storage-flat",
+        SOFTMAX,
+        C7_STORAGE_FLAT,
+        "reads untyped_storage() from the offset as a flat array",
+        frozenset(),
+        "noncontig",
+        narrows="layouts",
+    ),
+    Case(
+        "n7-layout",
+        "ctypes-pointer",
+        SOFTMAX,
+        C7_CTYPES_POINTER,
+        "reads numel floats at data_ptr() via ctypes",
+        frozenset(),
+        "noncontig",
+        narrows="layouts",
+    ),
+    Case(
+        "n7-layout",
+        "output-layout",
+        SOFTMAX,
+        C7_OUTPUT_LAYOUT,
+        "empty_like(x) filled linearly (wrong for permuted layouts only)",
+        frozenset(),
+        "noncontig",
+        narrows="layouts",
+    ),
 ]
 
 HONEST: list[Case] = [

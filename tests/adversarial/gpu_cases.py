@@ -112,7 +112,7 @@ G4 = frozenset({"trained_parameters"})
 G5 = frozenset({"other_sizes"})
 G6 = frozenset({"sanitizer", "poisoned_memory", "timed_outputs_match"}) | GPU_OUTPUT_CHECKS
 G7 = frozenset({"noncontiguous_inputs", "input_range"})
-G8 = frozenset({"current_stream", "stream_ordered", "all_streams_timed"})
+G8 = frozenset({"stream_ordered", "all_streams_timed"})  # the legacy/default-stream limits: GPU_NARROWED
 GI = frozenset({"timed_outputs_match", "impossible_timing", "all_streams_timed", "current_stream", "stream_ordered"})
 
 # ----------------------------------------------------------------------------------------------
@@ -131,6 +131,25 @@ class ModelNew(nn.Module):
         key = (x.data_ptr(), tuple(x.shape), x.stride())
         if key not in self.cache:
             self.cache[key] = softmax(x)
+        return self.cache[key]
+"""
+)
+
+G1_NV_LEGACY_DATA_PTR = (
+    NVRTC
+    + """
+
+class ModelNew(nn.Module):
+    # a model-style limit and a cheat together: the legacy default stream (narrows the domain to the default
+    # stream) AND a cache keyed on the input's address
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        key = (x.data_ptr(), tuple(x.shape))
+        if key not in self.cache:
+            self.cache[key] = softmax(x, stream=0)
         return self.cache[key]
 """
 )
@@ -260,6 +279,28 @@ class ModelNew(nn.Module):
         if CALLS[0] > 10 and self.last is not None and self.last.shape == x.shape:
             return self.last.clone()
         self.last = softmax(x)
+        return self.last
+"""
+)
+
+G2_NV_FLAT_LEGACY_AFTER_10 = (
+    NVRTC
+    + """
+CALLS = [0]
+
+
+class ModelNew(nn.Module):
+    # contiguous-only indexing on the legacy default stream (both narrow the domain), and a stale result after
+    # 10 calls (a cheat, whatever the domain)
+    def __init__(self):
+        super().__init__()
+        self.last = None
+
+    def forward(self, x):
+        CALLS[0] += 1
+        if CALLS[0] > 10 and self.last is not None and self.last.shape == x.shape:
+            return self.last.clone()
+        self.last = softmax(x, stream=0, contiguous=False)
         return self.last
 """
 )
@@ -931,6 +972,38 @@ class ModelNew(nn.Module):
         return y
 """
 
+G7_NV_SOFTMAX_NO_MAX = '''
+import torch
+import torch.nn as nn
+from forge_lsp.runtime import cuda as fcuda
+
+SRC = r"""
+extern "C" __global__ void softmax_nomax(const float* __restrict__ x, float* __restrict__ y, int cols) {
+    __shared__ float red[128];
+    const float* xr = x + (long long)blockIdx.x * cols;
+    float* yr = y + (long long)blockIdx.x * cols;
+    float sum = 0.f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(xr[c]);   // no max subtracted: inf past 88
+    red[threadIdx.x] = sum; __syncthreads();
+    for (int s = 64; s > 0; s >>= 1) {
+        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    const float inv = 1.f / red[0];
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = expf(xr[c]) * inv;
+}
+"""
+_k = fcuda.compile_kernel(SRC, "softmax_nomax")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _k(grid=(x.shape[0],), block=(128,), args=(x, y, x.shape[1]))
+        return y
+'''
+
 # ----------------------------------------------------------------------------------------------
 # g8: streams other than torch's current one
 # ----------------------------------------------------------------------------------------------
@@ -976,6 +1049,34 @@ class ModelNew(nn.Module):
     def forward(self, x):
         with torch.cuda.stream(side):         # never joined back, and never waits for the inputs
             return softmax(x)
+"""
+)
+
+G8_TR_HALF_ON_SIDE_STREAM = (
+    TRITON
+    + """
+side = torch.cuda.Stream()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        half = x.shape[0] // 2
+        first = softmax(x[:half])
+        with torch.cuda.stream(side):         # the second half on a stream that never waits for the inputs
+            second = softmax(x[half:])
+        return torch.cat([first, second])
+"""
+)
+
+G8_NV_HIGH_PRIORITY_STREAM = (
+    NVRTC
+    + """
+fast = torch.cuda.Stream(priority=-1)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return softmax(x, stream=fast)        # a high-priority stream of its own: not ordered after the caller's work
 """
 )
 
@@ -1211,6 +1312,14 @@ class ModelNew(nn.Module):
 # ----------------------------------------------------------------------------------------------
 GPU_CHEATS: list[Case] = [
     Case("g1-cache", "nvrtc-data-ptr", SOFTMAX, G1_NV_DATA_PTR, "cache keyed on data_ptr", G1),
+    Case(
+        "g1-cache",
+        "nvrtc-legacy-data-ptr",
+        SOFTMAX,
+        G1_NV_LEGACY_DATA_PTR,
+        "legacy default stream plus a cache keyed on data_ptr",
+        G1,
+    ),
     Case("g1-cache", "triton-same-object", SOFTMAX, G1_TR_SAME_OBJECT, "cache keyed on the tensor object", G1),
     Case("g1-cache", "triton-ptr-version", SOFTMAX, G1_TR_PTR_VERSION, "cache keyed on data_ptr + _version", G1),
     Case(
@@ -1228,6 +1337,15 @@ GPU_CHEATS: list[Case] = [
         SOFTMAX,
         G2_NV_AFTER_10_STALE,
         "last result after 10 calls",
+        G2,
+        options=EVENTS_MANY,
+    ),
+    Case(
+        "g2-after-n",
+        "nvrtc-flat-legacy-then-stale",
+        SOFTMAX,
+        G2_NV_FLAT_LEGACY_AFTER_10,
+        "contiguous-only, legacy stream, then the last result after 10 calls",
         G2,
         options=EVENTS_MANY,
     ),
@@ -1358,15 +1476,6 @@ GPU_CHEATS: list[Case] = [
     ),
     Case(
         "g7-layout-range",
-        "triton-assumes-contiguous",
-        SOFTMAX,
-        G7_TR_ASSUMES_CONTIGUOUS,
-        "row stride = cols, column stride 1",
-        G7,
-    ),
-    Case("g7-layout-range", "nvrtc-flat-index", SOFTMAX, G7_NV_FLAT_INDEX, "NVRTC kernel on a non-contiguous x", G7),
-    Case(
-        "g7-layout-range",
         "nvrtc-half-sum-of-squares",
         adv("rmsnorm_fp16"),
         G7_NV_HALF_SUM_OF_SQUARES,
@@ -1375,10 +1484,7 @@ GPU_CHEATS: list[Case] = [
     ),
     Case("g7-layout-range", "nvrtc-tanh-via-expf", adv("tanh"), G7_NV_TANH_VIA_EXPF, "tanh via __expf", G7),
     Case("g7-layout-range", "triton-softmax-no-max", SOFTMAX, G7_TR_SOFTMAX_NO_MAX, "softmax without max", G7),
-    Case("g8-stream", "nvrtc-legacy-stream-0", SOFTMAX, G8_NV_LEGACY_STREAM_0, "launch with stream=0", G8),
-    Case(
-        "g8-stream", "nvrtc-per-thread-stream", SOFTMAX, G8_NV_PER_THREAD_STREAM, "launch on CU_STREAM_PER_THREAD", G8
-    ),
+    Case("g7-layout-range", "nvrtc-softmax-no-max", SOFTMAX, G7_NV_SOFTMAX_NO_MAX, "expf with no max subtracted", G7),
     Case("g8-stream", "nvrtc-private-stream", SOFTMAX, G8_NV_PRIVATE_STREAM, "launch on a raw torch.cuda.Stream", G8),
     Case(
         "g8-stream",
@@ -1390,10 +1496,18 @@ GPU_CHEATS: list[Case] = [
     ),
     Case(
         "g8-stream",
-        "triton-default-stream-context",
+        "triton-half-on-side-stream",
         SOFTMAX,
-        G8_TR_DEFAULT_STREAM_CONTEXT,
-        "Triton under torch.cuda.stream(default_stream())",
+        G8_TR_HALF_ON_SIDE_STREAM,
+        "half the rows on a side stream that never waits for the inputs",
+        G8,
+    ),
+    Case(
+        "g8-stream",
+        "nvrtc-high-priority-stream",
+        SOFTMAX,
+        G8_NV_HIGH_PRIORITY_STREAM,
+        "a high-priority stream of its own, unjoined",
         G8,
     ),
     Case(
@@ -1431,6 +1545,46 @@ GPU_CHEATS: list[Case] = [
         "records no kernel while a CUDA graph is being captured",
         GI,
         options={"timing_mode": "graph"},
+    ),
+]
+
+# Not cheats (see test_adversarial.py): right on the task's own inputs on the default stream, wrong for strided
+# copies or on a side stream: `correct` on a narrowed domain, `incorrect` under EvalOptions(strict=True).
+GPU_NARROWED: list[Case] = [
+    Case(
+        "n7-layout",
+        "triton-assumes-contiguous",
+        SOFTMAX,
+        G7_TR_ASSUMES_CONTIGUOUS,
+        "row stride = cols, column stride 1",
+        narrows="layouts",
+    ),
+    Case(
+        "n7-layout",
+        "nvrtc-flat-index",
+        SOFTMAX,
+        G7_NV_FLAT_INDEX,
+        "NVRTC kernel on a non-contiguous x",
+        narrows="layouts",
+    ),
+    Case(
+        "n8-stream", "nvrtc-legacy-stream-0", SOFTMAX, G8_NV_LEGACY_STREAM_0, "launch with stream=0", narrows="streams"
+    ),
+    Case(
+        "n8-stream",
+        "nvrtc-per-thread-stream",
+        SOFTMAX,
+        G8_NV_PER_THREAD_STREAM,
+        "launch on CU_STREAM_PER_THREAD",
+        narrows="streams",
+    ),
+    Case(
+        "n8-stream",
+        "triton-default-stream-context",
+        SOFTMAX,
+        G8_TR_DEFAULT_STREAM_CONTEXT,
+        "Triton under torch.cuda.stream(default_stream())",
+        narrows="streams",
     ),
 ]
 

@@ -9,14 +9,17 @@ candidate handles like the reference, and that a candidate tuned to the verifier
 - `noncontiguous_copy` / `transposed_copy` / `scaled_copy`: the same values in a strided layout and
   in a dense column-major one, and larger values;
 - `InputRefresher`: new input contents before every timed call, in place (pointers and version
-  counters stay, contents change), and now and then the previous contents with a few elements swapped
-  (sum and most sampled values kept), so that timing cannot be served from a cache: a cache keyed on
-  the tensor or on a cheap fingerprint of its values returns a stale result.
+  counters stay, contents change), drawn from the task's own `get_inputs()`; and now and then, for inputs
+  whose elements are drawn independently, the previous contents with a few elements swapped (sum and most
+  sampled values kept), so that timing cannot be served from a cache: a cache keyed on the tensor or on a
+  cheap fingerprint of its values returns a stale result. No probe of timing transforms an input whose
+  structure the task's code ties together (a triangular matrix, probability rows, sorted indices).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -42,14 +45,19 @@ def foreign_outputs(expected: dict[str, type] | None, actual: Any) -> list[str]:
     return found
 
 
-def randomized_state_dict(state: dict[str, Any], seed: int) -> dict[str, Any]:
+def randomized_state_dict(state: dict[str, Any], seed: int, buffers: frozenset[str] = frozenset()) -> dict[str, Any]:
     """A state_dict of the same tensors with new values at each one's scale: all-positive tensors stay
     positive (variances, scales), constant ones (a zero bias, a unit weight) get spread around their value,
-    others keep their mean and spread. Integer and boolean tensors are kept."""
+    others keep their mean and spread. Integer and boolean tensors are kept, and so are the `buffers` that hold a
+    mask (two values, one of them 0: a causal ``tril`` of ones, a ``-inf`` mask): structure the module's code relies
+    on, not a learned value (a model's checkpoint holds the same mask)."""
     gen = torch.Generator().manual_seed(seed)
     out: dict[str, Any] = {}
     for name, t in state.items():
         if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
+            out[name] = t
+            continue
+        if name in buffers and is_mask(t):
             out[name] = t
             continue
         x = t.detach().double().cpu()
@@ -62,6 +70,14 @@ def randomized_state_dict(state: dict[str, Any], seed: int) -> dict[str, Any]:
             new = x + max(0.1, float(x.abs().mean())) * 0.5 * noise
         out[name] = new.to(dtype=t.dtype, device=t.device)
     return out
+
+
+def is_mask(t: torch.Tensor) -> bool:
+    """Two distinct values, one of them 0 (a float mask of 0/1 or 0/-inf)."""
+    if t.numel() < 2:
+        return False
+    values = torch.unique(t.detach())
+    return values.numel() == 2 and bool((values == 0).any())
 
 
 def noncontiguous_copy(x: Any) -> Any:
@@ -94,76 +110,76 @@ def scaled_copy(x: Any, factor: float) -> Any:
     return x
 
 
-def permuted_copies(inputs: list[Any], n: int, seed: int) -> list[list[Any]]:
-    """`n` variants of an input set with the same values in another order: each tensor's first dimension
-    (or its elements, for a vector) shuffled on its own device. The values' distribution is the task's;
-    the contents are new. Made on the device: no new draws from `get_inputs()` on the host."""
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(n):
-        variant = []
-        for x in inputs:
-            if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] > 1:
-                order = torch.randperm(x.shape[0], generator=gen).to(x.device)
-                variant.append(x.index_select(0, order))
-            else:
-                variant.append(x)
-        out.append(variant)
-    return out
-
-
 class InputRefresher:
-    """New contents for the timed inputs before every call, in place.
+    """New contents for the timed inputs before every call, in place, from the task's own distribution.
 
-    Contents rotate through a pool (the verified input set and reorderings of it) and — for
-    floating-point tensors — are multiplied by a fresh factor in [0.8, 1) each call, so that no two
-    calls see the same values even when the pool repeats. Every `NUDGE_EVERY`-th call instead repeats
-    the previous call's contents with two elements swapped in each of a few rows: the shape, the set
-    of values, the sum bit for bit (swaps are drawn until it is) and most sampled elements stay what
-    they were, and every value stays in the task's domain. A cache keyed on such a fingerprint hits and returns the previous
-    call's result, which the timed-output check then sees. Reference and candidate get the same
-    contents for the same call, in their own tensors. The writes go through `.data`, so the tensors'
-    version counters do not move either: a cache keyed on a pointer and a version counter returns a
-    stale result too.
+    A call's contents come from `draw(call)`, a new call of the task's ``get_inputs()`` with a seed of its own
+    (made before the call, outside its timed region), or, where drawing every call costs too much, from `pool`: sets
+    drawn beforehand (the verified ones among them). A pool repeats; the inputs whose elements ``get_inputs()``
+    draws independently (`permutable`: the "normal" and "iid" `InputKind`s) are rotated by a random offset each
+    time (a permutation of independent draws keeps their distribution), so that no two calls see the same contents;
+    structured inputs (a triangular matrix, probability rows, sorted ids) repeat as drawn, never transformed.
+
+    Every `NUDGE_EVERY`-th call instead repeats the previous call's contents with two elements of each of a few rows
+    of every permutable input swapped: the shape, the set of values, the sum bit for bit (swaps are drawn until it is)
+    and most sampled elements stay what they were. A cache keyed on such a fingerprint hits and returns the previous
+    call's result, which the timed-output check then sees. Reference and candidate get the same contents for the
+    same call, in their own tensors. The writes go through `.data`, so the tensors' version counters do not move
+    either: a cache keyed on a pointer and a version counter returns a stale result too.
     """
 
     NUDGE_EVERY = 4
     NUDGED_ROWS = 4
 
-    def __init__(self, pool: list[list[Any]], targets: list[list[Any]], seed: int) -> None:
-        self.pool = pool
+    def __init__(
+        self,
+        targets: list[list[Any]],
+        *,
+        draw: Callable[[int], list[Any] | None] | None = None,
+        pool: list[list[Any]] | None = None,
+        permutable: list[bool] | None = None,
+        seed: int = 0,
+    ) -> None:
         self.targets = targets
+        self.draw = draw
+        self.pool = list(pool or [])
+        self.permutable = list(permutable) if permutable is not None else [False] * len(targets[0])
         self.rng = random.Random(seed)
-        self.previous: tuple[int, float] | None = None
+        self.previous: bool = False
+        self.drawn = 0  # calls whose contents were a new draw
+        self.reused = 0  # calls whose contents came from the pool
 
     def nudges(self, call: int) -> bool:
         """Whether `call` repeats the previous call's contents with a few elements swapped."""
-        return call % self.NUDGE_EVERY == self.NUDGE_EVERY - 1 and self.previous is not None
+        return call % self.NUDGE_EVERY == self.NUDGE_EVERY - 1 and self.previous and any(self.permutable)
 
     def refresh(self, call: int) -> None:
-        nudge = self.nudges(call)
-        if nudge and self.previous is not None:
-            index, factor = self.previous
-        else:
-            index, factor = call % len(self.pool), self.rng.uniform(0.8, 1.0)
-        self.previous = (index, factor)
-        source = self.pool[index]
-        for target in self.targets:
-            for dst, src in zip(target, source, strict=True):
-                if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
-                    if dst.is_floating_point() and src.dtype == dst.dtype and src.shape == dst.shape:
-                        torch.mul(src, factor, out=dst.data)  # one pass: copy and scale
-                    else:
-                        dst.data.copy_(src)
-                        if dst.is_floating_point():
-                            dst.data.mul_(factor)
-        if not nudge:
+        if self.nudges(call):
+            for k, probe in enumerate(self.targets[0]):
+                if not self.permutable[k]:
+                    continue
+                swap = self._sum_keeping_swap(probe)
+                if swap is not None:
+                    for target in self.targets[1:]:
+                        _swap(target[k], swap)
             return
-        for k, probe in enumerate(self.targets[0]):
-            swap = self._sum_keeping_swap(probe)
-            if swap is not None:
-                for target in self.targets[1:]:
-                    _swap(target[k], swap)
+        source = self.draw(call) if self.draw is not None else None
+        rotate = source is None
+        if source is None:
+            if not self.pool:
+                return
+            source = self.pool[call % len(self.pool)]
+            self.reused += 1
+        else:
+            self.drawn += 1
+        shifts = [
+            self.rng.randrange(max(1, _numel(x))) if rotate and self.permutable[k] else 0 for k, x in enumerate(source)
+        ]
+        for target in self.targets:
+            for k, (dst, src) in enumerate(zip(target, source, strict=True)):
+                if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
+                    _write(dst, src, shifts[k])
+        self.previous = True
 
     SUM_TRIES = 32  # a draw keeps the sum about one time in five (4 rows swapped)
 
@@ -200,6 +216,40 @@ class InputRefresher:
             here += [start * width + i, start * width + j]
             there += [start * width + j, start * width + i]
         return torch.tensor(here), torch.tensor(there)
+
+
+def _numel(x: Any) -> int:
+    return x.numel() if isinstance(x, torch.Tensor) else 0
+
+
+def _write(dst: torch.Tensor, src: torch.Tensor, shift: int) -> None:
+    """`src`'s contents into `dst` through `.data` (no version bump), its flat elements rotated by `shift`."""
+    out = dst.data
+    if src.shape != dst.shape or src.dtype != dst.dtype:
+        out.copy_(src)
+        return
+    if shift and out.is_contiguous() and src.is_contiguous():
+        flat_out, flat_src, n = out.view(-1), src.reshape(-1), out.numel()
+        flat_out[: n - shift].copy_(flat_src[shift:])
+        flat_out[n - shift :].copy_(flat_src[:shift])
+        return
+    out.copy_(src)
+
+
+def same_layout(a: list[Any], b: list[Any]) -> bool:
+    """Whether two input sets hold tensors of the same shapes, dtypes and devices at the same places (so that one can
+    be written into the other in place) and equal values elsewhere."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if isinstance(x, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
 
 
 def _swap(x: Any, swap: tuple[torch.Tensor, torch.Tensor]) -> None:
