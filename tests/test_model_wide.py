@@ -284,6 +284,16 @@ def test_model_wide_optimizes_the_hot_module_checks_the_model_and_writes_a_patch
         assert all("_forge_candidate" in model.blocks[i].__dict__ for i in range(2))
         assert sorted(model.state_dict()) == sorted(slownet.build()[0].state_dict())  # the model's own state
         torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+        # each patch carries the domain its answer was verified on, and the shadowed forward keeps calls inside it
+        domain = forge_patch.PATCHES[0]["domain"]
+        assert all(p["domain"] == domain for p in forge_patch.PATCHES) and domain["dtypes"] == ["float32"], domain
+        calls = model.blocks[0].__dict__["_forge_calls"]
+        assert calls["optimized"] >= 1 and calls["reference"] == 0, calls  # the model's own calls: the candidate
+        with torch.no_grad():
+            strided = torch.randn(32, 32, 128).transpose(1, 2)  # the captured call's shape, not contiguous
+            y = model.blocks[0](strided)
+            torch.testing.assert_close(y, type(model.blocks[0]).forward(model.blocks[0], strided))
+        assert calls["reference"] == (1 if domain["contiguous"] else 0), (calls, domain)
         forge_patch.remove(model)
         assert "forward" not in model.blocks[0].__dict__
         print("applied")

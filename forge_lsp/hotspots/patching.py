@@ -227,7 +227,9 @@ def _domain_check(torch: Any, domain: dict[str, Any] | None) -> Any:
     )
     contiguous = bool(domain.get("contiguous", True))
     default_stream = bool(domain.get("default_stream", False))
+    cuda_only, cpu_only = devices == {"cuda"}, devices == {"cpu"}  # t.is_cuda is cheaper than t.device.type
     cuda = torch.cuda
+    defaults: dict[Any, Any] = {}  # each device's default stream, asked for once
 
     def inside(tensors: list[Any]) -> bool:
         if len(tensors) != len(ranks):
@@ -236,20 +238,22 @@ def _domain_check(torch: Any, domain: dict[str, Any] | None) -> Any:
             if (
                 t.dtype not in dtypes
                 or t.dim() != ranks[i]
-                or t.device.type not in devices
+                or not (t.is_cuda if cuda_only else t.is_cpu if cpu_only else t.device.type in devices)
                 or t.numel() == 0
                 or (contiguous and not t.is_contiguous())
             ):
                 return False
             if dims is not None:
                 shape = t.shape
-                if any(shape[d] not in s for d, s in dims[i]):
-                    return False
-        if default_stream and tensors:
+                for d, s in dims[i]:
+                    if shape[d] not in s:
+                        return False
+        if default_stream and tensors and tensors[0].is_cuda:
             device = tensors[0].device
-            if device.type == "cuda" and (
-                cuda.current_stream(device) != cuda.default_stream(device) or cuda.is_current_stream_capturing()
-            ):
+            default = defaults.get(device)
+            if default is None:
+                default = defaults[device] = cuda.default_stream(device)
+            if cuda.current_stream(device) != default or cuda.is_current_stream_capturing():
                 return False
         return True
 
