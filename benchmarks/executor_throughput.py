@@ -137,8 +137,8 @@ def run_cli(executor: str, device: str, tasks: Path, cands: Path, cache: Path, t
         return {"wall_s": time.perf_counter() - t0, "statuses": [], "error": f"over {timeout:g} s"}
     wall = time.perf_counter() - t0
     try:
-        results = json.loads(r.stdout)
-    except json.JSONDecodeError:
+        results = json.loads(r.stdout)["results"]
+    except (json.JSONDecodeError, KeyError, TypeError):
         return {"wall_s": wall, "statuses": [], "error": (r.stderr.strip().splitlines() or ["no output"])[-1]}
     stages = [x["verdict"].get("stages") or {} for x in results]
     return {

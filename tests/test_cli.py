@@ -55,9 +55,51 @@ def test_directory_of_pairs(tmp_path, cache_dir):
     (tmp_path / "softmax_small_dtype.py").write_text(C.TORCH_CORRECT.replace("dim=1)", "dim=1).double()"))
     r = forge(str(tmp_path), "--json", "--no-timing", "--vary", "batch_size=5", cache=cache_dir)
     assert r.returncode == 1, r.stderr
-    verdicts = {Path(x["candidate"]).stem: x["verdict"] for x in json.loads(r.stdout)}
+    out = json.loads(r.stdout)
+    verdicts = {Path(x["candidate"]).stem: x["verdict"] for x in out["results"]}
     assert verdicts["softmax_small_good"]["status"] == "correct"
     assert verdicts["softmax_small_dtype"]["failed_check"] == "outputs_match"
+    summary = out["summary"]
+    assert summary["candidates"] == 2 and summary["by_status"] == {"correct": 1, "incorrect": 1}
+    assert summary["failed_checks"] == [["outputs_match", 1]] and summary["per_minute"] > 0
+    assert summary["by_domain"] == {"any layout": 1}
     assert "batch_size=5" in next(
         c["detail"] for c in verdicts["softmax_small_good"]["checks"] if c["name"] == "outputs_match"
     )
+
+
+CONTIGUOUS_ONLY = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        rows, cols = x.shape
+        return torch.softmax(x.as_strided((rows, cols), (cols, 1)), dim=1)  # reads x as row-major memory
+'''
+
+
+def test_a_contiguous_only_candidate_is_correct_on_its_domain_and_its_repair_is_verified_and_written(
+    tmp_path, cache_dir
+):
+    """As the user sees it: correct, with the domain it holds on; the automatic repair next to it, verified on the
+    full domain, its source written with --repair; --strict asks for the full domain and rejects the original."""
+    cand = tmp_path / "flat.py"
+    cand.write_text(CONTIGUOUS_ONLY)
+    r = forge(str(FIXTURES / "softmax_small.py"), str(cand), "--no-timing", "--repair", cache=cache_dir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "correct — all checks passed; verified for contiguous inputs only" in r.stdout
+    assert "noncontiguous_inputs   narrows" in r.stdout
+    assert "repaired (contiguous_inputs): correct" in r.stdout and "domain: any layout" in r.stdout
+    written = tmp_path / "flat.repaired.py"
+    assert f"wrote {written}" in r.stdout
+    assert ".contiguous()" in written.read_text() and written.read_text() != CONTIGUOUS_ONLY
+
+    r = forge(str(FIXTURES / "softmax_small.py"), str(cand), "--no-timing", "--strict", "--json", cache=cache_dir)
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["verdict"]["status"] == "incorrect" and out["verdict"]["failed_check"] == "noncontiguous_inputs"
+    repair = out["repair"]  # strict too: the repair lifts the limit, and is verified under the same rule
+    assert [f["kind"] for f in repair["fixes"]] == ["contiguous_inputs"]
+    assert repair["verdict"]["status"] == "correct" and repair["verdict"]["domain"]["layouts"] == "any"

@@ -146,7 +146,7 @@ def test_nudged_timed_inputs_keep_the_sum_bit_for_bit_and_reach_both_models_alik
     the same float: a cache keyed on the sum (or a few samples, or the pointer) hits and serves a stale answer."""
     from forge_lsp.engine.harness.probes import InputRefresher
 
-    x = torch.randn(16, 100) * 3
+    x = torch.randn(16, 100, generator=torch.Generator().manual_seed(11)) * 3
     ref_in, cand_in = [x.clone()], [x.clone()]
     refresher = InputRefresher([ref_in, cand_in], pool=[[x]], permutable=[True], seed=5)
     nudged = 0
@@ -183,3 +183,30 @@ def test_structured_timed_inputs_are_new_draws_never_transformed():
             assert any(torch.equal(now, s[0]) for s in sets), call
             assert torch.equal(now, now.triu())
     assert drawn.drawn == 40 and pooled.reused == 40
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_comparison_in_bounded_chunks_finds_the_same_element(monkeypatch, layout):
+    """Compared a chunk at a time (here 7 elements), whatever the layout: the verdict, the worst element's index and
+    the counts are those of the whole tensor compared at once."""
+    from forge_lsp.engine.harness import compare as C
+
+    gen = torch.Generator().manual_seed(3)
+    e = torch.randn(13, 5, generator=gen)  # 5-element rows: a non-contiguous one goes a row at a time
+    a = e.clone()
+    a[9, 4] += 0.5  # the worst
+    a[2, 3] += 0.01
+    a[5, 1] = float("nan") if layout == "transposed" else a[5, 1]
+    if layout == "transposed":
+        e, a = e.t().contiguous().t(), a.t().contiguous().t()
+        assert not e.is_contiguous()
+    tol = Tolerance(atol=1e-4, rtol=1e-4)
+    whole, _ = C.check_tensor(e, a, tol, "set", "out")
+    monkeypatch.setattr(C, "CHUNK", 7)
+    chunked, _ = C.check_tensor(e, a, tol, "set", "out")
+    assert whole is not None and chunked is not None and chunked.model_dump_json() == whole.model_dump_json()
+    if layout == "transposed":
+        assert chunked.problem == "nan" and chunked.index == [5, 1]
+    else:
+        assert chunked.problem == "values" and chunked.index == [9, 4] and "2 of 65" in chunked.detail
+    assert C.check_tensor(e, e.clone(), tol, "set", "out")[0] is None

@@ -115,7 +115,7 @@ def forge_eval(task_dir: Path, executor: str, cache_dir: Path) -> tuple[subproce
         env=env(),
     )
     assert r.returncode in (0, 1), r.stderr[-3000:]
-    return r, json.loads(r.stdout)  # stdout is the JSON alone: nothing of Ray's on it
+    return r, json.loads(r.stdout)["results"]  # stdout is the JSON alone: nothing of Ray's on it
 
 
 def summary(result: dict) -> tuple:

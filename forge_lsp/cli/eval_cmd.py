@@ -17,6 +17,7 @@ from rich.table import Table
 
 from ..engine import (
     Candidate,
+    Check,
     EvalOptions,
     StageTimeouts,
     Status,
@@ -28,6 +29,7 @@ from ..engine import (
 )
 from ..engine.executor import ExecEvent, ExecutorUnavailable, make_executor
 from ..parsing import parse
+from ..usecases.evaluate import BatchSummary, Evaluated, RepairOutcome
 
 
 def console(stderr: bool = False) -> Console:
@@ -92,6 +94,23 @@ def add_parser(sub) -> None:
         help="also verify with module constant NAME set to each value",
     )
     p.add_argument("--no-timing", action="store_true", help="verify only")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="ask for the full domain: a candidate wrong only for strided inputs or on a side stream is incorrect "
+        "(default: correct, with its domain narrowed to contiguous inputs / the default stream)",
+    )
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="write each automatic repair's source beside its candidate, as <candidate>.repaired.py",
+    )
+    p.add_argument(
+        "--no-repair",
+        action="store_true",
+        help="do not derive and verify automatic repairs (launches moved to the current stream, inputs made "
+        "contiguous, x.type() dispatch replaced)",
+    )
     p.add_argument(
         "--sanitize",
         action="store_true",
@@ -254,6 +273,12 @@ class EventLog:
             self._file.close()
 
 
+def _result_cell(c: Check) -> str:
+    if not c.passed:
+        return "[red]FAIL[/]"
+    return "[yellow]narrows[/]" if c.narrows else "[green]pass[/]"
+
+
 def render(out: Console, task_name: str, cand_name: str, v: Verdict) -> None:
     ok = v.status is Status.correct
     color = "green" if ok else "red"
@@ -266,9 +291,15 @@ def render(out: Console, task_name: str, cand_name: str, v: Verdict) -> None:
     table.add_column("result")
     table.add_column("detail", overflow="fold")
     for c in v.checks:
-        table.add_row(c.name, "[green]pass[/]" if c.passed else "[red]FAIL[/]", c.detail)
+        table.add_row(c.name, _result_cell(c), c.detail)
     if v.checks:
         out.print(table)
+    if v.domain is not None:
+        d = v.domain
+        color = "green" if d.full else "yellow"
+        out.print(
+            f"  domain: [{color}]{d.describe()}[/]; sizes {', '.join(d.sizes) or '-'}; dtypes {', '.join(d.dtypes) or '-'}"
+        )
     if v.mismatch:
         m = v.mismatch
         where = (
@@ -296,9 +327,70 @@ def render(out: Console, task_name: str, cand_name: str, v: Verdict) -> None:
     out.print()
 
 
+def render_repair(out: Console, cand_name: str, r: RepairOutcome, written: Path | None) -> None:
+    """The automatic repair of a candidate, under the candidate's own verdict: what was fixed, its verdict, what is
+    left."""
+    v = r.verdict
+    ok = v.status is Status.correct
+    color = "green" if ok else "red"
+    fixed = ", ".join(r.kinds)
+    out.print(
+        f"  [bold]repaired[/] ({fixed}{f', {r.rounds} rounds' if r.rounds > 1 else ''}): "
+        f"[{color} bold]{v.status.value}[/] — {v.reason}"
+    )
+    for f in r.fixes:
+        out.print(f"    fixed: {f.detail}")
+    if v.domain is not None:
+        out.print(f"    domain: {v.domain.describe()}")
+    if v.timing:
+        t = v.timing
+        lo, hi = t.speedup_ci95
+        out.print(f"    speedup [bold]{t.speedup:.3f}×[/] (95% CI {lo:.3f}–{hi:.3f}, n={t.candidate.n}, {t.mode})")
+    for limit in r.remaining:
+        out.print(f"    not repaired: {limit}")
+    if not ok and v.failed_check:
+        out.print(f"    failed check: {v.failed_check}")
+    if written is not None:
+        out.print(f"    wrote {written}")
+    out.print()
+
+
+def render_summary(out: Console, s: BatchSummary) -> None:
+    """A batch's last lines: counts by status and domain, the failed checks ranked, the repairs, the pace."""
+    correct = s.by_status.get("correct", 0)
+    after = s.after_repair.get("correct", 0)
+    out.print(
+        f"[bold]{correct}/{s.candidates} candidates correct[/]"
+        + (f" ({after} with their repairs)" if after != correct else "")
+        + f" in {s.wall_s:.1f} s, {s.per_minute:.1f} a minute"
+    )
+    out.print("  by status: " + ", ".join(f"{k} {n}" for k, n in s.by_status.items()))
+    if s.by_domain:
+        out.print("  correct on: " + "; ".join(f"{k}: {n}" for k, n in s.by_domain.items()))
+    if s.failed_checks:
+        out.print("  failed checks: " + ", ".join(f"{k} {n}" for k, n in s.failed_checks))
+    if s.narrowed_by:
+        out.print("  narrowed by: " + ", ".join(f"{k} {n}" for k, n in s.narrowed_by))
+    if s.repaired:
+        out.print(
+            f"  repairs: {s.repaired} derived, {s.repaired_correct} correct ({s.repaired_full_domain} on the full "
+            "domain): " + ", ".join(f"{k} {n}" for k, n in s.repairs_by_kind.items())
+        )
+
+
+def write_repair(cand: Candidate, r: RepairOutcome) -> Path | None:
+    """`<candidate>.repaired.py` beside the candidate's file (None when the candidate has no file)."""
+    if cand.path is None:
+        return None
+    target = cand.path.with_name(cand.path.stem + ".repaired.py")
+    target.write_text(r.source, encoding="utf-8")
+    return target
+
+
 def run(args: argparse.Namespace) -> int:
     from ..usecases import UseCaseError
     from ..usecases.common import check_device, failure_line, task_paths
+    from ..usecases.evaluate import Stopwatch, evaluate_batch, summarize
 
     try:
         device = check_device(args.device)
@@ -321,7 +413,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         jobs = [(args.task, [args.candidate])]
 
-    opts = EvalOptions(timing=not args.no_timing, timing_mode=args.timing_mode, trials=args.trials)
+    opts = EvalOptions(timing=not args.no_timing, timing_mode=args.timing_mode, trials=args.trials, strict=args.strict)
     if args.memory_limit is not None:
         opts = opts.model_copy(update={"host_memory_limit_bytes": int(args.memory_limit * (1 << 30))})
     if args.timeout is not None:  # every stage of a candidate's evaluation (the worker's own start keeps its limit)
@@ -357,52 +449,65 @@ def run(args: argparse.Namespace) -> int:
             return 2
         executor.subscribe(events)
     results: list[dict] = []
-    verdicts: dict[int, Verdict] = {}
-    index = {id(c): i for i, (_t, c) in enumerate(work)}
     said: set[str] = set()  # tasks whose own failure was said
+    clock = Stopwatch()
     with executor as ex, StageProgress(sys.stderr) as progress:
 
-        def show(c: Candidate, v: Verdict) -> None:
-            """Verdicts are printed in the order of the work, each as soon as those before it are in."""
+        def show(r: Evaluated) -> None:
+            """Each candidate's result, in the order of the work, as soon as it and those before it are in."""
             progress.done()
-            verdicts[index[id(c)]] = v
-            while len(results) in verdicts:
-                i = len(results)
-                task, cand = work[i]
-                v = verdicts[i]
-                if v.stages.get("reference", 0.0) < 0 and task.sha not in said:  # the task's own model failed
-                    said.add(task.sha)
-                    line = failure_line(v.traceback + "\n" + v.log_excerpt, task)
-                    where = f" ({task.path}:{line})" if line else ""
-                    print(
-                        f"forge eval: {task.name}: {v.reason}{where}; no candidate evaluated",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                v.traceback, v.log_excerpt = task_paths(v.traceback, task, cand), task_paths(v.log_excerpt, task, cand)
-                if not args.json:
-                    render(out, task.name, cand.name, v)
-                results.append(
-                    {"task": str(task.path), "candidate": str(cand.path), "verdict": v.model_dump(mode="json")}
+            task, cand, v = r.task, r.candidate, r.verdict
+            if v.stages.get("reference", 0.0) < 0 and task.sha not in said:  # the task's own model failed
+                said.add(task.sha)
+                line = failure_line(v.traceback + "\n" + v.log_excerpt, task)
+                where = f" ({task.path}:{line})" if line else ""
+                print(
+                    f"forge eval: {task.name}: {v.reason}{where}; no candidate evaluated",
+                    file=sys.stderr,
+                    flush=True,
                 )
+            v.traceback, v.log_excerpt = task_paths(v.traceback, task, cand), task_paths(v.log_excerpt, task, cand)
+            written = write_repair(cand, r.repair) if args.repair and r.repair is not None else None
+            if not args.json:
+                render(out, task.name, cand.name, v)
+                if r.repair is not None:
+                    render_repair(out, cand.name, r.repair, written)
+            entry: dict = {"task": str(task.path), "candidate": str(cand.path), "verdict": v.model_dump(mode="json")}
+            entry["repair"] = (
+                {
+                    "fixes": [f.model_dump(mode="json") for f in r.repair.fixes],
+                    "remaining": r.repair.remaining,
+                    "rounds": r.repair.rounds,
+                    "verdict": r.repair.verdict.model_dump(mode="json"),
+                    "written": str(written) if written else None,
+                }
+                if r.repair is not None
+                else None
+            )
+            results.append(entry)
 
         # every task's own model runs alone first (a failure there is the user's, and no candidate's code runs);
         # the candidates of every task build meanwhile and after, spread over the build workers, while the
-        # devices verify and time those built
-        ex.evaluate_all(
+        # devices verify and time those built; repairs are submitted as their originals' verdicts come in
+        evaluated = evaluate_batch(
+            ex,
             work,
-            on_stage=lambda c, stage: progress.stage(c.name, stage),
-            on_verdict=show,
-            reference=True,
+            repair=not args.no_repair,
             sanitize=args.sanitize,
+            on_stage=lambda c, stage: progress.stage(c.name, stage),
+            on_result=show,
         )
     if events is not None:
         events.close()
+    summary = summarize(evaluated, clock.seconds())
     all_ok = all(r["verdict"]["status"] == "correct" for r in results)
     if args.json:
-        json.dump(results if len(results) > 1 or args.task.is_dir() else results[0], sys.stdout, indent=2)
+        if len(results) > 1 or args.task.is_dir():
+            payload: object = {"results": results, "summary": summary.model_dump(mode="json")}
+        else:
+            payload = results[0]
+        json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif len(results) > 1:
-        n_ok = sum(r["verdict"]["status"] == "correct" for r in results)
-        out.print(f"[bold]{n_ok}/{len(results)} candidates correct[/]")
+        render_summary(out, summary)
     return 0 if all_ok else 1

@@ -18,9 +18,10 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 from ..sandbox import children_die_with_this_process
@@ -104,6 +105,36 @@ class InputCase:
     init_inputs: list[Any]
     kind: str = "random"  # random | captured | size (a module constant at another value)
     overrides: dict[str, int] = field(default_factory=dict)  # the task module's constants for this case
+    #: drawn when the case is run, and dropped after it (a task whose input sets would not fit all at once)
+    loader: Callable[[], tuple[list[Any], list[Any]]] | None = None
+
+    def load(self) -> bool:
+        """Draw a lazy case's inputs now; whether it was lazy."""
+        if self.loader is None:
+            return False
+        self.inputs, self.init_inputs = self.loader()
+        return True
+
+    def release(self) -> None:
+        if self.loader is not None:
+            self.inputs = []
+
+
+@dataclass
+class Kept:
+    """An input set's candidate output, kept after it was verified, with its bits' digest then."""
+
+    name: str
+    out: Any
+    digest: tuple[Any, ...] = ()
+    nbytes: int = 0
+
+    def __post_init__(self) -> None:
+        from .harness.checks import bits_digest
+        from .harness.probes import tensor_bytes
+
+        self.digest = bits_digest(self.out)
+        self.nbytes = tensor_bytes(self.out)
 
 
 @dataclass
@@ -240,10 +271,7 @@ class Evaluation:
         """What the checks so far covered (None before verification began)."""
         if not self.verifying:
             return None
-        torch = self.torch
-        dtypes = sorted(
-            {str(x.dtype).removeprefix("torch.") for c in cases for x in c.inputs if isinstance(x, torch.Tensor)}
-        )
+        dtypes = sorted({s.dtype for s in self.input_specs if s.dtype})
         return Domain(
             sizes=self.domain_sizes,
             dtypes=dtypes,
@@ -376,23 +404,55 @@ class Evaluation:
         self.state.keep_drawn(key, list(inputs), kept_init, tensor_bytes(inputs))
         return inputs, init
 
+    #: the share of the device's free memory (of the host-memory cap, on the CPU) that forge's own copies of a task's
+    #: inputs and outputs may hold at once; beyond it, input sets are drawn one at a time and fewer outputs are kept
+    OWN_MEMORY_SHARE = 0.125
+
+    def memory_budget(self) -> float:
+        """Bytes forge's own copies may hold (`OWN_MEMORY_SHARE`)."""
+        if self.is_cuda:
+            free = self.free_memory()
+            return self.OWN_MEMORY_SHARE * free if free else float("inf")
+        return self.OWN_MEMORY_SHARE * (self.opt.host_memory_limit() or (16 << 30))
+
     def make_cases(self, mod: Any) -> list[InputCase]:
+        """The input sets to verify on. The first is drawn now; the others too when they all fit in
+        `memory_budget`, else each is drawn when it is run and dropped after (`InputCase.loader`)."""
+        from .harness.probes import tensor_bytes
+
         torch = self.torch
         cases: list[InputCase] = []
         trials = self.opt.trials or self.task.trials
-        base_init: list[Any] = []
-        for t in range(trials):
-            inputs, init = self.draw_inputs(mod, self.task.seed + 1 + t)
-            base_init = init
-            cases.append(InputCase(f"random#{t + 1}", inputs, init))
+        first, base_init = self.draw_inputs(mod, self.task.seed + 1)
+        cases.append(InputCase("random#1", first, base_init))
+        count = trials + len(self.task.input_sets) + sum(len(v) for v in self.task.vary.values())
+        lazy = tensor_bytes(first) * count > self.memory_budget()
+
+        def drawn(seed: int, overrides: dict[str, int] | None = None) -> Callable[[], tuple[list[Any], list[Any]]]:
+            return lambda: self.draw_inputs(mod, seed, overrides)
+
+        def captured(path: Path, init: list[Any]) -> Callable[[], tuple[list[Any], list[Any]]]:
+            def load() -> tuple[list[Any], list[Any]]:
+                loaded = torch.load(path, map_location=self.device, weights_only=True)
+                loaded = list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
+                return self.to_device(loaded), init
+
+            return load
+
+        def case(name: str, load: Callable[[], tuple[list[Any], list[Any]]], kind: str, over: dict[str, int]) -> None:
+            if lazy:
+                cases.append(InputCase(name, [], [], kind, over, loader=load))
+            else:
+                inputs, init = load()
+                cases.append(InputCase(name, inputs, init, kind, over))
+
+        for t in range(1, trials):
+            case(f"random#{t + 1}", drawn(self.task.seed + 1 + t), "random", {})
         for s in self.task.input_sets:
-            loaded = torch.load(s.path, map_location=self.device, weights_only=True)
-            loaded = list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
-            cases.append(InputCase(f"captured:{s.name}", self.to_device(loaded), base_init, "captured"))
+            case(f"captured:{s.name}", captured(s.path, base_init), "captured", {})
         for name, values in self.task.vary.items():
             for v in values:
-                inputs, init = self.draw_inputs(mod, self.task.seed + 1000 + v, {name: v})
-                cases.append(InputCase(f"{name}={v}", inputs, init, "size", {name: v}))
+                case(f"{name}={v}", drawn(self.task.seed + 1000 + v, {name: v}), "size", {name: v})
         return cases
 
     def build_reference(self, mod: Any, init: list[Any]) -> Any:
@@ -430,14 +490,17 @@ class Evaluation:
     def verify(self, mod: Any, cand_mod: Any, cases: list[InputCase], models: Models) -> None:
         tol = self.task.tolerance_for
         per_init: dict[str, Models] = {repr((cases[0].init_inputs, [])): models}
-        history: list[tuple[str, Any, Any]] = []  # (input set, ref_out, cand_out)
+        history: list[Kept] = []  # earlier input sets' candidate outputs
         self.verifying = True
         if self.is_cuda:
             with self.cost("current_stream"):
                 self.probe_streams(models, cases[0])
 
         skipped: list[str] = []
+        budget = self.memory_budget()
         for i, case in enumerate(cases):
+            if case.load():
+                self.input_specs += _input_specs([case], self.torch)
             # the candidate's copies of the task's constants follow them: reintegrated, both classes read
             # the same module's constants (a candidate may depend on them exactly as the reference does)
             shared = {k: v for k, v in case.overrides.items() if isinstance(getattr(cand_mod, k, None), int)}
@@ -449,13 +512,20 @@ class Evaluation:
                 try:
                     ref_out, cand_out, cand_in, m = self.run_case(i, case, mod, cand_mod, per_init)
                 except StageFailed as sf:
+                    case.release()
                     if case.kind == "size" and self.task.vary_default and sf.reason.startswith("the reference"):
                         skipped.append(f"{case.name} ({sf.reason.removeprefix('the reference ')})")
                         continue  # a size forge chose that the module itself does not take
                     raise
             with self.cost("other_sizes" if case.kind == "size" else "outputs_match"):
                 self.check_case(case, ref_out, cand_out, cand_in, history)
-            history.append((case.name, ref_out, cand_out))
+            del ref_out, cand_in
+            case.release()
+            history.append(Kept(case.name, cand_out))
+            # earlier outputs are kept (to see whether later calls change them) while they fit the budget; the
+            # latest is always kept, so a buffer reused by every call is still seen
+            while len(history) > 1 and sum(h.nbytes for h in history) > budget:
+                self.check_kept(history.pop(0))
         verified = [c for c in cases if not any(s.startswith(f"{c.name} (") for s in skipped)]
         self.input_specs = [s for s in self.input_specs if any(c.name == s.case for c in verified)]
         self.domain_sizes = list(dict.fromkeys("the task's own" if c.kind == "random" else c.name for c in verified))
@@ -500,10 +570,21 @@ class Evaluation:
             self.sync()
         return ref_out, cand_out, cand_in, m
 
+    def check_kept(self, kept: Kept) -> None:
+        """An earlier input set's output, kept since it was verified: its bits must not have changed since."""
+        from .harness.checks import bits_digest
+
+        self.check(
+            "no_result_reuse",
+            bits_digest(kept.out) == kept.digest,
+            f"[{kept.name}] its output changed after later calls: the candidate reuses output memory or cached "
+            "results across calls",
+        )
+
     def check_case(self, case: InputCase, ref_out: Any, cand_out: Any, cand_in: list[Any], history: list[Any]) -> None:
         """The checks of one input set: inputs intact, no aliasing, plain outputs, the reference's values."""
-        from .harness.checks import aliased_outputs, changed_inputs, same_bits
-        from .harness.compare import compare_outputs, tensors_of
+        from .harness.checks import aliased_outputs, bits_digest, changed_inputs
+        from .harness.compare import compare_outputs
 
         tol = self.task.tolerance_for
         changed = changed_inputs(case.inputs, cand_in)
@@ -521,16 +602,9 @@ class Evaluation:
         self.check_plain_outputs(cand_out, case.name)
         mismatch, _ = compare_outputs(ref_out, cand_out, tol, case.name)
         if mismatch is not None:
-            for _prev_name, _prev_ref, prev_cand in history:
-                prev_t, now_t = tensors_of(prev_cand), tensors_of(cand_out)
-                if (
-                    prev_t
-                    and len(prev_t) == len(now_t)
-                    and all(
-                        a.shape == b.shape and a.dtype == b.dtype and same_bits(a, b)
-                        for a, b in zip(prev_t, now_t, strict=False)
-                    )
-                ):
+            now = bits_digest(cand_out)
+            for prev in history:
+                if now and prev.digest == now:
                     self.check(
                         "no_result_reuse",
                         False,
@@ -573,18 +647,11 @@ class Evaluation:
             self.check("stream_ordered", True, "outputs complete when the call returns on the current stream")
 
         # outputs of earlier calls must survive later calls (no shared output buffers / caches)
-        for name, prev_ref, prev_cand in history[:-1]:
-            mismatch, _ = compare_outputs(prev_ref, prev_cand, tol, name)
-            self.check(
-                "no_result_reuse",
-                mismatch is None,
-                f"[{name}] its output changed after later calls: the candidate reuses "
-                "output memory or cached results across calls"
-                if mismatch
-                else "",
-            )
+        for kept in history[:-1]:
+            self.check_kept(kept)
         if len(history) < 2:
             self.check("no_result_reuse", True, "only one input set")
+        history.clear()
 
         # repeated runs on the same input must agree (races, uninitialized reads)
         m = per_init[repr((cases[0].init_inputs, []))]

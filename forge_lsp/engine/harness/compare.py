@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -43,21 +44,59 @@ def _index(flat_idx: int, shape: torch.Size) -> list[int]:
     return list(reversed(idx))
 
 
+#: Elements compared at a time: a chunk's float64 temporaries take a few hundred MiB at most, whatever the output's
+#: size (comparing a 4 GiB output whole in float64 would take tens of GiB of the device's memory).
+CHUNK = 1 << 23
+
+
+def _chunks(e: torch.Tensor, a: torch.Tensor) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """(flat offset, e's elements, a's elements) over two tensors of one shape, in the same (row-major) element
+    order, a bounded chunk at a time, each chunk flat and contiguous. Contiguous tensors are viewed, never copied;
+    others are copied a block of rows at a time."""
+    n = e.numel()
+    if e.is_contiguous() and a.is_contiguous():
+        ef, af = e.reshape(-1), a.reshape(-1)
+        for start in range(0, n, CHUNK):
+            yield start, ef[start : start + CHUNK], af[start : start + CHUNK]
+        return
+    row = n // e.shape[0] if e.dim() and e.shape[0] else n
+    if n <= CHUNK or e.dim() == 0 or row > CHUNK:
+        yield 0, e.contiguous().reshape(-1), a.contiguous().reshape(-1)
+        return
+    step = max(1, CHUNK // max(row, 1))
+    for i in range(0, e.shape[0], step):
+        yield i * row, e[i : i + step].contiguous().reshape(-1), a[i : i + step].contiguous().reshape(-1)
+
+
+def _scale(e: torch.Tensor) -> float:
+    """max(1, rms of e's finite elements, the others counted as 0): what `atol` is scaled by."""
+    total = torch.zeros((), dtype=torch.float64, device=e.device)
+    for _, ec, _ in _chunks(e, e):
+        x = ec.double()
+        total += torch.where(torch.isfinite(x), x, 0).square().sum()
+    return max(1.0, float((total / max(e.numel(), 1)).sqrt()))
+
+
 def _agrees(e: torch.Tensor, a: torch.Tensor, tol: Tolerance) -> tuple[bool, float]:
-    """The common case in a few passes and one host sync: whether every element is within tolerance, with NaN and
-    ±Inf exactly where the reference has them, and the largest finite error. The same float64 arithmetic as
+    """The common case in a few passes and one host sync per pass: whether every element is within tolerance, with
+    NaN and ±Inf exactly where the reference has them, and the largest finite error. The same float64 arithmetic as
     `_float_mismatch`, so both decide every element alike; that one runs only when this says no, to say what is
-    wrong."""
-    e, a = e.double(), a.double()
-    finite = torch.isfinite(e)
-    ef = torch.where(finite, e, 0)
-    scale = ef.square().mean().sqrt().clamp_min(1.0)
-    err = (a - e).abs()
-    close = err <= tol.atol * scale + tol.rtol * ef.abs()  # NaN error (a NaN where e is finite): False
-    special = (a == e) | (torch.isnan(e) & torch.isnan(a))  # where e is ±Inf or NaN, a must be the same
-    ok = torch.where(finite, close, special).all() & ~torch.isnan(e).all()
-    largest = torch.where(torch.isfinite(err), err, 0).max().to(torch.float64)
-    flag, worst = torch.stack([ok.to(torch.float64), largest]).tolist()
+    wrong. A bounded chunk at a time (`CHUNK`)."""
+    scale = _scale(e)
+    ok = torch.ones((), dtype=torch.bool, device=e.device)
+    all_nan = torch.ones((), dtype=torch.bool, device=e.device)
+    largest = torch.zeros((), dtype=torch.float64, device=e.device)
+    for _, ec, ac in _chunks(e, a):
+        ec, ac = ec.double(), ac.double()
+        finite = torch.isfinite(ec)
+        err = (ac - ec).abs()
+        close = err <= tol.atol * scale + tol.rtol * ec.abs()  # NaN error (a NaN where e is finite): False
+        special = (ac == ec) | (torch.isnan(ec) & torch.isnan(ac))  # where e is ±Inf or NaN, a must be the same
+        ok &= torch.where(finite, close, special).all()
+        all_nan &= torch.isnan(ec).all()
+        largest = torch.maximum(largest, torch.where(torch.isfinite(err), err, 0).max())
+        del finite, err, close, special
+    flag, worst = torch.stack([(ok & ~all_nan).to(torch.float64), largest]).tolist()
     return bool(flag), float(worst)
 
 
@@ -82,12 +121,11 @@ def check_tensor(
         return mm("shape", f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"), 0.0
     if actual.device != expected.device:
         return mm("device", f"device {actual.device}, expected {expected.device}"), 0.0
-    e = expected.detach().contiguous().reshape(-1)
-    a = actual.detach().contiguous().reshape(-1)
+    e, a = expected.detach(), actual.detach()
     if e.numel() == 0:
         return None, 0.0
     if e.is_complex():
-        e, a = torch.view_as_real(e).reshape(-1), torch.view_as_real(a).reshape(-1)
+        e, a = torch.view_as_real(e), torch.view_as_real(a)
     if tol is None:
         tol = Tolerance(atol=1e-4, rtol=1e-4)
     if e.is_floating_point():
@@ -100,63 +138,89 @@ def check_tensor(
 
 
 def _exact_mismatch(e: torch.Tensor, a: torch.Tensor, expected: torch.Tensor, mm) -> Mismatch | None:
-    neq = e != a
-    if not bool(neq.any()):
+    differ, first = 0, None
+    for start, ec, ac in _chunks(e, a):
+        neq = ec != ac
+        count = int(neq.sum())
+        if count and first is None:
+            i = int(neq.nonzero()[0])
+            first = (start + i, float(ec[i]), float(ac[i]))
+        differ += count
+    if first is None:
         return None
-    i = int(neq.nonzero()[0])
+    n = e.numel()
     return mm(
         "values",
-        f"{int(neq.sum())} of {e.numel()} elements differ (exact match required for {expected.dtype})",
-        index=_index(i, expected.shape),
-        expected=float(e[i]),
-        actual=float(a[i]),
-        bad_fraction=float(neq.float().mean()),
+        f"{differ} of {n} elements differ (exact match required for {expected.dtype})",
+        index=_index(first[0], expected.shape),
+        expected=first[1],
+        actual=first[2],
+        bad_fraction=differ / n,
     )
 
 
 def _float_mismatch(e: torch.Tensor, a: torch.Tensor, tol: Tolerance, expected: torch.Tensor, mm) -> Mismatch | None:
-    """What is wrong, examined exactly in float64 (only called when the fused check did not pass)."""
-    e64, a64 = e.double(), a.double()
-    e_nan, a_nan = torch.isnan(e64), torch.isnan(a64)
-    if bool(e_nan.all()):
+    """What is wrong, examined exactly in float64 (only called when the fused check did not pass), a chunk at a
+    time: the first NaN or Inf out of place, else the element furthest outside the tolerance."""
+    n = e.numel()
+    nan_e = nan_a = 0
+    nan_first = inf_first = None
+    for start, ec, ac in _chunks(e, a):
+        e64, a64 = ec.double(), ac.double()
+        en, an = torch.isnan(e64), torch.isnan(a64)
+        nan_e += int(en.sum())
+        nan_a += int(an.sum())
+        if nan_first is None and bool((en != an).any()):
+            i = int((en != an).nonzero()[0])
+            nan_first = (start + i, float(e64[i]), float(a64[i]))
+        if inf_first is None:
+            ei, ai = torch.isinf(e64), torch.isinf(a64)
+            bad = (ei != ai) | (ei & (torch.sign(e64) != torch.sign(a64)))
+            if bool(bad.any()):
+                i = int(bad.nonzero()[0])
+                inf_first = (start + i, float(e64[i]), float(a64[i]))
+    if nan_e == n:
         return mm("nan", "the reference output is entirely NaN: nothing can be verified")
-    if bool((e_nan != a_nan).any()):
-        i = int((e_nan != a_nan).nonzero()[0])
+    if nan_first is not None:
         return mm(
             "nan",
-            f"NaN positions differ: {int(a_nan.sum())} NaN in candidate, {int(e_nan.sum())} in reference",
-            index=_index(i, expected.shape),
-            expected=float(e64[i]),
-            actual=float(a64[i]),
+            f"NaN positions differ: {nan_a} NaN in candidate, {nan_e} in reference",
+            index=_index(nan_first[0], expected.shape),
+            expected=nan_first[1],
+            actual=nan_first[2],
         )
-    e_inf, a_inf = torch.isinf(e64), torch.isinf(a64)
-    inf_bad = (e_inf != a_inf) | (e_inf & (torch.sign(e64) != torch.sign(a64)))
-    if bool(inf_bad.any()):
-        i = int(inf_bad.nonzero()[0])
+    if inf_first is not None:
         return mm(
             "inf",
             "Inf positions or signs differ",
-            index=_index(i, expected.shape),
-            expected=float(e64[i]),
-            actual=float(a64[i]),
+            index=_index(inf_first[0], expected.shape),
+            expected=inf_first[1],
+            actual=inf_first[2],
         )
 
-    finite = torch.isfinite(e64)
-    ef = torch.where(finite, e64, torch.zeros_like(e64))
-    af = torch.where(finite, a64, torch.zeros_like(a64))
-    scale = max(1.0, float(ef.square().mean().sqrt()))
-    err = (af - ef).abs()
-    allowed = tol.atol * scale + tol.rtol * ef.abs()
-    bad = err > allowed
-    i = int(torch.argmax(err - allowed))
-    max_abs = float(err.max())
-    max_rel = float((err / ef.abs().clamp_min(1e-30)).max())
-    if bool(bad.any()):
-        fraction = float(bad.double().mean())
-        times = float((err / allowed.clamp_min(1e-300)).max())
+    scale = _scale(e)
+    bad_count, max_abs, max_rel, times = 0, 0.0, 0.0, 0.0
+    worst: tuple[float, int, float, float] | None = None  # (err - allowed, flat index, expected, actual)
+    for start, ec, ac in _chunks(e, a):
+        e64, a64 = ec.double(), ac.double()
+        finite = torch.isfinite(e64)
+        ef = torch.where(finite, e64, torch.zeros_like(e64))
+        af = torch.where(finite, a64, torch.zeros_like(a64))
+        err = (af - ef).abs()
+        allowed = tol.atol * scale + tol.rtol * ef.abs()
+        over = err - allowed
+        i = int(torch.argmax(over))
+        if worst is None or float(over[i]) > worst[0]:
+            worst = (float(over[i]), start + i, float(e64[i]), float(a64[i]))
+        bad_count += int((err > allowed).sum())
+        max_abs = max(max_abs, float(err.max()))
+        max_rel = max(max_rel, float((err / ef.abs().clamp_min(1e-30)).max()))
+        times = max(times, float((err / allowed.clamp_min(1e-300)).max()))
+    if bad_count and worst is not None:
+        fraction = bad_count / n
         near = times <= NEAR_MISS_TIMES and fraction >= NEAR_MISS_FRACTION
         detail = (
-            f"{int(bad.sum())} of {e.numel()} elements outside atol={tol.atol:g}*{scale:.3g} + "
+            f"{bad_count} of {n} elements outside atol={tol.atol:g}*{scale:.3g} + "
             f"rtol={tol.rtol:g}; max abs error {max_abs:.3g}"
         )
         if near:
@@ -166,9 +230,9 @@ def _float_mismatch(e: torch.Tensor, a: torch.Tensor, tol: Tolerance, expected: 
             detail,
             max_abs_error=max_abs,
             max_rel_error=max_rel,
-            index=_index(i, expected.shape),
-            expected=float(e64[i]),
-            actual=float(a64[i]),
+            index=_index(worst[1], expected.shape),
+            expected=worst[2],
+            actual=worst[3],
             bad_fraction=fraction,
             near_miss=near,
         )

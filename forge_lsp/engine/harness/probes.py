@@ -181,7 +181,7 @@ class InputRefresher:
                     _write(dst, src, shifts[k])
         self.previous = True
 
-    SUM_TRIES = 32  # a draw keeps the sum about one time in five (4 rows swapped)
+    SUM_TRIES = 64  # a draw keeps the sum about one time in five (4 rows swapped)
 
     def _sum_keeping_swap(self, x: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Swap a few elements of `x` in place, drawn until `x.sum()` stays bit for bit what it was (a
