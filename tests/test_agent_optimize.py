@@ -532,3 +532,79 @@ def test_a_model_call_that_waits_says_so_every_two_seconds_to_live_consumers_onl
     assert [round(e.data["seconds"]) for e in seen][:2] == [2, 4]  # the wait goes on across the call's retry
     assert all(e.data["role"] == "coder" and e.data["pieces"] == 0 for e in seen)
     assert not [e for e in opt.store.events(result.run_id) if e.kind == "model_waiting"]
+
+
+CONTIGUOUS_ONLY = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        rows, cols = x.shape
+        return torch.softmax(x.as_strided((rows, cols), (cols, 1)), dim=1)  # reads x as row-major memory
+"""
+
+
+def test_a_known_limit_is_repaired_by_forge_before_the_models_are_asked_again(tmp_path, evaluator, fake_openai):
+    """The Coder's candidate is right for contiguous inputs only: forge derives the repaired child itself (no model
+    call), verifies it on the full domain, and the Judge then reads the original's limits and forge's repair."""
+    fake_openai.script(
+        coder_reply(CONTIGUOUS_ONLY, "row-major view"),
+        OPTIMIZE,
+        coder_reply(variant(FAST_CPU, "next"), "plain softmax"),
+    )
+    opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=2)
+    result = opt.run()
+    cands = opt.store.candidates(result.run_id)
+    assert [c.origin for c in cands][:2] == ["coder", "auto-repair"], [(c.id, c.origin) for c in cands]
+    first, repaired = cands[0], cands[1]
+    assert first.correct and first.verdict.domain.layouts == "contiguous"
+    assert repaired.parent_id == first.id and repaired.correct and repaired.verdict.domain.layouts == "any"
+    assert ".contiguous()" in repaired.source and "contiguous_inputs" in repaired.summary
+    calls = opt.store.calls(result.run_id)
+    assert [c.role for c in calls][:1] == ["coder"] and len(calls) == 3  # the repair cost no model call
+    judge_prompts = [r.messages[1]["content"] for r in fake_openai.chat_requests if is_judge(r.body)]
+    # the linear search refines the latest correct candidate: forge's repair, with no limit left to lift
+    assert len(judge_prompts) == 1 and "Verified domain" not in judge_prompts[0]
+    assert ".contiguous()" in judge_prompts[0]  # the Judge reads the repaired source
+
+
+def test_the_judges_prompts_name_a_candidates_remaining_limits_and_forges_repair(tmp_path):
+    """A candidate correct on a narrowed domain, and forge's repair of it that still fails: the Judge's optimize
+    prompt names the limits, its repair prompt what forge fixed and what it could not."""
+    from forge_lsp.agent.optimize import _as_data, _cand_ctx
+    from forge_lsp.agent.roles import Prompts, judge_optimize_messages, judge_repair_messages
+    from forge_lsp.engine import Domain, Narrowing, Status, Verdict
+
+    store = RunStore.for_workspace(tmp_path)
+    run = store.create_run(FIXTURES / "softmax_small.py", "Model", "src", {})
+    narrowed = Domain(
+        layouts="contiguous",
+        streams="default",
+        narrowed=[Narrowing(check="current_stream", axis="streams", found="wrong_values", detail="read before ready")],
+    )
+    rec = store.add_candidate(run, CONTIGUOUS_ONLY, parent_id=None, origin="coder", summary="fast")
+    store.set_verdict(rec.id, Verdict(status=Status.correct, domain=narrowed), correct=True, speedup=2.0)
+    fix = "3 kernel launches moved to the current stream. Not repaired: cupy.RawKernel launches stay on CuPy's stream"
+    child = store.add_candidate(run, "src", parent_id=rec.id, origin="auto-repair", summary="r", instruction=fix)
+    failed = Verdict(status=Status.incorrect, failed_check="outputs_match", reason="wrong", domain=narrowed)
+    store.set_verdict(child.id, failed, correct=False, speedup=None)
+    ctx = {"model_class": "Model", "reference_source": "ref", "vary": [], "inputs": [], "device_type": "cuda"}
+    optimize = judge_optimize_messages(
+        Prompts(),
+        ctx,
+        candidate=_cand_ctx(store.get_candidate(rec.id)),
+        timing=None,
+        roofline=None,
+        findings=[],
+        tried=[],
+    )[1]["content"]
+    assert "Verified domain: contiguous inputs only; the default stream only" in optimize
+    assert "read before ready" in optimize
+    child_rec = store.get_candidate(child.id)
+    repair = judge_repair_messages(Prompts(), ctx, candidate=_cand_ctx(child_rec), verdict=_as_data(child_rec.verdict))
+    text = repair[1]["content"]
+    assert "forge already repaired this candidate automatically, and it still fails" in text
+    assert "Not repaired: cupy.RawKernel launches" in text
+    assert "Even once fixed, it is verified for contiguous inputs only" in text

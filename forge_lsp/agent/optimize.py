@@ -2,6 +2,9 @@
 
 `Optimizer.run` drives a run to its end and returns a `RunOutcome`. It does the following:
 - evaluates the offline seeds (torch.compile variants, built-in library kernels);
+- repairs, before any model is asked again, a candidate whose verdict shows a known mechanical cause (`engine.repair`:
+  launches on the legacy default stream, a contiguity assumption, the deprecated `x.type()` dispatch): the repaired
+  candidate (origin ``auto-repair``, the original's child) is verified like any other;
 - then, when a model is configured, repeats rounds. Pick targets (`search.py`). For each
   target, ask the Judge (repair mode for a failed candidate, optimize mode with profiler
   findings for a correct one) and the Coder, concurrently. Evaluate the new candidates together
@@ -28,6 +31,7 @@ from pydantic import BaseModel
 from ..engine import Candidate, Evaluator, Task, Verdict
 from ..engine.executor import Executor
 from ..engine.pipe import Prepared
+from ..engine.repair import repair_candidate
 from ..engine.verdict import Status, Timing
 from .events import EventBus
 from .progress import speedup_label
@@ -46,6 +50,10 @@ from .store import CandidateRecord, RunStore
 
 #: Provider error kinds that end the run (the same call would fail every time).
 FATAL_ERRORS = ("auth", "not_found", "bad_request", "connection")
+
+#: forge's automatic repairs of one candidate, at most this many deep (a repair of a repair of ...).
+AUTO_REPAIR_ROUNDS = 2
+AUTO_REPAIR = "auto-repair"
 
 
 class OptimizeOptions(BaseModel):
@@ -271,7 +279,7 @@ class Optimizer:
         self.run_id = run.id
         for rec in self.store.candidates(run.id):
             self.records[rec.id] = rec
-            node = self.tree.add(rec.id, rec.parent_id, rec.summary, repair=rec.origin == "repair")
+            node = self.tree.add(rec.id, rec.parent_id, rec.summary, repair=rec.origin in ("repair", AUTO_REPAIR))
             if rec.status == "evaluated":
                 self.tree.record(
                     node.id,
@@ -304,7 +312,7 @@ class Optimizer:
         self._publish(
             "candidate_queued", candidate=rec.id, parent=rec.parent_id, origin=rec.origin, summary=rec.summary
         )
-        return self.tree.add(rec.id, rec.parent_id, rec.summary, repair=rec.origin == "repair")
+        return self.tree.add(rec.id, rec.parent_id, rec.summary, repair=rec.origin in ("repair", AUTO_REPAIR))
 
     # ------------------------------------------------------------------------------ loop
     def _budget_stop(self) -> str | None:
@@ -533,6 +541,50 @@ class Optimizer:
             if self._cancel.is_set():
                 raise RunCancelled() from exc
             raise
+        self._auto_repair(recs)
+
+    def _auto_repair(self, recs: list[CandidateRecord]) -> None:
+        """forge's own repairs of the candidates just evaluated, before any model is asked again: each one whose
+        verdict shows a known mechanical cause gets a repaired child, verified like any other (and repaired again,
+        up to `AUTO_REPAIR_ROUNDS` deep)."""
+        new = []
+        for rec in recs:
+            self._check_cancel()
+            if rec.verdict is None or rec.status != "evaluated":
+                continue
+            depth, applied = self._repair_history(rec)
+            if depth >= AUTO_REPAIR_ROUNDS:
+                continue
+            found = repair_candidate(rec.source, rec.verdict, already=applied)
+            if found is None or not found.fixes:
+                continue
+            kinds = ", ".join(dict.fromkeys(f.kind for f in found.fixes))
+            said = "; ".join(f.detail for f in found.fixes)
+            if found.remaining:
+                said += ". Not repaired: " + "; ".join(found.remaining)
+            with self._lock:
+                child = self.store.add_candidate(
+                    self.run_id,
+                    found.source,
+                    parent_id=rec.id,
+                    origin=AUTO_REPAIR,
+                    summary=f"{rec.summary} (forge's repair: {kinds})"[:300],
+                    instruction=said,
+                )
+                self._add(child)
+            new.append(child)
+        if new:
+            self._evaluate(new)
+
+    def _repair_history(self, rec: CandidateRecord) -> tuple[int, list[Any]]:
+        """How many automatic repairs deep `rec` is, and the fix kinds its repairs applied (none to tell: a fix
+        already in a source finds nothing more to change there)."""
+        depth = 0
+        node: CandidateRecord | None = rec
+        while node is not None and node.origin == AUTO_REPAIR:
+            depth += 1
+            node = self.records.get(node.parent_id) if node.parent_id else None
+        return depth, []
 
     def _finish(self, rec: CandidateRecord, verdict: Verdict, reused: str | None = None) -> None:
         correct = verdict.status == Status.correct
@@ -696,7 +748,19 @@ def _as_data(verdict: Verdict | None) -> dict[str, Any]:
 
 
 def _cand_ctx(rec: CandidateRecord) -> dict[str, Any]:
-    return {"id": rec.id, "summary": rec.summary, "source": rec.source, "speedup": rec.speedup}
+    """A candidate as the prompts read it: with the domain it was verified on and, for forge's own repair, what it
+    fixed and what it could not."""
+    domain = rec.verdict.domain if rec.verdict is not None else None
+    return {
+        "id": rec.id,
+        "summary": rec.summary,
+        "source": rec.source,
+        "speedup": rec.speedup,
+        "origin": rec.origin,
+        "auto_repair": rec.instruction if rec.origin == AUTO_REPAIR else "",
+        "limits": domain.limits() if domain is not None else [],
+        "narrowed": [n.detail for n in domain.narrowed] if domain is not None else [],
+    }
 
 
 def _outcome(node: Node) -> str:
