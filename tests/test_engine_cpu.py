@@ -423,3 +423,58 @@ def test_a_batch_draws_its_inputs_while_sources_build_and_a_hanging_draw_is_said
         assert all("drawing its inputs" in v.reason and "'load_task'" in v.reason for v in vs)
         assert counter.read_text().count("draw") == 1  # not once more per candidate
         assert ev.evaluate(softmax_task, cands[1]).correct  # the worker came back
+
+
+BIG_SETS_TASK = """
+import torch, torch.nn as nn
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0 + 1.0
+rows = 3072
+cols = 4096
+FORGE = {{"vary": {{"rows": [3071, 3073]}}}}
+def get_inputs():
+    with open({counter!r}, "a") as f:
+        f.write("draw\\\\n")
+    return [torch.randn(rows, cols)]
+def get_init_inputs():
+    return []
+"""
+
+REUSED_OUTPUT = """
+import torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = None
+    def forward(self, x):
+        if self.out is None or self.out.shape != x.shape:
+            self.out = torch.empty_like(x)
+        return torch.mul(x, 2.0, out=self.out).add_(1.0)  # the same buffer, every call
+"""
+
+
+def test_input_sets_that_do_not_fit_together_are_drawn_one_at_a_time(cache_dir, fast_options, tmp_path):
+    """Five 48 MiB input sets under a 1.5 GiB cap (forge's own copies get an eighth of it): each set is drawn when it is
+    verified and dropped after, no more are kept for the next candidate than the budget holds, every set is still in
+    the verdict, and a
+    candidate that hands back one output buffer every call is still caught."""
+    counter = tmp_path / "draws.txt"
+    task_file = tmp_path / "big_sets.py"
+    task_file.write_text(BIG_SETS_TASK.format(counter=str(counter)))
+    task = load_task(task_file)
+    options = fast_options.model_copy(update={"host_memory_limit_bytes": 3 << 29, "timing": False})
+    with Evaluator("cpu", options=options, cache_dir=cache_dir / "big") as ev:
+        v = ev_cand(
+            ev,
+            task,
+            "import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n"
+            "    def forward(self, x):\n        return torch.addcmul(torch.ones_like(x), x, torch.tensor(2.0))\n",
+        )
+        assert v.correct, v.reason + v.traceback
+        assert sorted({s.case for s in v.inputs}) == ["random#1", "random#2", "random#3", "rows=3071", "rows=3073"]
+        assert v.memory is None or v.memory.host_peak_bytes is None or v.memory.host_peak_bytes < 3 << 29
+        drawn = counter.read_text().count("draw")
+        reused = ev_cand(ev, task, REUSED_OUTPUT)
+    assert reused.status is Status.incorrect and reused.failed_check == "no_result_reuse", reused.reason
+    assert counter.read_text().count("draw") > drawn  # drawn again: not every set was kept for the next candidate

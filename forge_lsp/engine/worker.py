@@ -158,12 +158,15 @@ class WorkerState:
 
     DRAWN_LIMIT = 8 << 30  # bytes kept at most; larger input sets are drawn again for each candidate
 
-    def keep_drawn(self, key: tuple[Any, ...], inputs: list[Any], init: list[Any], nbytes: int) -> None:
-        """Keep one task's inputs for its next candidates (only that task's: a new task drops them)."""
+    def keep_drawn(
+        self, key: tuple[Any, ...], inputs: list[Any], init: list[Any], nbytes: int, limit: float = float("inf")
+    ) -> None:
+        """Keep one task's inputs for its next candidates (only that task's: a new task drops them), up to
+        `DRAWN_LIMIT` and `limit` bytes in all."""
         if any(k[0] != key[0] for k in self.drawn):
             self.drawn.clear()
             self.drawn_bytes = 0
-        if self.drawn_bytes + nbytes <= self.DRAWN_LIMIT:
+        if self.drawn_bytes + nbytes <= min(self.DRAWN_LIMIT, limit):
             self.drawn[key] = (inputs, init)
             self.drawn_bytes += nbytes
 
@@ -401,7 +404,7 @@ class Evaluation:
             kept_init = copy.deepcopy(init)
         except Exception:  # noqa: BLE001 - constructor arguments that cannot be copied: draw again next time
             return inputs, init
-        self.state.keep_drawn(key, list(inputs), kept_init, tensor_bytes(inputs))
+        self.state.keep_drawn(key, list(inputs), kept_init, tensor_bytes(inputs), self.memory_budget())
         return inputs, init
 
     #: the share of the device's free memory (of the host-memory cap, on the CPU) that forge's own copies of a task's

@@ -46,7 +46,7 @@ def _index(flat_idx: int, shape: torch.Size) -> list[int]:
 
 #: Elements compared at a time: a chunk's float64 temporaries take a few hundred MiB at most, whatever the output's
 #: size (comparing a 4 GiB output whole in float64 would take tens of GiB of the device's memory).
-CHUNK = 1 << 23
+CHUNK = 1 << 22
 
 
 def _chunks(e: torch.Tensor, a: torch.Tensor) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
