@@ -24,6 +24,7 @@ export interface ServerSettings {
   workers: number;
   offline: boolean;
   profile: boolean;
+  strict: boolean;
 }
 
 export const SERVER_DEFAULTS: ServerSettings = {
@@ -41,6 +42,7 @@ export const SERVER_DEFAULTS: ServerSettings = {
   workers: 2,
   offline: true,
   profile: true,
+  strict: false,
 };
 
 /** Settings that need a new server process when they change (the rest are pushed to the running one). */
@@ -100,6 +102,7 @@ export function serverSettings(get: SettingGetter): ServerSettings {
     workers: int(get("workers"), 1, 16, SERVER_DEFAULTS.workers),
     offline: typeof get("offline") === "boolean" ? (get("offline") as boolean) : SERVER_DEFAULTS.offline,
     profile: typeof get("profile") === "boolean" ? (get("profile") as boolean) : SERVER_DEFAULTS.profile,
+    strict: typeof get("strict") === "boolean" ? (get("strict") as boolean) : SERVER_DEFAULTS.strict,
   };
 }
 

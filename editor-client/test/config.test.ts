@@ -16,20 +16,21 @@ test("user settings pass through with the server's names (camelCase)", () => {
   const s = serverSettings(getter({
     model: " gpt-4o ", baseUrl: "http://localhost:11434/v1", judgeModel: "o4-mini", search: "linear", rounds: 3,
     budgetUsd: 0.5, wallS: 120, concurrency: 2, device: "cuda:1", executor: "ray://head:10001", workers: 1,
-    offline: false, profile: false,
+    offline: false, profile: false, strict: true,
   }));
   assert.deepEqual(s, {
     model: "gpt-4o", baseUrl: "http://localhost:11434/v1", judgeModel: "o4-mini", apiKeyEnv: "OPENAI_API_KEY",
     search: "linear", rounds: 3, budgetUsd: 0.5, wallS: 120, concurrency: 2, device: "cuda:1",
-    executor: "ray://head:10001", workers: 1, offline: false, profile: false,
+    executor: "ray://head:10001", workers: 1, offline: false, profile: false, strict: true,
   });
 });
 
 test("invalid values fall back to defaults; empty strings are unset", () => {
   const s = serverSettings(getter({
     model: "", search: "random", rounds: 0, concurrency: 2.5, workers: 99, budgetUsd: -1, wallS: 0, device: "  ",
-    offline: "yes", apiKeyEnv: "NOT A NAME", executor: "slurm",
+    offline: "yes", apiKeyEnv: "NOT A NAME", executor: "slurm", strict: "yes",
   }));
+  assert.equal(s.strict, false);
   assert.equal(s.executor, "local");
   assert.equal(s.model, null);
   assert.equal(s.search, "mcts");

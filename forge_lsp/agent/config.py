@@ -13,6 +13,8 @@ Settings come from ``[tool.forge]`` in the workspace's ``pyproject.toml`` and/or
     compile_modes = ["default", "reduce-overhead"]  # torch.compile offline candidates (default: all three)
     executor = "local"                    # where evaluations run: local (one worker per visible device),
                                           # ray (RAY_ADDRESS's cluster, else a local Ray) or ray://HOST:PORT
+    strict = false                        # true: a candidate must hold on the full domain (any layout, any
+                                          # current stream), not only where the task calls it
 
     [tool.forge.judge]                    # per-role settings; the judge inherits the coder's
     model = "gpt-4o-mini"                 # settings and overrides what it names
@@ -179,6 +181,12 @@ class AgentConfig(BaseModel):
         description="where evaluations run: local (one persistent worker per visible device, builds spread over "
         "the CPU cores), ray (the cluster RAY_ADDRESS names, else a Ray instance on this machine; needs "
         "forge-lsp[ray]) or ray://HOST:PORT (that cluster through the Ray Client)",
+    )
+
+    strict: bool = Field(
+        default=False,
+        description="ask for the full domain: a candidate wrong only for strided inputs or on a side stream is "
+        "incorrect, instead of correct on a narrowed domain that the guard keeps calls inside",
     )
 
     @field_validator("executor")

@@ -27,6 +27,7 @@ class Settings(BaseModel):
     workers: int = Field(2, ge=1, le=16, description="runs that may go at once")
     offline: bool = True
     profile: bool = True
+    strict: bool = Field(False, description="candidates must hold on the full domain (any layout, any stream)")
 
     def agent_overrides(self) -> dict[str, Any]:
         """The overrides for `forge_lsp.agent.config.load_config`."""
@@ -37,6 +38,7 @@ class Settings(BaseModel):
             "budget_usd": self.budget_usd,
             "wall_s": self.wall_s,
             "executor": self.executor,
+            "strict": self.strict,
         }
         if self.model:
             out["model"] = self.model

@@ -31,10 +31,10 @@ REFERENCE_FAILED = ("the reference model failed", "the reference constructor fai
 
 
 def eval_options(config: AgentConfig) -> EvalOptions:
-    """The engine's options a run's configuration asks for (the host-memory cap, `memory_limit_gib`)."""
+    """The engine's options a run's configuration asks for (the host-memory cap, `memory_limit_gib`; `strict`)."""
     if config.memory_limit_gib is None:
-        return EvalOptions()
-    return EvalOptions(host_memory_limit_bytes=int(config.memory_limit_gib * (1 << 30)))
+        return EvalOptions(strict=config.strict)
+    return EvalOptions(host_memory_limit_bytes=int(config.memory_limit_gib * (1 << 30)), strict=config.strict)
 
 
 def executor_for(config: AgentConfig, device: str, cache_dir: Path | None = None) -> Executor:
