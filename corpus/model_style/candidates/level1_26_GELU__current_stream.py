@@ -30,7 +30,8 @@ torch::Tensor gelu_forward(torch::Tensor input) {
     if (blocks > 65535) blocks = 65535;
     auto stream = at::cuda::getCurrentCUDAStream();
     gelu_erf_kernel<<<(unsigned)blocks, threads, 0, stream>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
-    AT_CUDA_CHECK(cudaGetLastError());
+    cudaError_t err = cudaGetLastError();
+    TORCH_CHECK(err == cudaSuccess, "gelu_erf_kernel launch failed: ", cudaGetErrorString(err));
     return out;
 }
 """
