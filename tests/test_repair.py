@@ -845,3 +845,14 @@ def test_a_large_candidate_is_repaired_quickly():
     new, n = launch_on_current_stream(src)
     assert n == 3000
     assert time.perf_counter() - t < 5
+
+
+def test_a_failed_verdicts_unfinished_domain_asks_for_no_repair():
+    """A verdict that failed before its stream probe ran still states the default stream it was verified on so
+    far; that is no limit found, and a kernel rejected for wrong values gets no repair from it."""
+
+    source = 'SRC = """\n__global__ void k(float* x) {}\nvoid f(float* x) { k<<<1, 32>>>(x); }\n"""\n'
+    failed = Verdict(status=Status.incorrect, failed_check="outputs_match", domain=Domain(streams="default"))
+    assert repair_candidate(source, failed) is None
+    narrowed = Verdict(status=Status.correct, domain=Domain(layouts="any", streams="default"))
+    assert [f.kind for f in repair_candidate(source, narrowed).fixes] == ["current_stream"]

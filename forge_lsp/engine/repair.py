@@ -876,7 +876,9 @@ def _wanted(verdict: Verdict) -> set[RepairKind]:
     axes = {c.narrows for c in verdict.checks if c.narrows}
     domain = verdict.domain
     if domain is not None:
-        if domain.streams == "default":
+        # a failed verdict's domain holds what was verified before it failed, not a limit found: only a correct one
+        # on the default stream asks for the stream repair by its domain alone
+        if domain.streams == "default" and verdict.status is Status.correct:
             axes.add("streams")
         for n in domain.narrowed:
             axes.add(n.axis)
