@@ -93,6 +93,7 @@ def main() -> int:
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--structured-only", action="store_true", help="only the structured-input corpus (CPU too)")
     ap.add_argument("--limit", type=int, default=0, help="at most this many model-style candidates (0: all)")
+    ap.add_argument("--first", default="", help="evaluate the candidates of expected/FIRST.json before the others")
     ap.add_argument(
         "--timing-budget", type=float, default=1.0, help="seconds of timing per candidate (EvalOptions.timing_budget_s)"
     )
@@ -105,6 +106,9 @@ def main() -> int:
         for task_path, cand_paths in pairs:
             task = load_task(task_path)
             work += [(task, load_candidate(p)) for p in cand_paths]
+        if args.first:
+            first = set(json.loads((EXPECTED / f"{args.first}.json").read_text()))
+            work.sort(key=lambda tc: tc[1].path.stem not in first)  # stable: that file's candidates first
         if args.limit:
             work = work[: args.limit]
     for task_path, cand_paths in pair_directory(STRUCTURED, STRUCTURED):
