@@ -68,7 +68,7 @@ def test_directory_of_pairs(tmp_path, cache_dir):
     )
 
 
-CONTIGUOUS_ONLY = '''
+CONTIGUOUS_ONLY = """
 import torch
 import torch.nn as nn
 
@@ -77,7 +77,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         rows, cols = x.shape
         return torch.softmax(x.as_strided((rows, cols), (cols, 1)), dim=1)  # reads x as row-major memory
-'''
+"""
 
 
 def test_a_contiguous_only_candidate_is_correct_on_its_domain_and_its_repair_is_verified_and_written(
