@@ -163,7 +163,7 @@ def main() -> int:
     cut = False
     try:
         with executor:
-            evaluated = evaluate_batch(executor, work, on_result=on_result)
+            evaluated = evaluate_batch(executor, work, on_result=on_result, ordered=False)
     except EvaluationCancelled:
         cut = True
     finally:

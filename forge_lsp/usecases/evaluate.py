@@ -106,11 +106,13 @@ def evaluate_batch(
     sanitize: bool = False,
     on_stage: StageCallback | None = None,
     on_result: Callable[[Evaluated], None] | None = None,
+    ordered: bool = True,
 ) -> list[Evaluated]:
     """Every (task, candidate) of `work` evaluated (each task's own model first, alone), and with `repair` each
     repairable one's repair too, submitted as soon as the original's verdict is in, so its build overlaps the rest
     of the batch. `on_result` is called on the caller's thread with each candidate's result, in the order of `work`,
-    as soon as it and every result before it are complete. Raises only `EvaluationCancelled`."""
+    as soon as it and every result before it are complete (without `ordered`: as soon as it is complete). Raises only
+    `EvaluationCancelled`."""
     futures: dict[Future[Verdict], _Item] = {}
 
     def submit(item: _Item) -> None:
@@ -145,7 +147,9 @@ def evaluate_batch(
                     submit(nxt)
                 else:
                     complete.add(item.index)
-            while said in complete:
+                    if not ordered and on_result is not None:
+                        on_result(results[item.index])
+            while ordered and said in complete:
                 if on_result is not None:
                     on_result(results[said])
                 said += 1

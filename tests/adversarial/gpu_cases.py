@@ -1500,7 +1500,8 @@ GPU_CHEATS: list[Case] = [
         SOFTMAX,
         G8_TR_HALF_ON_SIDE_STREAM,
         "half the rows on a side stream that never waits for the inputs",
-        G8,
+        # on the H200 (2026-12-03) the delayed-stream probe did not see this one: the timed calls caught its race
+        G8 | {"timed_outputs_match"},
     ),
     Case(
         "g8-stream",
