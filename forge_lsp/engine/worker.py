@@ -941,6 +941,19 @@ class Evaluation:
                 mismatch,
             )
         elif mismatch is not None:
+            # wrong with ready inputs too: a candidate wrong throughout (outputs_match says so next), or one whose
+            # output races with the caller's stream (work on a stream of its own, read back unjoined): then some
+            # calls with ready inputs come out right
+            if any(self.right_when_ready(m, case, ref_out) for _ in range(3)):
+                self.check(
+                    "stream_ordered",
+                    False,
+                    f"{mismatch.output}: {mismatch.detail} — with the inputs made ready by work queued on the caller's "
+                    "stream after a delay the output was wrong, and with ready inputs it is right on some calls only: "
+                    "its work runs on a stream of its own, not ordered with the caller's (join it: "
+                    "side.wait_stream(current) before the kernels, current.wait_stream(side) after)",
+                    mismatch,
+                )
             self.check("current_stream", True, "not decided: the output is wrong with ready inputs too")
             return
         self.where = self.describe_set(case, what="inputs made ready on a side stream after a delay")
