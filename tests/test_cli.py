@@ -59,6 +59,9 @@ def test_directory_of_pairs(tmp_path, cache_dir):
     verdicts = {Path(x["candidate"]).stem: x["verdict"] for x in out["results"]}
     assert verdicts["softmax_small_good"]["status"] == "correct"
     assert verdicts["softmax_small_dtype"]["failed_check"] == "outputs_match"
+    lines = [line for line in r.stderr.splitlines() if line.startswith("forge eval: ")]  # not a terminal: plain lines
+    assert [line.split(" done")[0] for line in lines] == ["forge eval: 1/2", "forge eval: 2/2"], r.stderr
+    assert "a minute" in lines[-1] and "correct 1" in lines[-1] and "incorrect 1" in lines[-1]
     summary = out["summary"]
     assert summary["candidates"] == 2 and summary["by_status"] == {"correct": 1, "incorrect": 1}
     assert summary["failed_checks"] == [["outputs_match", 1]] and summary["per_minute"] > 0
@@ -103,3 +106,21 @@ def test_a_contiguous_only_candidate_is_correct_on_its_domain_and_its_repair_is_
     repair = out["repair"]  # strict too: the repair lifts the limit, and is verified under the same rule
     assert [f["kind"] for f in repair["fixes"]] == ["contiguous_inputs"]
     assert repair["verdict"]["status"] == "correct" and repair["verdict"]["domain"]["layouts"] == "any"
+
+
+def test_a_batch_on_a_terminal_shows_a_bar_with_the_rate_the_time_left_and_the_counts():
+    import io
+
+    from rich.console import Console
+
+    from forge_lsp.cli.eval_cmd import BatchProgress
+    from forge_lsp.engine import Status, Verdict
+
+    screen = io.StringIO()
+    term = Console(file=screen, force_terminal=True, width=160, color_system=None)
+    with BatchProgress(3, term) as bar:
+        bar.result(Verdict(status=Status.correct))
+        bar.result(Verdict(status=Status.compile_error))
+    text = screen.getvalue()
+    assert "2/3" in text and "/min" in text and "ETA" in text and "correct 1, compile_error 1" in text
+    assert "forge eval: 2/3 done" not in text  # the bar, not the plain lines

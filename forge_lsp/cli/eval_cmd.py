@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import json
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TextIO
 
@@ -253,6 +255,70 @@ class StageProgress:
                 return
 
 
+class BatchProgress:
+    """`forge eval DIR`'s progress on stderr: candidates done of the total, the rate, the time left and the counts by
+    status. On a terminal, a rich progress bar that the verdicts and stage lines print above; otherwise one plain
+    line per candidate done (a log reads them in order)."""
+
+    def __init__(self, total: int, console: Console | None = None) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.total, self.done = total, 0
+        self.counts: Counter[str] = Counter()
+        self.t0 = time.monotonic()
+        self.console = console or Console(stderr=True)
+        self.live = self.console.is_terminal
+        self.bar = (
+            Progress(
+                TextColumn("forge eval"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[counts]}"),
+                console=self.console,
+                redirect_stdout=False,
+                transient=False,
+            )
+            if self.live
+            else None
+        )
+        self._task = self.bar.add_task("", total=total, rate="", counts="") if self.bar is not None else None
+
+    def __enter__(self) -> BatchProgress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def rate(self) -> float:
+        """Candidates done a minute so far."""
+        elapsed = time.monotonic() - self.t0
+        return 60.0 * self.done / elapsed if elapsed > 0 else 0.0
+
+    def counts_text(self) -> str:
+        return ", ".join(f"{k} {n}" for k, n in self.counts.most_common())
+
+    def line(self) -> str:
+        """The plain line: ``forge eval: 12/40 done, 25.3 a minute, about 67 s left; correct 9, incorrect 3``."""
+        rate = self.rate()
+        left = (self.total - self.done) * 60.0 / rate if rate > 0 else float("nan")
+        eta = f"about {left:.0f} s left" if left == left else "time left unknown"
+        return f"forge eval: {self.done}/{self.total} done, {rate:.1f} a minute, {eta}; {self.counts_text()}"
+
+    def result(self, verdict: Verdict) -> None:
+        self.done += 1
+        self.counts[verdict.status.value] += 1
+        if self.bar is not None and self._task is not None:
+            self.bar.update(self._task, completed=self.done, rate=f"{self.rate():.1f}/min", counts=self.counts_text())
+        else:
+            self.console.print(self.line(), markup=False, highlight=False, soft_wrap=True)
+
+
 class EventLog:
     """`--events FILE`: each `ExecEvent` as one JSON line, written as it happens (a run cut short keeps what it
     did). Events come from the executor's threads."""
@@ -451,11 +517,14 @@ def run(args: argparse.Namespace) -> int:
     results: list[dict] = []
     said: set[str] = set()  # tasks whose own failure was said
     clock = Stopwatch()
-    with executor as ex, StageProgress(sys.stderr) as progress:
+    batch = BatchProgress(len(work), console(stderr=True)) if len(work) > 1 else None
+    with executor as ex, batch or contextlib.nullcontext(), StageProgress(sys.stderr) as progress:
 
         def show(r: Evaluated) -> None:
             """Each candidate's result, in the order of the work, as soon as it and those before it are in."""
             progress.done()
+            if batch is not None:
+                batch.result(r.verdict)
             task, cand, v = r.task, r.candidate, r.verdict
             if v.stages.get("reference", 0.0) < 0 and task.sha not in said:  # the task's own model failed
                 said.add(task.sha)
