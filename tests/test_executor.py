@@ -252,3 +252,17 @@ def test_workers_are_closed_at_once_not_one_after_the_other():
     close_all([Leaving() for _ in range(9)])  # type: ignore[list-item]
     assert len(Leaving.ended) == 9
     assert max(Leaving.started) < min(Leaving.ended), "a worker was closed only after another had left"
+
+
+def test_build_workers_follow_the_machines_cores_and_memory_and_a_cap_the_user_sets(monkeypatch):
+    """One builder per core but the device's, as many as half the available memory holds at 2 GiB each, at least
+    one; $FORGE_BUILD_WORKERS caps it."""
+    from forge_lsp.engine.executor import default_build_workers
+
+    monkeypatch.delenv("FORGE_BUILD_WORKERS", raising=False)
+    assert default_build_workers(cores=16, memory=128 << 30) == 15  # the H200 host: cores bound it
+    assert default_build_workers(cores=16, memory=16 << 30) == 4  # memory bounds it
+    assert default_build_workers(cores=2, memory=24 << 30) == 1  # the CI machine
+    assert default_build_workers(cores=64, memory=1 << 30) == 1  # never none
+    monkeypatch.setenv("FORGE_BUILD_WORKERS", "3")
+    assert default_build_workers(cores=16, memory=128 << 30) == 3

@@ -13,6 +13,7 @@ Settings come from ``[tool.forge]`` in the workspace's ``pyproject.toml`` and/or
     compile_modes = ["default", "reduce-overhead"]  # torch.compile offline candidates (default: all three)
     executor = "local"                    # where evaluations run: local (one worker per visible device),
                                           # ray (RAY_ADDRESS's cluster, else a local Ray) or ray://HOST:PORT
+    build_workers = 8                     # processes compiling candidates at once (default: from cores, memory)
     strict = false                        # true: a candidate must hold on the full domain (any layout, any
                                           # current stream), not only where the task calls it
 
@@ -183,6 +184,12 @@ class AgentConfig(BaseModel):
         "forge-lsp[ray]) or ray://HOST:PORT (that cluster through the Ray Client)",
     )
 
+    build_workers: int | None = Field(
+        default=None,
+        ge=1,
+        description="processes that compile candidates at once (default: $FORGE_BUILD_WORKERS, else one per core but "
+        "one, as many as half the available memory holds at 2 GiB each)",
+    )
     strict: bool = Field(
         default=False,
         description="ask for the full domain: a candidate wrong only for strided inputs or on a side stream is "

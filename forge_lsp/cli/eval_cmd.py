@@ -135,6 +135,13 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--cache-dir", type=Path, help="compile cache (default ~/.cache/forge-lsp)")
     p.add_argument(
+        "--build-workers",
+        type=positive_int,
+        metavar="N",
+        help="processes that compile candidates at once (default: $FORGE_BUILD_WORKERS, else one per core but one, "
+        "as many as half the available memory holds at 2 GiB each)",
+    )
+    p.add_argument(
         "--events",
         type=Path,
         metavar="FILE",
@@ -501,7 +508,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"forge eval: cannot read {p}: {exc}", file=sys.stderr)
                 return 2
     try:
-        executor = make_executor(args.executor, device, options=opts, cache_dir=args.cache_dir)
+        executor = make_executor(
+            args.executor, device, options=opts, cache_dir=args.cache_dir, build_workers=args.build_workers
+        )
     except (ValueError, ExecutorUnavailable) as exc:
         print(f"forge eval: {exc}", file=sys.stderr)
         return 2

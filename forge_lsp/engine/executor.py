@@ -190,6 +190,41 @@ def local_devices(device: str = "auto") -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ interface
+#: A load_inline build's peak resident memory: nvcc on a slim-prelude .cu peaked at 0.87 GB (`/usr/bin/time -v`, nvcc
+#: 13.0, the CPU host, 2026-12-03), beside g++ on main.cpp at the same time (ninja builds both), plus the build
+#: worker's own interpreter with torch imported (~0.4 GB): 2 GiB a build worker, with room to spare.
+BUILD_PEAK_BYTES = 2 << 30
+#: The share of the machine's available memory the build workers may take together.
+BUILD_MEMORY_SHARE = 0.5
+
+
+def available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo, in bytes (None where it cannot be read)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def default_build_workers(cores: int | None = None, memory: int | None = None) -> int:
+    """How many build workers this machine runs: ``$FORGE_BUILD_WORKERS`` when set (a cap the user chose), else one
+    per core but the device worker's, as many as `BUILD_MEMORY_SHARE` of the available memory holds at
+    `BUILD_PEAK_BYTES` each; at least one."""
+    env = os.environ.get("FORGE_BUILD_WORKERS", "").strip()
+    if env.isdigit():
+        return max(0, int(env))
+    cores = cores if cores is not None else (os.cpu_count() or 2)
+    memory = memory if memory is not None else available_memory()
+    n = max(1, cores - 1)
+    if memory is not None:
+        n = min(n, int(memory * BUILD_MEMORY_SHARE // BUILD_PEAK_BYTES))
+    return max(1, n)
+
+
 @dataclass(eq=False)
 class Job:
     id: int
@@ -353,8 +388,7 @@ class LocalPool(Executor):
             d: Evaluator(d, options=self.options, cache_dir=self.cache_dir, build_workers=0, python=python)
             for d in self.devices
         }
-        cores = os.cpu_count() or 2
-        self.n_builders = build_workers if build_workers is not None else max(1, min(8, cores // 2))
+        self.n_builders = build_workers if build_workers is not None else default_build_workers()
         self._builders: list[Worker] = []
         self._cv = threading.Condition()
         self._build_q: list[Job] = []  # waiting for a build worker, in submission order

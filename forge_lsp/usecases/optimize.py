@@ -41,7 +41,13 @@ def executor_for(config: AgentConfig, device: str, cache_dir: Path | None = None
     """The executor the configuration names (`executor`: local, ray, ray://HOST:PORT) on `device`; a
     `UseCaseError` that says what to install or change when it cannot be made."""
     try:
-        return make_executor(config.executor, device, options=eval_options(config), cache_dir=cache_dir)
+        return make_executor(
+            config.executor,
+            device,
+            options=eval_options(config),
+            cache_dir=cache_dir,
+            build_workers=config.build_workers,
+        )
     except (ValueError, ExecutorUnavailable) as exc:
         raise UseCaseError(str(exc)) from exc
 
