@@ -66,6 +66,7 @@ def test_directory_of_pairs(tmp_path, cache_dir):
     assert summary["candidates"] == 2 and summary["by_status"] == {"correct": 1, "incorrect": 1}
     assert summary["failed_checks"] == [["outputs_match", 1]] and summary["per_minute"] > 0
     assert summary["by_domain"] == {"any layout": 1}
+    assert 0 < summary["device_busy"] <= 1 and "the device busy" not in r.stdout  # (JSON: only in the summary)
     assert "batch_size=5" in next(
         c["detail"] for c in verdicts["softmax_small_good"]["checks"] if c["name"] == "outputs_match"
     )

@@ -435,6 +435,7 @@ def test_eval_events_say_what_happened_to_each_candidate_and_when(tmp_path):
         kinds = [e["kind"] for e in evs]
         assert kinds[0] == "queued" and kinds[-1] == "verdict", (name, kinds)
         assert evs[-1]["status"] == "correct" and evs[-1]["device"] == "cpu"
+        assert 0 < evs[-1]["seconds"] <= evs[-1]["t"] - evs[0]["t"]  # the device's time on it
         assert [e["t"] for e in evs] == sorted(e["t"] for e in evs)  # in the order they happened
         assert {e["stage"] for e in evs if e["kind"] == "stage"} >= {"compile", "first_call", "verify"}
         assert all(e["task"] == "softmax_small" for e in evs)

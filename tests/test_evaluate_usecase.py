@@ -42,4 +42,5 @@ def test_each_result_comes_once_with_its_repair_and_the_summary_counts_them(cach
     assert s.by_domain == {"contiguous inputs only": 1, "any layout": 1} and s.narrowed_by == [
         ("noncontiguous_inputs", 1)
     ]
-    assert s.per_minute == 12.0
+    assert s.per_minute == 12.0 and s.device_busy is None
+    assert summarize(results, 10.0, {"cuda:0": 4.0, "cuda:1": 2.0}).device_busy == 0.3

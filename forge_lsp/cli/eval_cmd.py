@@ -436,6 +436,7 @@ def render_summary(out: Console, s: BatchSummary) -> None:
         f"[bold]{correct}/{s.candidates} candidates correct[/]"
         + (f" ({after} with their repairs)" if after != correct else "")
         + f" in {s.wall_s:.1f} s, {s.per_minute:.1f} a minute"
+        + (f", the device busy {100 * s.device_busy:.0f}% of it" if s.device_busy is not None else "")
     )
     out.print("  by status: " + ", ".join(f"{k} {n}" for k, n in s.by_status.items()))
     if s.by_domain:
@@ -575,9 +576,10 @@ def run(args: argparse.Namespace) -> int:
             on_stage=lambda c, stage: progress.stage(c.name, stage),
             on_result=show,
         )
+        busy = ex.busy_seconds()
     if events is not None:
         events.close()
-    summary = summarize(evaluated, clock.seconds())
+    summary = summarize(evaluated, clock.seconds(), busy)
     all_ok = all(r["verdict"]["status"] == "correct" for r in results)
     if args.json:
         if len(results) > 1 or args.task.is_dir():

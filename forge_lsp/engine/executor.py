@@ -292,6 +292,11 @@ class Executor(ABC):
         when it fails, every candidate of the task gets that failure as its verdict. The future's result is the
         verdict; its exception only ever `EvaluationCancelled`."""
 
+    def busy_seconds(self) -> dict[str, float]:
+        """Seconds each device spent on evaluations (and on loading tasks and their own models) so far; {} where the
+        executor does not count them."""
+        return {}
+
     @abstractmethod
     def check_reference(self, task: Task, options: EvalOptions | None = None) -> Prepared:
         """The task's model alone, before any candidate (see `Evaluator.check_reference`)."""
@@ -395,6 +400,7 @@ class LocalPool(Executor):
         self._building: list[Job] = []  # with a build worker now
         self._ready: list[Job] = []  # built (or nothing to build): waiting for a device
         self._in_flight: dict[str, Job] = {}  # device -> the job its worker runs
+        self._busy: dict[str, float] = {}  # device -> seconds its worker spent on evaluations and task preparation
         self._current: dict[str, str] = {}  # device -> sha of the task its worker holds the inputs of
         self._task_failed: dict[str, tuple[Prepared, bool]] = {}  # task sha -> (what failed, reference?)
         self._referenced: set[str] = set()  # task shas whose own model ran alone and passed
@@ -609,6 +615,7 @@ class LocalPool(Executor):
                     self._current[device] = ahead.task.sha  # no other device prepares it meanwhile
                 if job is not None:
                     self._in_flight[device] = job
+            began = time.monotonic()
             try:
                 if ahead is not None:
                     if ahead.reference and ahead.task.sha not in self._referenced:
@@ -631,13 +638,21 @@ class LocalPool(Executor):
                     self._fail(job, exc)
                 continue
             finally:
+                held = time.monotonic() - began
                 with self._cv:
+                    self._busy[device] = self._busy.get(device, 0.0) + held
                     if job is not None:
                         self._in_flight.pop(device, None)
                     self._cv.notify_all()
             self._emit(
                 ExecEvent(
-                    "verdict", job.id, job.task.name, job.candidate.name, device=device, status=verdict.status.value
+                    "verdict",
+                    job.id,
+                    job.task.name,
+                    job.candidate.name,
+                    device=device,
+                    status=verdict.status.value,
+                    seconds=round(held, 4),  # the device's time on this evaluation
                 )
             )
             if not job.future.done():
@@ -699,6 +714,10 @@ class LocalPool(Executor):
         return verdict
 
     # ---------------------------------------------------------------------------------- tests and tools
+    def busy_seconds(self) -> dict[str, float]:
+        with self._cv:
+            return dict(self._busy)
+
     def queue_lengths(self) -> dict[str, int]:
         with self._cv:
             return {"to_build": len(self._build_q), "building": len(self._building), "ready": len(self._ready)}

@@ -81,6 +81,9 @@ class BatchSummary(BaseModel):
     )
     wall_s: float
     per_minute: float = Field(description="candidates (originals) evaluated a minute, repairs included in the time")
+    device_busy: float | None = Field(
+        None, description="the share of the wall time the devices spent evaluating (0-1, averaged over the devices)"
+    )
 
 
 @dataclass
@@ -186,8 +189,8 @@ def _original(item: _Item) -> Candidate:
     return item.candidate.model_copy(update={"name": name})
 
 
-def summarize(results: Sequence[Evaluated], wall_s: float) -> BatchSummary:
-    """Counts of a batch (see `BatchSummary`)."""
+def summarize(results: Sequence[Evaluated], wall_s: float, busy: dict[str, float] | None = None) -> BatchSummary:
+    """Counts of a batch (see `BatchSummary`); `busy`: each device's seconds of work (`Executor.busy_seconds`)."""
     by_status = Counter(r.verdict.status.value for r in results)
     by_domain = Counter(
         r.verdict.domain.describe() if r.verdict.domain is not None else "not stated"
@@ -215,6 +218,7 @@ def summarize(results: Sequence[Evaluated], wall_s: float) -> BatchSummary:
         after_repair=dict(Counter(r.final.status.value for r in results).most_common()),
         wall_s=round(wall_s, 3),
         per_minute=round(60.0 * len(results) / wall_s, 2) if wall_s > 0 else 0.0,
+        device_busy=round(min(1.0, sum(busy.values()) / (wall_s * len(busy))), 3) if busy and wall_s > 0 else None,
     )
 
 
