@@ -94,6 +94,8 @@ def main() -> int:
     ap.add_argument("--structured-only", action="store_true", help="only the structured-input corpus (CPU too)")
     ap.add_argument("--limit", type=int, default=0, help="at most this many model-style candidates (0: all)")
     ap.add_argument("--first", default="", help="evaluate the candidates of expected/FIRST.json before the others")
+    ap.add_argument("--only", default="", help="only the candidates of expected/ONLY.json (and the structured corpus)")
+    ap.add_argument("--no-structured", action="store_true", help="leave the structured-input corpus out")
     ap.add_argument(
         "--timing-budget", type=float, default=1.0, help="seconds of timing per candidate (EvalOptions.timing_budget_s)"
     )
@@ -106,12 +108,15 @@ def main() -> int:
         for task_path, cand_paths in pairs:
             task = load_task(task_path)
             work += [(task, load_candidate(p)) for p in cand_paths]
+        if args.only:
+            only = set(json.loads((EXPECTED / f"{args.only}.json").read_text()))
+            work = [tc for tc in work if tc[1].path.stem in only]
         if args.first:
             first = set(json.loads((EXPECTED / f"{args.first}.json").read_text()))
             work.sort(key=lambda tc: tc[1].path.stem not in first)  # stable: that file's candidates first
         if args.limit:
             work = work[: args.limit]
-    for task_path, cand_paths in pair_directory(STRUCTURED, STRUCTURED):
+    for task_path, cand_paths in [] if args.no_structured else pair_directory(STRUCTURED, STRUCTURED):
         task = load_task(task_path)
         for p in cand_paths:
             expected[p.stem] = {
@@ -160,17 +165,21 @@ def main() -> int:
     timer = threading.Timer(args.budget_s, executor.cancel)
     timer.start()
     evaluated: list[Evaluated] = []
+    busy: dict[str, float] = {}
     cut = False
     try:
         with executor:
-            evaluated = evaluate_batch(executor, work, on_result=on_result, ordered=False)
+            try:
+                evaluated = evaluate_batch(executor, work, on_result=on_result, ordered=False)
+            finally:
+                busy = executor.busy_seconds()
     except EvaluationCancelled:
         cut = True
     finally:
         timer.cancel()
     wall = time.perf_counter() - t0
     save()
-    summary = summarize(evaluated, wall) if evaluated else None
+    summary = summarize(evaluated, wall, busy) if evaluated else None
 
     print()
     print(
@@ -194,9 +203,15 @@ def main() -> int:
             + ", ".join(f"{k} {n}" for k, n in Counter(k for x in reps for k in x["applied"]).most_common())
         )
     if summary is not None:
-        print(f"wall {wall:.1f} s, {summary.per_minute:.1f} candidates a minute (repairs included in the time)")
+        print(
+            f"wall {wall:.1f} s, {summary.per_minute:.1f} candidates a minute (repairs included in the time), "
+            f"device busy {summary.device_busy}"
+        )
     if cut:
-        print(f"cut at the {args.budget_s:g} s budget: {len(rows)} of {len(work)} results")
+        print(
+            f"cut at the {args.budget_s:g} s budget: {len(rows)} of {len(work)} results "
+            f"({len(rows) / wall * 60:.1f} a minute)"
+        )
     for r in rows:
         if r["diff"]:
             print(f"MISMATCH {r['candidate']}: {'; '.join(r['diff'])} — {r['got']['reason'][:160]}")

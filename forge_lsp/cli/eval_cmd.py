@@ -565,8 +565,8 @@ def run(args: argparse.Namespace) -> int:
             )
             results.append(entry)
 
-        # every task's own model runs alone first (a failure there is the user's, and no candidate's code runs);
-        # the candidates of every task build meanwhile and after, spread over the build workers, while the
+        # every task's candidates build at once, spread over the build workers; on a device, each task's own model
+        # runs alone before any of its candidates (a failure there is the user's, and no candidate's code runs), while the
         # devices verify and time those built; repairs are submitted as their originals' verdicts come in
         evaluated = evaluate_batch(
             ex,

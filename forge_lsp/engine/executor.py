@@ -511,19 +511,17 @@ class LocalPool(Executor):
 
     # ---------------------------------------------------------------------------------- builders
     def _buildable(self) -> Job | None:
-        """The next queued job for a build worker, in submission order: candidate code runs only after its task's
-        own model passed alone, so a job whose task is still being checked holds the queue (the devices check
-        those tasks first). Under the lock; jobs of a task that failed go straight to a device, which says so."""
+        """The next queued job for a build worker, in submission order. Builds do not wait for their task's own model:
+        they run in processes of their own, without a GPU, and the device's worker still calls the task's model alone
+        before any of its candidates. Under the lock; jobs of a task that failed go straight to a device, which says
+        so."""
         while self._build_q:
             job = self._build_q[0]
-            sha = job.task.sha
-            if sha in self._task_failed:
+            if job.task.sha in self._task_failed:
                 self._ready.append(self._build_q.pop(0))
                 self._cv.notify_all()
                 continue
-            if not job.reference or sha in self._referenced:
-                return self._build_q.pop(0)
-            return None
+            return self._build_q.pop(0)
         return None
 
     def _build_loop(self, builder: Worker) -> None:
@@ -581,21 +579,24 @@ class LocalPool(Executor):
     def _pick(self, device: str) -> tuple[Job | None, Job | None]:
         """(the next job for `device`, or one whose task to check or prepare first). Under the lock.
 
-        First the task's own model of a queued build that waits for it (the build workers wait), then the jobs
-        ready (those of the task the device holds first), then, idle while candidates build, the next task
-        loaded and its inputs drawn — unless a device holds that task already."""
+        Built candidates first: those of the task the device holds, then those whose task's own model passed. Then a
+        built candidate whose task's model has not run yet: that model, alone, now (its candidates follow). Idle
+        while candidates build, the task of the one nearest to ready (building, then queued) is checked or loaded
+        ahead, its inputs drawn — unless a device holds that task already. So each task's model runs when its first
+        candidate is about ready, not all of them before any candidate."""
         held = set(self._current.values())
-        for job in self._build_q:
-            sha = job.task.sha
-            if job.reference and sha not in self._referenced and sha not in self._task_failed and sha not in held:
-                return None, job
         current = self._current.get(device)
         for i, job in enumerate(self._ready):
             if job.task.sha == current:
                 return self._ready.pop(i), None
-        if self._ready:
-            return self._ready.pop(0), None
-        for job in self._build_q + self._building:
+        for i, job in enumerate(self._ready):
+            sha = job.task.sha
+            if not job.reference or sha in self._referenced or sha in self._task_failed:
+                return self._ready.pop(i), None
+        for job in self._ready:
+            if job.task.sha not in held:
+                return None, job  # its task's own model first
+        for job in self._building + self._build_q:
             sha = job.task.sha
             if sha not in held and sha not in self._task_failed:
                 return None, job
