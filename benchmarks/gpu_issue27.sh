@@ -8,7 +8,7 @@
 export FORGE_CACHE_DIR=${FORGE_CACHE_DIR:-/tmp/fc} PYTHONUNBUFFERED=1
 budget=${CORPUS_BUDGET:-150}
 if [ "${GPU_TESTS:-1}" != 0 ]; then
-  (timeout $((budget + 20)) python3 -m pytest -q -m "gpu and not slow" -p no:cacheprovider tests/test_structured_inputs.py \
+  (timeout $((budget + 20)) python3 -m pytest -q -rP -m "gpu and not slow" -p no:cacheprovider tests/test_structured_inputs.py \
      tests/test_guards.py tests/test_adversarial.py -k "${GPU_K:-not nothing}" > "$OUT/gpu_tests.log" 2>&1) &
 fi
 if [ "${EXTRAS:-1}" != 0 ]; then
@@ -28,4 +28,6 @@ grep -E "^MISMATCH" "$OUT/corpus.log" | cut -c1-260 | head -40
 tail -24 "$OUT/corpus.log" | grep -v "^MISMATCH"
 [ -s "$OUT/guard.log" ] && tail -6 "$OUT/guard.log"
 [ -s "$OUT/gpu_tests.log" ] && grep -E "FAILED|ERROR|passed|failed" "$OUT/gpu_tests.log" | cut -c1-300 | tail -25
+true
+[ -s "$OUT/gpu_tests.log" ] && grep -E "^(g8|gi)-[a-z0-9-]+: " "$OUT/gpu_tests.log" | sort -u
 true

@@ -187,7 +187,9 @@ def _gpu_params(cases: list[Case]) -> list:
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", _gpu_params(GPU_CHEATS))
 def test_gpu_cheat_is_rejected(gpu_adv_evaluator, case: Case):
-    assert_rejected(evaluate(gpu_adv_evaluator, case), case)
+    v = evaluate(gpu_adv_evaluator, case)
+    print(f"{case.id}: {v.status.value} {v.failed_check}")  # which check caught it (pytest -rP shows it)
+    assert_rejected(v, case)
 
 
 @pytest.mark.gpu

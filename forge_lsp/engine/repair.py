@@ -873,12 +873,14 @@ def _reads_raw_memory(source: str, tree: ast.Module) -> bool:
 def _wanted(verdict: Verdict) -> set[RepairKind]:
     """The repairs the verdict's own findings ask for: its domain's limits and a strict-mode failure."""
     out: set[RepairKind] = set()
-    axes = {c.narrows for c in verdict.checks if c.narrows}
-    domain = verdict.domain
+    axes: set[str] = set()
+    domain = verdict.domain if verdict.status is Status.correct else None
+    if verdict.status is Status.correct:
+        # a failed verdict failed for another cause (wrong values, a crash, a mutated input), which no mechanical
+        # repair of its limits fixes: its domain and narrowings hold what was found before it failed, and ask nothing
+        axes |= {c.narrows for c in verdict.checks if c.narrows}
     if domain is not None:
-        # a failed verdict's domain holds what was verified before it failed, not a limit found: only a correct one
-        # on the default stream asks for the stream repair by its domain alone
-        if domain.streams == "default" and verdict.status is Status.correct:
+        if domain.streams == "default":
             axes.add("streams")
         for n in domain.narrowed:
             axes.add(n.axis)

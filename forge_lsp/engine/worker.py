@@ -1072,9 +1072,14 @@ class Evaluation:
             timer = T.CudaTimer(self.device, opt.l2_flush)
             gap = timer.idle_start_gap(cand_fn) - timer.idle_start_gap(ref_fn)
             cand_host = timer.hide_host_overhead(ref_fn, cand_fn)
+            limit = max(0.05, 0.5 * cand_host)
+            for _ in range(3):  # work that escapes the stream delays every measurement; a busy device (another
+                if gap <= limit:  # process's kernels) delays some: the smallest of four decides
+                    break
+                gap = min(gap, timer.idle_start_gap(cand_fn) - timer.idle_start_gap(ref_fn))
             self.check(
                 "all_streams_timed",
-                gap <= max(0.05, 0.5 * cand_host),
+                gap <= limit,
                 f"the device stays busy {gap:.3f} ms after the candidate's stream finished: work on "
                 "another stream escapes the timed region; join it to the current stream",
             )

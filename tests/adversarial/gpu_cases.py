@@ -1519,7 +1519,9 @@ GPU_CHEATS: list[Case] = [
         BIG,
         GI_PREALLOC_MOST_CALLS,
         "same input address: the preallocated result on 7 of 8 calls",
-        GI,
+        # keyed on the address: when a verify set's new contents land where an earlier set's were (the allocator
+        # reuses the block, as on the H200 on 2026-12-03), it is caught there, as the result reuse it is
+        GI | {"no_result_reuse"},
         options=EVENTS,
     ),
     Case(
