@@ -863,7 +863,11 @@ def test_a_verdict_that_narrowed_and_then_failed_asks_for_no_repair():
     forge's sizes, a mutated input): its narrowings were found, but no mechanical repair fixes what it failed for."""
 
     source = 'SRC = """\n__global__ void k(float* x) {}\nvoid f(float* x) { k<<<1, 32>>>(x); }\n"""\n'
-    for status, check in [(Status.incorrect, "other_sizes"), (Status.incorrect, "inputs_unchanged"), (Status.runtime_error, None)]:
+    for status, check in [
+        (Status.incorrect, "other_sizes"),
+        (Status.incorrect, "inputs_unchanged"),
+        (Status.runtime_error, None),
+    ]:
         failed = Verdict(status=status, failed_check=check, domain=streams_narrowed())
         assert repair_candidate(source, failed) is None, (status, check)
     strict = Verdict(status=Status.incorrect, failed_check="current_stream", domain=Domain(streams="default"))
