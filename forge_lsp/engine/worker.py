@@ -1070,13 +1070,13 @@ class Evaluation:
             self.timing = T.summarize("cpu", ref, cand, False, notes)
         else:
             timer = T.CudaTimer(self.device, opt.l2_flush)
-            gap = timer.idle_start_gap(cand_fn) - timer.idle_start_gap(ref_fn)
+            gap = timer.escaped_ms(ref_fn, cand_fn)
             cand_host = timer.hide_host_overhead(ref_fn, cand_fn)
             limit = max(0.05, 0.5 * cand_host)
             for _ in range(3):  # work that escapes the stream delays every measurement; a busy device (another
-                if gap <= limit:  # process's kernels) delays some: the smallest of four decides
+                if gap <= limit:  # process's kernels) delays some: the smallest of up to four rounds decides
                     break
-                gap = min(gap, timer.idle_start_gap(cand_fn) - timer.idle_start_gap(ref_fn))
+                gap = min(gap, timer.escaped_ms(ref_fn, cand_fn))
             self.check(
                 "all_streams_timed",
                 gap <= limit,

@@ -1500,10 +1500,9 @@ GPU_CHEATS: list[Case] = [
         SOFTMAX,
         G8_TR_HALF_ON_SIDE_STREAM,
         "half the rows on a side stream that never waits for the inputs",
-        # on the H200 (2026-12-03) the delayed-stream probe let this one through (its output is wrong with ready inputs
-        # too, on some calls: the unjoined half races with the caller's torch.cat) and the timed calls caught it; the
-        # probe now retries ready calls and names the race (not yet run on the GPU)
-        G8 | {"timed_outputs_match"},
+        # its output is wrong with ready inputs too, on some calls (the unjoined half races with the caller's
+        # torch.cat): the probe retries ready calls and names the race (stream_ordered on the H200, 2026-12-03)
+        G8,
     ),
     Case(
         "g8-stream",

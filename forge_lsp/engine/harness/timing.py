@@ -2,7 +2,7 @@
 
 CUDA: each sample is a pair of device events around one call (see `CudaTimer`), followed by
 a synchronization of the whole device; a separate pass from an idle device compares host
-and event time, so work left running on another stream shows up (`idle_start_gap`).
+and event time, so work left running on another stream shows up (`escaped_ms`).
 Reference and candidate alternate A B B A ... so drift cancels.
 CPU: `time.perf_counter_ns` with the same interleaving.
 """
@@ -111,20 +111,29 @@ class CudaTimer:
         into.device_ms.append(self.start.elapsed_time(self.end))
         into.host_ms.append((t1 - t0) / 1e6)
 
-    def idle_start_gap(self, fn: Callable[[], Any], n: int = 10) -> float:
-        """Median ms the device stays busy after `fn`'s stream has finished (no delay, idle start)."""
-        gaps = []
+    def idle_start_gap(self, fn: Callable[[], Any]) -> float:
+        """Ms the device stays busy after `fn`'s stream has finished, on one call from an idle start: the wall time
+        to a device-wide synchronize less the event time on the stream."""
         stream = torch.cuda.current_stream(self.device)
+        torch.cuda.synchronize(self.device)
+        self.start.record(stream)
+        t0 = time.perf_counter_ns()
+        fn()
+        self.end.record(stream)
+        torch.cuda.synchronize(self.device)
+        t1 = time.perf_counter_ns()
+        return (t1 - t0) / 1e6 - self.start.elapsed_time(self.end)
+
+    def escaped_ms(self, ref_fn: Callable[[], Any], cand_fn: Callable[[], Any], n: int = 10) -> float:
+        """How much longer the device stays busy after the candidate's stream finished than after the reference's
+        (ms): the lower quartile of `n` paired, interleaved differences. Work the candidate leaves on another stream
+        delays every call of it (or most); another process's kernels on the same device delay calls of either at
+        random, and cancel in the pairing."""
+        diffs = []
         for _ in range(n):
-            torch.cuda.synchronize(self.device)
-            self.start.record(stream)
-            t0 = time.perf_counter_ns()
-            fn()
-            self.end.record(stream)
-            torch.cuda.synchronize(self.device)
-            t1 = time.perf_counter_ns()
-            gaps.append((t1 - t0) / 1e6 - self.start.elapsed_time(self.end))
-        return statistics.median(gaps)
+            r = self.idle_start_gap(ref_fn)
+            diffs.append(self.idle_start_gap(cand_fn) - r)
+        return statistics.quantiles(diffs, n=4)[0]
 
 
 class GraphTimer(CudaTimer):
