@@ -874,10 +874,10 @@ def _wanted(verdict: Verdict) -> set[RepairKind]:
     """The repairs the verdict's own findings ask for: its domain's limits and a strict-mode failure."""
     out: set[RepairKind] = set()
     axes: set[str] = set()
+    # a failed verdict failed for another cause (wrong values, a crash, a mutated input), which no mechanical repair
+    # of its limits fixes: its domain and narrowings hold what was found before it failed, and ask nothing
     domain = verdict.domain if verdict.status is Status.correct else None
     if verdict.status is Status.correct:
-        # a failed verdict failed for another cause (wrong values, a crash, a mutated input), which no mechanical
-        # repair of its limits fixes: its domain and narrowings hold what was found before it failed, and ask nothing
         axes |= {c.narrows for c in verdict.checks if c.narrows}
     if domain is not None:
         if domain.streams == "default":
