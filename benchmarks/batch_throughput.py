@@ -48,7 +48,7 @@ CAND_DIRS = [ROOT / "corpus" / "model_style" / "candidates", ROOT / "benchmarks"
 EXPECTED = ROOT / "corpus" / "model_style" / "expected"
 STRUCTURED = ROOT / "corpus" / "structured"
 #: words in a verdict's reason or traceback that say the harness failed, not the candidate
-HARNESS_WORDS = ("forge_lsp/engine/worker.py\", line", "internal error", "harness error", "WorkerProtocolError")
+HARNESS_WORDS = ('forge_lsp/engine/worker.py", line', "internal error", "harness error", "WorkerProtocolError")
 
 
 def corpus(structured: bool) -> list[tuple]:
@@ -136,8 +136,12 @@ class Timeline:
                 if e.seconds:
                     _spread(busy, e.t - t0 - e.seconds, e.t - t0, step)
         return [
-            {"t": round(i * step), "verdicts": done[i], "building": round(building[i] / step, 1),
-             "device_busy": round(min(1.0, busy[i] / step), 2)}
+            {
+                "t": round(i * step),
+                "verdicts": done[i],
+                "building": round(building[i] / step, 1),
+                "device_busy": round(min(1.0, busy[i] / step), 2),
+            }
             for i in range(n)
         ]
 
@@ -217,7 +221,9 @@ def main() -> int:
             if v:
                 stage_sum.update({k: s for k, s in v["stages"].items() if k not in ("total", "build") and s > 0})
                 cost_sum.update(v["costs"])
-    harness = [r for r in evaluated if is_harness_failure(r.verdict) or (r.repair and is_harness_failure(r.repair.verdict))]
+    harness = [
+        r for r in evaluated if is_harness_failure(r.verdict) or (r.repair and is_harness_failure(r.repair.verdict))
+    ]
     summary = summarize(evaluated, wall, busy) if evaluated else None
     busy_s = sum(busy.values())
     state.update(
@@ -252,8 +258,10 @@ def main() -> int:
     for row in rows:
         want = expected.get(row["candidate"])
         if want and (want["status"], want["failed_check"]) != (row["status"], row["failed_check"]):
-            mism.append(f"{row['candidate']}: expected {want['status']}/{want['failed_check']}, got "
-                        f"{row['status']}/{row['failed_check']}: {row['reason'][:120]}")
+            mism.append(
+                f"{row['candidate']}: expected {want['status']}/{want['failed_check']}, got "
+                f"{row['status']}/{row['failed_check']}: {row['reason'][:120]}"
+            )
     state["unexpected"] = mism
     changed = []
     if args.compare and args.compare.exists():
@@ -265,10 +273,14 @@ def main() -> int:
             key = ("status", "failed_check", "layouts", "streams")
             rb, ra = b.get("repaired") or {}, row.get("repaired") or {}
             if any(b[k] != row[k] for k in key) or any(rb.get(k) != ra.get(k) for k in key):
-                changed.append(f"{row['candidate']}: {b['status']}/{b['failed_check']} -> {row['status']}/"
-                               f"{row['failed_check']}")
-        state["changed_vs"] = {"file": str(args.compare), "common": len(set(before) & {r['candidate'] for r in rows}),
-                               "changed": changed}
+                changed.append(
+                    f"{row['candidate']}: {b['status']}/{b['failed_check']} -> {row['status']}/{row['failed_check']}"
+                )
+        state["changed_vs"] = {
+            "file": str(args.compare),
+            "common": len(set(before) & {r["candidate"] for r in rows}),
+            "changed": changed,
+        }
     save()
 
     print()
@@ -279,7 +291,9 @@ def main() -> int:
         print("UNEXPECTED", m[:240])
     for c in changed[:20]:
         print("CHANGED", c[:240])
-    print(f"stages (s, summed): {state['stages_s']}; reference {state['reference_s']} s; costs {state['check_costs_s']}")
+    print(
+        f"stages (s, summed): {state['stages_s']}; reference {state['reference_s']} s; costs {state['check_costs_s']}"
+    )
     print(f"by status: {state['by_status']}")
     print(
         f"{args.label or 'run':<6} judged {len(rows)}/{len(work)}{' (cut)' if cut else ''} in {wall:.0f} s: "

@@ -266,3 +266,73 @@ def test_build_workers_follow_the_machines_cores_and_memory_and_a_cap_the_user_s
     assert default_build_workers(cores=64, memory=1 << 30) == 1  # never none
     monkeypatch.setenv("FORGE_BUILD_WORKERS", "3")
     assert default_build_workers(cores=16, memory=128 << 30) == 3
+
+
+@pytest.mark.slow
+def test_a_build_error_is_answered_without_the_device_or_its_tasks_own_model(tmp_path, fast_options):
+    """A candidate whose build fails gets its `compile_error` verdict as soon as the build is done: it waits neither
+    for a device nor for its task's own model (here one that takes a minute)."""
+    slow = tmp_path / "slow_model.py"
+    slow.write_text(
+        (FIXTURES / "softmax_small.py")
+        .read_text()
+        .replace(
+            "return torch.softmax(x, dim=1)",
+            "import time\n        time.sleep(60)\n        return torch.softmax(x, dim=1)",
+        )
+    )
+    events: list[ExecEvent] = []
+    pool = LocalPool("cpu", options=fast_options, cache_dir=tmp_path / "cache", build_workers=1)
+    pool.subscribe(events.append)
+    try:
+        t0 = time.monotonic()
+        future = pool.submit(load_task(slow), Candidate.from_source(C.CPP_COMPILE_ERROR, "broken"), reference=True)
+        verdict = future.result(timeout=50)
+        assert verdict.status is Status.compile_error and time.monotonic() - t0 < 50
+        said = [e for e in events if e.kind == "verdict"]
+        assert said and said[0].device == "" and said[0].seconds == 0.0  # no device's time
+    finally:
+        pool.close()
+
+
+def test_a_candidate_that_cannot_run_here_is_answered_at_submit(tmp_path, fast_options):
+    """CUDA sources on a CPU-only pool: the verdict is there when `submit` returns, before any worker starts."""
+    pool = LocalPool("cpu", options=fast_options, cache_dir=tmp_path / "cache", build_workers=1)
+    try:
+        cuda = Candidate.from_source(
+            "from torch.utils.cpp_extension import load_inline\n"
+            "ext = load_inline('k', cpp_sources='', cuda_sources='__global__ void k() {}')\n"
+            "class ModelNew: pass\n",
+            "cuda",
+        )
+        future = pool.submit(load_task(FIXTURES / "softmax_small.py"), cuda, reference=True)
+        assert future.done() and future.result().status is Status.compile_error
+        assert "needs an NVIDIA GPU" in future.result().reason
+        assert pool.evaluators["cpu"].worker.proc is None  # no worker was started for it
+    finally:
+        pool.close()
+
+
+@pytest.mark.slow
+def test_a_replaced_worker_keeps_its_next_process_started_and_waiting(tmp_path, fast_options, softmax_task):
+    """After a worker's first replacement (a crash), the next process is started ahead: the second crash's
+    replacement is the process that was already waiting, and evaluations after it are right."""
+    worker = Worker("cpu", cache_dir=tmp_path / "cache", standby=True)
+    crash = Candidate.from_source(C.TRITON_CRASH, "crash")
+    good = Candidate.from_source(C.TRITON_CORRECT, "good")
+    opts = fast_options.model_copy(update={"timing": False})
+    try:
+        assert worker.evaluate(softmax_task, crash, opts).status is Status.crashed
+        assert worker._spare is None  # never replaced yet: no standby
+        assert worker.evaluate(softmax_task, crash, opts).status is Status.crashed  # started again, then a standby
+        spare = worker._spare
+        assert spare is not None
+        waiting = spare.result(timeout=120)
+        assert waiting.proc.poll() is None
+        verdict = worker.evaluate(softmax_task, good, opts)
+        assert verdict.status is Status.correct, verdict.reason
+        assert worker.hello is not None and worker.hello.pid == waiting.proc.pid
+        assert worker.starts == 3 and worker._spare is not None  # and the next one is on its way
+    finally:
+        worker.close()
+    assert worker._spare is None and not worker._starting

@@ -43,6 +43,24 @@ def resolve_device(device: str) -> str:
     return "cpu"
 
 
+def unrunnable_verdict(task: Task, candidate: Candidate, device: str) -> Verdict | None:
+    """The `compile_error` verdict of a candidate that cannot run on `device` at all (CUDA sources, no GPU), said
+    without a worker; None when it can run there. CPU workers run Triton under its interpreter
+    (`sandbox.child_env` sets TRITON_INTERPRET=1)."""
+    needs_gpu = gpu_requirement(candidate.backend, device, triton_interpreter=True)
+    if needs_gpu is None:
+        return None
+    return Verdict(
+        status=Status.compile_error,
+        reason=needs_gpu,
+        device=device,
+        backend=candidate.backend.value,
+        task_sha=task.sha,
+        candidate_sha=candidate.sha,
+        stages={"total": 0.0},
+    )
+
+
 class Evaluator:
     def __init__(
         self,
@@ -108,17 +126,9 @@ class Evaluator:
 
         # a candidate that cannot run on this device is said at once, before any worker starts or builds it
         # (CPU workers run Triton under its interpreter: sandbox.child_env sets TRITON_INTERPRET=1)
-        needs_gpu = gpu_requirement(candidate.backend, self.device, triton_interpreter=True)
-        if needs_gpu is not None:
-            return Verdict(
-                status=Status.compile_error,
-                reason=needs_gpu,
-                device=self.device,
-                backend=candidate.backend.value,
-                task_sha=task.sha,
-                candidate_sha=candidate.sha,
-                stages={"total": 0.0},
-            )
+        unrunnable = unrunnable_verdict(task, candidate, self.device)
+        if unrunnable is not None:
+            return unrunnable
         opts = (options or self.options).model_copy(update={"device": self.device})
         t0 = time.perf_counter()
         verdict = self.worker.evaluate(

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from .candidate import Backend, Candidate, gpu_requirement
-from .evaluate import Evaluator, resolve_device
+from .evaluate import Evaluator, resolve_device, unrunnable_verdict
 from .options import EvalOptions
 from .pipe import BuildResult, Hello, Prepared
 from .task import Task
@@ -393,6 +393,8 @@ class LocalPool(Executor):
             d: Evaluator(d, options=self.options, cache_dir=self.cache_dir, build_workers=0, python=python)
             for d in self.devices
         }
+        for ev in self.evaluators.values():
+            ev.worker.standby = True  # once a device's worker is replaced, the next is started ahead, waiting
         self.n_builders = build_workers if build_workers is not None else default_build_workers()
         self._builders: list[Worker] = []
         self._cv = threading.Condition()
@@ -500,6 +502,10 @@ class LocalPool(Executor):
                 self._next_id(), task, candidate, options, sanitize, reference, on_stage, future, self._generation
             )
         self._emit(ExecEvent("queued", job.id, task.name, candidate.name))
+        unrunnable = unrunnable_verdict(task, candidate, self.device)
+        if unrunnable is not None:  # no device time, no task model: it cannot run here at all
+            self._answer(job, unrunnable)
+            return future
         builds = self.n_builders > 0 and needs_build(candidate, self.device)
         if builds:
             self._start_builders()
@@ -564,16 +570,18 @@ class LocalPool(Executor):
                     status="ok" if b and b.ok else ("compile_error" if b and b.compile_error else "failed"),
                 )
             )
+            failed_build = b is not None and not b.ok and b.compile_error
             with self._cv:
                 self._building.remove(job)
-                if job.generation != self._generation:
-                    cancelled = True
-                else:
-                    cancelled = False
+                cancelled = job.generation != self._generation
+                if not cancelled and not failed_build:
                     self._ready.append(job)
                 self._cv.notify_all()
             if cancelled:
                 self._fail(job, EvaluationCancelled())
+            elif failed_build:  # said now: a build error needs no device, nor its task's own model
+                assert b is not None
+                self._answer(job, compile_error_verdict(b, job.task, job.candidate, self.device))
 
     # ---------------------------------------------------------------------------------- devices
     def _pick(self, device: str) -> tuple[Job | None, Job | None]:
@@ -659,6 +667,14 @@ class LocalPool(Executor):
             if not job.future.done():
                 job.future.set_result(verdict)
 
+    def _answer(self, job: Job, verdict: Verdict) -> None:
+        """A verdict given without a device (a build error, a candidate that cannot run here)."""
+        self._emit(
+            ExecEvent("verdict", job.id, job.task.name, job.candidate.name, status=verdict.status.value, seconds=0.0)
+        )
+        if not job.future.done():
+            job.future.set_result(verdict)
+
     def _fail(self, job: Job, exc: BaseException) -> None:
         if not job.future.done():
             job.future.set_exception(exc)
@@ -699,8 +715,6 @@ class LocalPool(Executor):
             prepared, was_reference = failed
             return task_failure_verdict(prepared, was_reference, task, cand, device)
         build = job.build
-        if build is not None and not build.ok and build.compile_error:
-            return compile_error_verdict(build, task, cand, device)
 
         def stage(c: Candidate, s: str) -> None:
             self._emit(ExecEvent("stage", job.id, task.name, c.name, device=device, stage=s))

@@ -28,6 +28,9 @@ class EvalOptions(BaseModel):
     min_reps: int = 10
     max_reps: int = 200
     timing_budget_s: float = 1.0
+    #: Timing stops early once the speedup's 95% interval spans at most this share of the speedup (0.02: 2%); the
+    #: budget and `max_reps` still bound it, `min_reps` and 30 pairs come first. 0: always spend the whole budget.
+    timing_precision: float = 0.02
     l2_flush: bool = True
     poison: bool = True
     graph_below_ms: float = 0.05

@@ -1062,6 +1062,7 @@ class Evaluation:
             min_reps=opt.min_reps,
             max_reps=opt.max_reps,
             budget_s=opt.timing_budget_s,
+            precision=opt.timing_precision,
             before_pair=refresh,
             after_pair=check_call,
         )

@@ -21,6 +21,8 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -91,6 +93,38 @@ def close_all(workers: Iterable[Worker]) -> None:
         t.join()
 
 
+@dataclass
+class _Process:
+    """One started worker process: its pipes, its log, its hello."""
+
+    proc: subprocess.Popen
+    to: int
+    from_: int
+    rx: pipe.Receiver
+    log: BinaryIO
+    log_path: Path
+    hello: Hello | None = None
+
+    def end(self) -> None:
+        kill_tree(self.proc, wait=10)
+        for fd in (self.to, self.from_):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.log.close()
+
+
+def _read_tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - _EXCERPT))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 class Worker:
     """One persistent worker subprocess for one device. Thread-safe; one request at a time."""
 
@@ -104,6 +138,7 @@ class Worker:
         startup_timeout: float = 180.0,
         log_limit_bytes: int = 64 * 1024 * 1024,
         host_memory_limit: int | None = None,
+        standby: bool = False,
     ) -> None:
         self.device = device
         self.cache_dir = Path(cache_dir or default_cache_dir())
@@ -121,17 +156,33 @@ class Worker:
         self._lock = threading.Lock()
         self._start_lock = threading.Lock()  # one start at a time; others wait for its hello
         self._cancelled = threading.Event()
-        self._log_path = self.cache_dir / "logs" / f"worker-{device.replace(':', '')}-{os.getpid()}-{id(self):x}.log"
+        self._log_stem = self.cache_dir / "logs" / f"worker-{device.replace(':', '')}-{os.getpid()}-{id(self):x}"
+        self._log_path = self._log_stem.with_name(self._log_stem.name + "-0.log")
+        self._log: BinaryIO | None = None
+        self._spawned = 0
+        self._spawn_lock = threading.Lock()
+        #: once the process was replaced (a crash, an unusable CUDA context, a timeout, out of memory), keep the next
+        #: one started and waiting, so a batch with many crashing candidates does not wait for each start-up
+        self.standby = standby
+        self._spare: Future[_Process] | None = None
+        self._starting: set[subprocess.Popen] = set()  # standby processes not yet past their hello
+        self._closing = False
 
     # --------------------------------------------------------------- lifecycle
-    def start(self) -> Hello:
+    def _spawn(self, standby: bool = False) -> _Process:
+        """A new worker process, its hello received (raises `WorkerStartError`). The process is known at once, before
+        its hello — as `proc` (or, for a standby, in `_starting`) — so `close` and `cancel` end it while it starts."""
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._spawn_lock:
+            self._spawned += 1
+            n = self._spawned
+        log_path = self._log_stem.with_name(f"{self._log_stem.name}-{n}.log")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
-        self._log: BinaryIO | None = open(self._log_path, "wb")
+        log: BinaryIO = open(log_path, "wb")
         try:
-            self.proc = spawn(
+            proc = spawn(
                 [
                     self.python,
                     "-m",
@@ -145,27 +196,98 @@ class Worker:
                 ],
                 pass_fds=(p2c_r, c2p_w),
                 stdin=subprocess.DEVNULL,
-                stdout=self._log,
+                stdout=log,
                 stderr=subprocess.STDOUT,
                 env=child_env(self.device, self.cache_dir, self.extra_env),
                 cwd=self.cache_dir,
             )
+        except BaseException:
+            for fd in (p2c_w, c2p_r):
+                os.close(fd)
+            log.close()
+            raise
         finally:
             os.close(p2c_r)
             os.close(c2p_w)
-        self._to, self._from = p2c_w, c2p_r
-        self._rx = pipe.Receiver(c2p_r, pipe.REPLY)
+        started = _Process(proc, p2c_w, c2p_r, pipe.Receiver(c2p_r, pipe.REPLY), log, log_path)
+        if standby:
+            self._starting.add(proc)
+        else:
+            self.proc = proc
         try:
-            msg = self._rx.recv(time.monotonic() + self.startup_timeout)
+            msg = started.rx.recv(time.monotonic() + self.startup_timeout)
         except pipe.ChannelClosed:
             msg = None
+        finally:
+            self._starting.discard(proc)
         if not isinstance(msg, Hello):
-            code = self.proc.poll()
-            self.kill()
-            raise WorkerStartError(f"worker for {self.device} did not start ({_signal_name(code)}):\n{self._tail(0)}")
-        self.hello = msg
+            code = proc.poll()
+            started.end()
+            raise WorkerStartError(
+                f"worker for {self.device} did not start ({_signal_name(code)}):\n{_read_tail(log_path)}"
+            )
+        started.hello = msg
+        return started
+
+    def _adopt(self, p: _Process) -> Hello:
+        assert p.hello is not None
+        self.proc, self._to, self._from, self._rx, self._log, self._log_path = (
+            p.proc,
+            p.to,
+            p.from_,
+            p.rx,
+            p.log,
+            p.log_path,
+        )
+        self.hello = p.hello
         self.starts += 1
-        return msg
+        return p.hello
+
+    def start(self) -> Hello:
+        """Start the worker process: the standby's, when one is waiting (see `standby`), else a new one."""
+        self._closing = False
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            try:
+                waiting = spare.result()
+            except Exception:  # noqa: BLE001 - the standby failed to start: start one here, and say why if it fails
+                waiting = None
+            if waiting is not None and waiting.proc.poll() is None:
+                hello = self._adopt(waiting)
+                self._start_spare()
+                return hello
+            if waiting is not None:  # it died while it waited
+                waiting.end()
+        hello = self._adopt(self._spawn())
+        if self.standby and self.starts > 1:
+            self._start_spare()
+        return hello
+
+    def _start_spare(self) -> None:
+        """Start the next standby process in the background: a respawn after a crash then costs no start-up."""
+        if self._closing or self._spare is not None:
+            return
+        future: Future[_Process] = Future()
+        self._spare = future
+
+        def run() -> None:
+            try:
+                p = self._spawn(standby=True)
+            except BaseException as exc:  # noqa: BLE001 - said when it is adopted
+                future.set_exception(exc)
+                return
+            future.set_result(p)
+            if self._closing:  # closed while it started
+                self._end_spare()
+
+        threading.Thread(target=run, name=f"forge-standby-{self.device}", daemon=True).start()
+
+    def _end_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        for proc in list(self._starting):  # a standby still starting: it ends, its thread sees the pipe close
+            kill_tree(proc)
+        if spare is not None and spare.done() and spare.exception() is None:
+            spare.result().end()
 
     @property
     def restarts(self) -> int:
@@ -195,9 +317,17 @@ class Worker:
         if log is not None:
             log.close()
             self._log = None
+            if self._log_path.exists():  # read already where a verdict needed it; a new process gets a new log
+                try:
+                    self._log_path.unlink()
+                except OSError:
+                    pass
 
     def close(self) -> None:
-        """End the worker and its whole tree: asked to leave when idle (it has a second), killed when busy."""
+        """End the worker and its whole tree (and its standby's): asked to leave when idle (it has a second), killed
+        when busy."""
+        self._closing = True
+        self._end_spare()
         if not self._lock.acquire(blocking=False):  # a request in flight (another thread)
             self.cancel()  # its tree dies now; that thread sees the cancel and cleans up
             if not self._lock.acquire(timeout=2):

@@ -102,7 +102,7 @@ def axpb(x):
 
 BIG = adv("big_axpb")
 EVENTS = {"timing_mode": "events"}
-EVENTS_MANY = {"timing_mode": "events", "min_reps": 60, "max_reps": 80}
+EVENTS_MANY = {"timing_mode": "events", "min_reps": 60, "max_reps": 80, "timing_precision": 0.0}  # as MANY_REPS
 # on CUDA the current-stream probe is one more verification call where a stale or racy result can show
 GPU_OUTPUT_CHECKS = OUTPUT_CHECKS | {"current_stream"}
 G1 = frozenset({"timed_outputs_match"}) | GPU_OUTPUT_CHECKS
@@ -1365,7 +1365,7 @@ GPU_CHEATS: list[Case] = [
         G2_NV_HALF_SECOND_PREALLOC,
         "preallocated result and no launch once 0.5 s have passed",
         G2,
-        options={"timing_mode": "events", "timing_budget_s": 1.5, "max_reps": 400},
+        options={"timing_mode": "events", "timing_budget_s": 1.5, "max_reps": 400, "timing_precision": 0.0},
     ),
     Case("g3-not-plain", "triton-deferred", SOFTMAX, G3_TR_DEFERRED, "subclass launching its kernel on first read", G3),
     Case("g3-not-plain", "nvrtc-parameter", SOFTMAX, G3_NV_PARAMETER, "an nn.Parameter output", G3),
@@ -1539,7 +1539,7 @@ GPU_CHEATS: list[Case] = [
         GI_SIDE_STREAM_AFTER_40,
         "after 40 calls the work moves to an unjoined side stream: right values, no timed work",
         GI,
-        options={"timing_mode": "events", "min_reps": 80, "max_reps": 100},
+        options={"timing_mode": "events", "min_reps": 80, "max_reps": 100, "timing_precision": 0.0},
     ),
     Case(
         "gi-impossible-timing",

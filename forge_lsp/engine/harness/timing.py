@@ -166,10 +166,13 @@ def run_interleaved(
     budget_s: float,
     before_pair: Callable[[int], None] | None = None,
     after_pair: Callable[[int], None] | None = None,
+    precision: float = 0.0,
 ) -> tuple[Samples, Samples]:
-    """Pairs of samples, A B then B A, until the budget is spent (at least `min_reps`, at most `max_reps`).
-    `before_pair(i)` runs before pair i (warm-up pairs included) and `after_pair(i)` after it, both
-    outside the timed regions."""
+    """Pairs of samples, A B then B A, until the budget is spent (at least `min_reps`, at most `max_reps`), or,
+    with `precision`, until the speedup's 95% interval is that narrow relative to the speedup (checked every
+    `PRECISION_EVERY` pairs from `PRECISION_MIN_PAIRS` on): a steady kernel is decided in tens of pairs, a noisy one
+    gets the whole budget. `before_pair(i)` runs before pair i (warm-up pairs included) and `after_pair(i)` after
+    it, both outside the timed regions."""
     ref, cand = Samples(), Samples()
     scratch = Samples()
     call = 0
@@ -196,7 +199,22 @@ def run_interleaved(
             after_pair(call)
         call += 1
         i += 1
+        if precision > 0 and i >= max(min_reps, PRECISION_MIN_PAIRS) and i % PRECISION_EVERY == 0:
+            if interval_width(ref.device_ms, cand.device_ms) <= precision:
+                break
     return ref, cand
+
+
+#: `run_interleaved(precision=...)` decides from this many pairs on, every this many pairs
+PRECISION_MIN_PAIRS = 30
+PRECISION_EVERY = 10
+
+
+def interval_width(ref: list[float], cand: list[float]) -> float:
+    """The width of the speedup's 95% interval relative to the speedup (0.02: the interval spans 2% of it)."""
+    speedup = statistics.median(ref) / max(statistics.median(cand), 1e-12)
+    lo, hi = speedup_ci(ref, cand, n_boot=500)
+    return (hi - lo) / max(speedup, 1e-12)
 
 
 def cpu_sampler(fn: Callable[[], Any]) -> Callable[[Samples], None]:
