@@ -82,12 +82,25 @@ def row_of(r: Evaluated) -> dict:
             "reason": v.reason[:240],
             "stages": v.stages,
             "costs": {c.name: c.seconds for c in v.checks if c.seconds},
+            "n": v.timing.candidate.n if v.timing else None,
         }
 
     row = {"candidate": r.candidate.path.stem if r.candidate.path else r.candidate.name, "task": r.task.name}
     row.update(one(r.verdict))
     row["repaired"] = one(r.repair.verdict) if r.repair is not None else None
     return row
+
+
+def earlier_verdicts(files: list[Path]) -> dict[str, dict]:
+    """candidate -> its verdict in earlier runs' JSON: this benchmark's rows, model_style_corpus.py's (`got`) or
+    batch_memory.py's (status and failed check only)."""
+    out: dict[str, dict] = {}
+    for f in files:
+        for r in json.loads(f.read_text())["rows"]:
+            got = r.get("got", r)
+            v = {k: got[k] for k in ("status", "failed_check", "layouts", "streams", "repaired") if k in got}
+            out[r["candidate"]] = v
+    return out
 
 
 def is_harness_failure(v) -> bool:
@@ -164,13 +177,39 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=540.0, help="cancel what is left after this many seconds")
     ap.add_argument("--limit", type=int, default=0, help="at most this many candidates (0: all)")
     ap.add_argument("--no-structured", action="store_true", help="leave the structured-input corpus out")
-    ap.add_argument("--compare", type=Path, default=None, help="an earlier run's JSON: say which verdicts changed")
+    ap.add_argument(
+        "--compare",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="earlier runs' JSON (this benchmark's, model_style_corpus.py's "
+        "or batch_memory.py's): say which verdicts changed",
+    )
+    ap.add_argument(
+        "--benchmark-set",
+        type=Path,
+        default=None,
+        help="eval_speed.py's JSON: also evaluate the benchmark set "
+        "(benchmarks/tasks, benchmarks/candidates) in the middle of the batch, builds running beside its timing, and "
+        "compare its speedups with that file's",
+    )
     ap.add_argument("--label", default="", help="a name for this run in the table (cold, warm...)")
     args = ap.parse_args()
 
     work = corpus(not args.no_structured)
     if args.limit:
         work = work[: args.limit]
+    bench_names: set[str] = set()
+    if args.benchmark_set:
+        bench = []
+        for task_path, cand_paths in pair_directory(ROOT / "benchmarks" / "tasks", ROOT / "benchmarks" / "candidates"):
+            task = load_task(task_path)
+            bench += [(task, load_candidate(p)) for p in cand_paths if "load_inline" not in p.stem]
+        bench_names = {c.path.stem for _, c in bench}
+        # spread over the first half of the batch: timed while the corpus's builds run on every build worker
+        step = max(1, len(work) // 2 // max(1, len(bench)))
+        for i, tc in enumerate(bench):
+            work.insert(10 + i * (step + 1), tc)
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="forge-cold-cache-"))
     cores = os.cpu_count() or 1
     workers = default_build_workers()
@@ -264,23 +303,41 @@ def main() -> int:
             )
     state["unexpected"] = mism
     changed = []
-    if args.compare and args.compare.exists():
-        before = {r["candidate"]: r for r in json.loads(args.compare.read_text())["rows"]}
+    before = earlier_verdicts(args.compare)
+    if args.compare:
         for row in rows:
             b = before.get(row["candidate"])
             if b is None:
                 continue
-            key = ("status", "failed_check", "layouts", "streams")
             rb, ra = b.get("repaired") or {}, row.get("repaired") or {}
-            if any(b[k] != row[k] for k in key) or any(rb.get(k) != ra.get(k) for k in key):
+            keys = [k for k in ("status", "failed_check", "layouts", "streams") if k in b]
+            if any(b[k] != row[k] for k in keys) or ("repaired" in b and any(rb.get(k) != ra.get(k) for k in keys)):
                 changed.append(
                     f"{row['candidate']}: {b['status']}/{b['failed_check']} -> {row['status']}/{row['failed_check']}"
+                    + (f" (repair {rb.get('status')} -> {ra.get('status')})" if rb or ra else "")
+                    + f": {row['reason'][:100]}"
                 )
         state["changed_vs"] = {
-            "file": str(args.compare),
+            "files": [str(f) for f in args.compare],
             "common": len(set(before) & {r["candidate"] for r in rows}),
             "changed": changed,
         }
+    if args.benchmark_set:
+        then = {r["candidate"]: r for r in json.loads(args.benchmark_set.read_text())["fast"]}
+        bench_rows = []
+        for row in rows:
+            if row["candidate"] in bench_names and row["candidate"] in then and row["speedup"]:
+                old_s = then[row["candidate"]]["speedup"]
+                bench_rows.append(
+                    {
+                        "candidate": row["candidate"],
+                        "speedup": row["speedup"],
+                        "then": old_s,
+                        "diff": row["speedup"] / old_s - 1,
+                        "n": row.get("n"),
+                    }
+                )
+        state["benchmark_set"] = {"file": str(args.benchmark_set), "rows": bench_rows}
     save()
 
     print()
@@ -291,6 +348,10 @@ def main() -> int:
         print("UNEXPECTED", m[:240])
     for c in changed[:20]:
         print("CHANGED", c[:240])
+    for b in state.get("benchmark_set", {}).get("rows", []):
+        print(
+            f"BENCH {b['candidate']:<24} {b['speedup']:.3f}x  then {b['then']:.3f}x  {100 * b['diff']:+.1f}%  n={b['n']}"
+        )
     print(
         f"stages (s, summed): {state['stages_s']}; reference {state['reference_s']} s; costs {state['check_costs_s']}"
     )
@@ -302,6 +363,11 @@ def main() -> int:
         f"({workers} workers); device busy {state['device_busy_s']} s ({state['device_busy']}); first verdict at "
         f"{state['first_verdict_s']} s; harness failures {len(harness)}; unexpected {len(mism)}"
         + (f"; changed {len(changed)}/{state['changed_vs']['common']}" if args.compare else "")
+        + (
+            f"; benchmark set within {100 * max(abs(b['diff']) for b in state['benchmark_set']['rows']):.1f}%"
+            if state.get("benchmark_set", {}).get("rows")
+            else ""
+        )
     )
     return 0
 
