@@ -4,6 +4,8 @@
 #   COLD_BUDGET / WARM_BUDGET  seconds for each run (defaults 300 / 200; WARM_BUDGET=0 skips the warm run)
 #   BT_ARGS                    more arguments for both runs (e.g. --compare benchmarks/results/...json)
 export PYTHONUNBUFFERED=1
+R=benchmarks/results
+BT_ARGS=${BT_ARGS:---compare $R/2026-12-03-h200-model-style-corpus.json $R/2026-12-02-h200-batch-memory.json --benchmark-set $R/2026-12-01-h200-eval-speed-verifying-checks.json}
 cache=$(mktemp -d /tmp/forge-bt-XXXX)
 # shellcheck disable=SC2086
 timeout $((${COLD_BUDGET:-300} + 40)) python3 benchmarks/batch_throughput.py --device cuda:0 --label cold \
@@ -14,5 +16,5 @@ if [ "${WARM_BUDGET:-200}" != 0 ]; then
     --cache-dir "$cache" --budget-s "${WARM_BUDGET:-200}" --out "$OUT/warm.json" ${BT_ARGS:-} > "$OUT/warm.log" 2>&1
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; free -g | head -2
-for f in cold warm; do [ -s "$OUT/$f.log" ] && { grep -E "^(UNEXPECTED|CHANGED)" "$OUT/$f.log" | cut -c1-200 | head -12; tail -4 "$OUT/$f.log"; }; done
+for f in cold warm; do [ -s "$OUT/$f.log" ] && { grep -E "^(UNEXPECTED|CHANGED|BENCH)" "$OUT/$f.log" | cut -c1-200 | head -40; tail -4 "$OUT/$f.log"; }; done
 true
