@@ -258,8 +258,16 @@ def main() -> int:
     for row in rows:
         for v in (row, row["repaired"]):
             if v:
-                stage_sum.update({k: s for k, s in v["stages"].items() if k not in ("total", "build") and s > 0})
+                stage_sum.update(
+                    {k: s for k, s in v["stages"].items() if k not in ("total", "build", "build_fallback") and s > 0}
+                )
                 cost_sum.update(v["costs"])
+    fallbacks = [
+        v["stages"]["build_fallback"]
+        for row in rows
+        for v in (row, row["repaired"])
+        if v and "build_fallback" in v["stages"]
+    ]
     harness = [
         r for r in evaluated if is_harness_failure(r.verdict) or (r.repair and is_harness_failure(r.repair.verdict))
     ]
@@ -281,6 +289,8 @@ def main() -> int:
         build_sum_s=round(sum(builds), 1),
         build_median_s=round(statistics.median(builds), 2) if builds else None,
         build_floor_s=round(sum(builds) / cores, 1),
+        header_fallbacks=len(fallbacks),
+        header_fallback_s=round(sum(fallbacks), 1),
         device_busy_s=round(busy_s, 1),
         device_busy=round(busy_s / wall / max(1, len(busy)), 3) if busy else None,
         reference_s=round(timeline.reference_seconds(), 1),
@@ -360,7 +370,7 @@ def main() -> int:
         f"{args.label or 'run':<6} judged {len(rows)}/{len(work)}{' (cut)' if cut else ''} in {wall:.0f} s: "
         f"{state['per_minute']}/min ({len(verdicts)} evaluations, {state['evaluations_per_minute']}/min); "
         f"builds {len(builds)} sum {state['build_sum_s']} s, floor {state['build_floor_s']} s on {cores} cores "
-        f"({workers} workers); device busy {state['device_busy_s']} s ({state['device_busy']}); first verdict at "
+        f"({workers} workers), header fallbacks {len(fallbacks)} ({state['header_fallback_s']} s); device busy {state['device_busy_s']} s ({state['device_busy']}); first verdict at "
         f"{state['first_verdict_s']} s; harness failures {len(harness)}; unexpected {len(mism)}"
         + (f"; changed {len(changed)}/{state['changed_vs']['common']}" if args.compare else "")
         + (

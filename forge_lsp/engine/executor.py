@@ -92,8 +92,18 @@ def compile_error_verdict(build: BuildResult, task: Task, candidate: Candidate, 
         candidate,
         device,
         traceback=build.traceback,
-        stages={"build": round(build.seconds, 4)},
+        stages=build_stages(build),
     )
+
+
+def build_stages(build: BuildResult) -> dict[str, float]:
+    """A build's part of a verdict's stages: `build`, and `build_fallback` — the seconds of header sets that failed
+    before one built (part of `build`)."""
+    stages = {"build": round(build.seconds, 4)}
+    fallback = sum(s for _, s, ok in build.attempts if not ok)
+    if fallback and any(ok for _, _, ok in build.attempts):
+        stages["build_fallback"] = round(fallback, 4)
+    return stages
 
 
 def task_failure_verdict(prepared: Prepared, reference: bool, task: Task, candidate: Candidate, device: str) -> Verdict:
@@ -725,7 +735,7 @@ class LocalPool(Executor):
             self._current[device] = task.sha
         verdict = ev.evaluate(task, cand, job.options, stage, sanitize=job.sanitize)
         if build is not None:
-            verdict.stages["build"] = round(build.seconds, 4)
+            verdict.stages.update(build_stages(build))
         return verdict
 
     # ---------------------------------------------------------------------------------- tests and tools

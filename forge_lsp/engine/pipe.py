@@ -85,6 +85,8 @@ class BuildResult(BaseModel):
     reason: str = ""
     traceback: str = ""
     seconds: float = 0.0
+    #: each load_inline build tried, in order: (header set, seconds, built?); more than one: a header fallback
+    attempts: list[tuple[str, float, bool]] = []
 
 
 class Prepared(BaseModel):

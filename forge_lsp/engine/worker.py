@@ -1414,8 +1414,9 @@ def _input_specs(cases: list[Any], torch: Any) -> list[InputSpec]:
 
 
 def _build(req: BuildRequest) -> BuildResult:
-    from .harness.loading import cached_load_inline, exec_module, forget_module, is_compile_error
+    from .harness.loading import BUILD_ATTEMPTS, cached_load_inline, exec_module, forget_module, is_compile_error
 
+    BUILD_ATTEMPTS.clear()
     if req.arch and req.arch_list:  # read by load_inline, NVRTC and the build cache's key when the build runs
         os.environ["FORGE_CUDA_ARCH"] = req.arch
         os.environ["TORCH_CUDA_ARCH_LIST"] = req.arch_list
@@ -1424,7 +1425,7 @@ def _build(req: BuildRequest) -> BuildResult:
         with cached_load_inline():
             mod = exec_module(req.candidate.source, req.candidate.name, "candidate")
         forget_module(mod)
-        return BuildResult(ok=True, seconds=time.perf_counter() - t0)
+        return BuildResult(ok=True, seconds=time.perf_counter() - t0, attempts=list(BUILD_ATTEMPTS))
     except Exception as exc:  # noqa: BLE001
         return BuildResult(
             ok=False,
@@ -1432,6 +1433,7 @@ def _build(req: BuildRequest) -> BuildResult:
             reason=_exc_line(exc),
             traceback=_tb(exc),
             seconds=time.perf_counter() - t0,
+            attempts=list(BUILD_ATTEMPTS),
         )
 
 

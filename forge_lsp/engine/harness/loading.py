@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sys
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,6 +64,9 @@ PCH_WAIT_S = 60.0
 
 #: the file a finished build leaves in its folder: the module's file name, loaded as it is from then on
 BUILT_MARKER = "forge-built.json"
+#: each `load_inline` build attempt of this process, in order: (header set, seconds, built?); a build worker reports
+#: and clears it per candidate (`BuildResult.attempts`), so a header fallback's cost is seen
+BUILD_ATTEMPTS: list[tuple[str, float, bool]] = []
 
 
 def pch_lock_path() -> Path:
@@ -304,16 +308,24 @@ def cached_load_inline() -> Iterator[None]:
         lighter = lighter_cuda_headers(cuda_sources)
         if lighter is not None:
             tiers.append(("<torch/types.h>", lambda: build(lighter)))
-        for label, attempt in tiers:
+        tiers.append(("the source's own headers", lambda: build(cuda_sources)))
+        for i, (label, attempt) in enumerate(tiers):
+            t0 = time.perf_counter()
             try:
-                return attempt()
+                module = attempt()
             except Exception as exc:  # noqa: BLE001 - any failure of a rewrite falls back to the source
+                BUILD_ATTEMPTS.append((label, round(time.perf_counter() - t0, 3), False))
+                if i == len(tiers) - 1:
+                    raise
                 print(
                     f"forge: {name}: the build with {label} failed ({type(exc).__name__}); trying the next header set",
                     file=sys.stderr,
                     flush=True,
                 )
-        return build(cuda_sources)
+                continue
+            BUILD_ATTEMPTS.append((label, round(time.perf_counter() - t0, 3), True))
+            return module
+        raise AssertionError("unreachable: the last tier returns or raises")
 
     cpp_extension.load_inline = load_inline
     try:
