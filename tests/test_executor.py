@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -336,3 +337,20 @@ def test_a_replaced_worker_keeps_its_next_process_started_and_waiting(tmp_path, 
     finally:
         worker.close()
     assert worker._spare is None and not worker._starting
+
+
+@pytest.mark.slow
+def test_build_workers_yield_the_cpu_to_the_device_worker(tmp_path, fast_options):
+    """Build workers (and the compilers they start) run niced, the device's worker at the caller's priority."""
+    from forge_lsp.engine.executor import BUILD_NICE
+
+    pool = LocalPool("cpu", options=fast_options, cache_dir=tmp_path / "cache", build_workers=1)
+    try:
+        pool.submit(load_task(FIXTURES / "softmax_small.py"), Candidate.from_source(C.CPP_CORRECT, "cpp")).result(300)
+        builder, device = pool._builders[0], pool.evaluators["cpu"].worker
+        assert builder.proc is not None and device.proc is not None
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, builder.proc.pid) == min(19, own + BUILD_NICE)
+        assert os.getpriority(os.PRIO_PROCESS, device.proc.pid) == own
+    finally:
+        pool.close()

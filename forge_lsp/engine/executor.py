@@ -220,6 +220,10 @@ def available_memory() -> int | None:
     return None
 
 
+#: the niceness of build workers and their compilers
+BUILD_NICE = 10
+
+
 def default_build_workers(cores: int | None = None, memory: int | None = None) -> int:
     """How many build workers this machine runs: ``$FORGE_BUILD_WORKERS`` when set (a cap the user chose), else one
     per core but the device worker's, as many as `BUILD_MEMORY_SHARE` of the available memory holds at
@@ -442,7 +446,9 @@ class LocalPool(Executor):
         with self._builders_lock:
             if self._builders or self.n_builders == 0:
                 return
-            env = {"CUDA_VISIBLE_DEVICES": ""}  # builders compile; they never touch the GPU
+            # builders compile; they never touch the GPU. Niced, with their compilers: a device worker timing beside
+            # them keeps its core (host-side launch work that waits on a core shows in launch-bound timings)
+            env = {"CUDA_VISIBLE_DEVICES": "", "FORGE_WORKER_NICE": str(BUILD_NICE)}
             limit = self.options.host_memory_limit()
             self._builders = [
                 Worker("cpu", cache_dir=self.cache_dir, python=self.python, env=env, host_memory_limit=limit)

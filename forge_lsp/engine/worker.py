@@ -1537,6 +1537,9 @@ def main(argv: list[str] | None = None) -> int:
     _say_where_os_exit_is_called()
     # what this worker starts (compilers, ninja, a candidate's own processes) dies with it, as it dies with forge
     children_die_with_this_process()
+    nice = os.environ.get("FORGE_WORKER_NICE", "").strip()
+    if nice.isdigit():  # a build worker: its compilers yield the CPU to the devices' workers while they time
+        os.nice(int(nice))
 
     import torch
 
