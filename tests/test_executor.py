@@ -354,3 +354,27 @@ def test_build_workers_yield_the_cpu_to_the_device_worker(tmp_path, fast_options
         assert os.getpriority(os.PRIO_PROCESS, device.proc.pid) == own
     finally:
         pool.close()
+
+
+def test_a_builds_header_fallback_is_counted_in_its_verdicts_stages():
+    from forge_lsp.engine.executor import build_stages
+    from forge_lsp.engine.pipe import BuildResult
+
+    fell_back = BuildResult(
+        ok=True, seconds=12.5, attempts=[("slim per-operator headers", 5.0, False), ("x", 7.4, True)]
+    )
+    assert build_stages(fell_back) == {"build": 12.5, "build_fallback": 5.0}
+    first_try = BuildResult(ok=True, seconds=7.4, attempts=[("slim per-operator headers", 7.4, True)])
+    assert build_stages(first_try) == {"build": 7.4}
+
+
+@pytest.mark.slow
+def test_a_build_reports_the_load_inline_attempts_it_made(tmp_path):
+    builder = Worker("cpu", cache_dir=tmp_path / "cache", env={"CUDA_VISIBLE_DEVICES": ""})
+    try:
+        built = builder.build(Candidate.from_source(C.CPP_CORRECT, "cpp"), timeout=300)
+        assert built.ok and [ok for _, _, ok in built.attempts] == [True]
+        failed = builder.build(Candidate.from_source(C.CPP_COMPILE_ERROR, "broken"), timeout=300)
+        assert not failed.ok and failed.compile_error and [ok for _, _, ok in failed.attempts] == [False]
+    finally:
+        builder.close()
