@@ -340,11 +340,11 @@ def test_a_replaced_worker_keeps_its_next_process_started_and_waiting(tmp_path, 
 
 
 @pytest.mark.slow
-def test_build_workers_yield_the_cpu_to_the_device_worker(tmp_path, fast_options):
+def test_build_workers_yield_the_cpu_to_the_device_worker(cache_dir, fast_options):
     """Build workers (and the compilers they start) run niced, the device's worker at the caller's priority."""
     from forge_lsp.engine.executor import BUILD_NICE
 
-    pool = LocalPool("cpu", options=fast_options, cache_dir=tmp_path / "cache", build_workers=1)
+    pool = LocalPool("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1)
     try:
         pool.submit(load_task(FIXTURES / "softmax_small.py"), Candidate.from_source(C.CPP_CORRECT, "cpp")).result(300)
         builder, device = pool._builders[0], pool.evaluators["cpu"].worker
@@ -369,8 +369,8 @@ def test_a_builds_header_fallback_is_counted_in_its_verdicts_stages():
 
 
 @pytest.mark.slow
-def test_a_build_reports_the_load_inline_attempts_it_made(tmp_path):
-    builder = Worker("cpu", cache_dir=tmp_path / "cache", env={"CUDA_VISIBLE_DEVICES": ""})
+def test_a_build_reports_the_load_inline_attempts_it_made(cache_dir):
+    builder = Worker("cpu", cache_dir=cache_dir, env={"CUDA_VISIBLE_DEVICES": ""})  # a cached build counts too
     try:
         built = builder.build(Candidate.from_source(C.CPP_CORRECT, "cpp"), timeout=300)
         assert built.ok and [ok for _, _, ok in built.attempts] == [True]
