@@ -273,6 +273,12 @@ def main() -> int:
     ]
     summary = summarize(evaluated, wall, busy) if evaluated else None
     busy_s = sum(busy.values())
+    # the device's time on evaluations (from each verdict's event), what the workers' stages account for of it, and
+    # the rest of its busy time: tasks loaded and their inputs drawn ahead, their own models called
+    eval_s = sum(e.seconds or 0.0 for e in verdicts if e.device)
+    worker_total_s = sum(
+        v["stages"].get("total", 0.0) for row in rows for v in (row, row["repaired"]) if v and v["stages"].get("total")
+    )
     state.update(
         label=args.label,
         device=args.device,
@@ -293,6 +299,9 @@ def main() -> int:
         header_fallback_s=round(sum(fallbacks), 1),
         device_busy_s=round(busy_s, 1),
         device_busy=round(busy_s / wall / max(1, len(busy)), 3) if busy else None,
+        device_evaluations_s=round(eval_s, 1),
+        device_worker_stages_s=round(worker_total_s, 1),
+        device_preparing_s=round(busy_s - eval_s, 1),
         reference_s=round(timeline.reference_seconds(), 1),
         stages_s={k: round(v, 1) for k, v in stage_sum.most_common()},
         check_costs_s={k: round(v, 1) for k, v in cost_sum.most_common(8)},
@@ -364,6 +373,10 @@ def main() -> int:
         )
     print(
         f"stages (s, summed): {state['stages_s']}; reference {state['reference_s']} s; costs {state['check_costs_s']}"
+    )
+    print(
+        f"device: evaluations {state['device_evaluations_s']} s (the workers' stages {state['device_worker_stages_s']} s"
+        f" of it), preparing tasks {state['device_preparing_s']} s"
     )
     print(f"by status: {state['by_status']}")
     print(

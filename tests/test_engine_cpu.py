@@ -366,6 +366,24 @@ def test_a_task_is_drawn_once_and_its_inputs_stay_as_drawn(cache_dir, fast_optio
     assert len(seen) >= 3 and seen == seen_after.read_text().splitlines()  # called on the same values throughout
 
 
+def test_a_worker_keeps_several_tasks_inputs_and_drops_the_least_recently_used_first():
+    """A batch moves between tasks as their candidates build: a worker keeps each task's drawn inputs while they fit,
+    and to make room drops the task used longest ago, never the one it draws for."""
+    from forge_lsp.engine.worker import WorkerState
+
+    state = WorkerState(device=torch.device("cpu"))
+    for sha in ("a", "b", "c"):
+        state.keep_drawn((sha, 0, ()), [sha], [], 40, limit=100)
+    assert {k[0] for k in state.drawn} == {"b", "c"} and state.drawn_bytes == 80  # "a" made room for "c"
+    state.use_task("b")  # b's candidate ran: c is now the older
+    state.keep_drawn(("d", 0, ()), ["d"], [], 40, limit=100)
+    assert {k[0] for k in state.drawn} == {"b", "d"} and state.drawn_bytes == 80
+    state.keep_drawn(("d", 1, ()), ["d1"], [], 60, limit=100)  # the task's own other set: b goes, d stays
+    assert {k for k in state.drawn} == {("d", 0, ()), ("d", 1, ())} and state.drawn_bytes == 100
+    state.keep_drawn(("d", 2, ()), ["d2"], [], 10, limit=100)  # no room without dropping d's own: not kept
+    assert ("d", 2, ()) not in state.drawn and state.drawn_bytes == 100
+
+
 UNWRITTEN_OUTPUT = """
 import torch, torch.nn as nn
 class ModelNew(nn.Module):

@@ -389,6 +389,9 @@ class Executor(ABC):
 class LocalPool(Executor):
     """One persistent worker per device, and GPU-less build workers shared by every task and candidate."""
 
+    #: tasks a device's worker is counted as still holding (`WorkerState` keeps their inputs while memory allows)
+    RECENT_TASKS = 16
+
     def __init__(
         self,
         device: str = "auto",
@@ -418,6 +421,8 @@ class LocalPool(Executor):
         self._in_flight: dict[str, Job] = {}  # device -> the job its worker runs
         self._busy: dict[str, float] = {}  # device -> seconds its worker spent on evaluations and task preparation
         self._current: dict[str, str] = {}  # device -> sha of the task its worker holds the inputs of
+        # device -> shas of the tasks its worker prepared last (it keeps their inputs while memory allows), newest last
+        self._recent: dict[str, list[str]] = {}
         self._task_failed: dict[str, tuple[Prepared, bool]] = {}  # task sha -> (what failed, reference?)
         self._referenced: set[str] = set()  # task shas whose own model ran alone and passed
         self._reference_lock = threading.Lock()
@@ -608,11 +613,16 @@ class LocalPool(Executor):
         while candidates build, the task of the one nearest to ready (building, then queued) is checked or loaded
         ahead, its inputs drawn — unless a device holds that task already. So each task's model runs when its first
         candidate is about ready, not all of them before any candidate."""
-        held = set(self._current.values())
+        held = set(self._current.values()) | {sha for shas in self._recent.values() for sha in shas}
         current = self._current.get(device)
         for i, job in enumerate(self._ready):
             if job.task.sha == current:
                 return self._ready.pop(i), None
+        recent = self._recent.get(device, [])
+        for sha in reversed(recent):  # a task this worker still holds: no inputs to draw again
+            for i, job in enumerate(self._ready):
+                if job.task.sha == sha and (not job.reference or sha in self._referenced or sha in self._task_failed):
+                    return self._ready.pop(i), None
         for i, job in enumerate(self._ready):
             sha = job.task.sha
             if not job.reference or sha in self._referenced or sha in self._task_failed:
@@ -710,6 +720,12 @@ class LocalPool(Executor):
         with self._cv:
             if reference and prepared.ok:
                 self._referenced.add(task.sha)
+            if prepared.ok:
+                recent = self._recent.setdefault(device, [])
+                if task.sha in recent:
+                    recent.remove(task.sha)
+                recent.append(task.sha)
+                del recent[: -self.RECENT_TASKS]
             if failed:
                 self._task_failed.setdefault(task.sha, (prepared, reference))
                 self._current.pop(device, None)

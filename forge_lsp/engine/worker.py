@@ -151,24 +151,45 @@ class WorkerState:
     task_modules: dict[str, Any] = field(default_factory=dict)
     unusable: bool = False
     _bandwidth: float | None = None
-    #: The current task's drawn inputs, by (task, seed, size overrides): `get_inputs()` makes them on the host
-    #: (a 8192x8192 `randn` takes about 0.4 s), and every candidate of a task is verified on the same ones.
+    #: Drawn inputs, by (task, seed, size overrides), of the tasks used last: `get_inputs()` makes them on the host
+    #: (a 8192x8192 `randn` takes about 0.4 s), and every candidate of a task is verified on the same ones. A batch
+    #: moves between tasks as their candidates finish building, so several tasks' stay, the least recently used
+    #: dropped first.
     drawn: dict[tuple[Any, ...], tuple[list[Any], list[Any]]] = field(default_factory=dict)
     drawn_bytes: int = 0
+    _drawn_sizes: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    _task_order: list[str] = field(default_factory=list)  # task shas, the one used last at the end
 
     DRAWN_LIMIT = 8 << 30  # bytes kept at most; larger input sets are drawn again for each candidate
+
+    def use_task(self, sha: str) -> None:
+        """Mark a task as the one used now (its kept inputs are dropped last)."""
+        if sha in self._task_order:
+            self._task_order.remove(sha)
+        self._task_order.append(sha)
 
     def keep_drawn(
         self, key: tuple[Any, ...], inputs: list[Any], init: list[Any], nbytes: int, limit: float = float("inf")
     ) -> None:
-        """Keep one task's inputs for its next candidates (only that task's: a new task drops them), up to
-        `DRAWN_LIMIT` and `limit` bytes in all."""
-        if any(k[0] != key[0] for k in self.drawn):
-            self.drawn.clear()
-            self.drawn_bytes = 0
-        if self.drawn_bytes + nbytes <= min(self.DRAWN_LIMIT, limit):
+        """Keep a task's inputs for its next candidates, up to `DRAWN_LIMIT` and `limit` bytes in all: other tasks'
+        are dropped, the least recently used first, to make room; never this task's own."""
+        cap = min(self.DRAWN_LIMIT, limit)
+        self.use_task(key[0])
+        for sha in list(self._task_order[:-1]):
+            if self.drawn_bytes + nbytes <= cap:
+                break
+            self._drop_task(sha)
+        if self.drawn_bytes + nbytes <= cap:
             self.drawn[key] = (inputs, init)
+            self._drawn_sizes[key] = nbytes
             self.drawn_bytes += nbytes
+
+    def _drop_task(self, sha: str) -> None:
+        for k in [k for k in self.drawn if k[0] == sha]:
+            del self.drawn[k]
+            self.drawn_bytes -= self._drawn_sizes.pop(k, 0)
+        if sha in self._task_order:
+            self._task_order.remove(sha)
 
     def bandwidth(self, torch: Any) -> float:
         """The device's copy bandwidth in bytes per ms (a 256 MiB device-to-device copy), measured once."""
@@ -394,6 +415,7 @@ class Evaluation:
         key = (self.task.sha, seed, tuple(sorted((overrides or {}).items())))
         kept = self.state.drawn.get(key)
         if kept is not None:  # never handed out: every call gets clones, so these stay as drawn
+            self.state.use_task(self.task.sha)
             return list(kept[0]), copy.deepcopy(kept[1])
         with task_constants(mod, overrides or {}):
             torch.manual_seed(seed)

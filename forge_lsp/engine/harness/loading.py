@@ -17,6 +17,22 @@ from typing import Any
 
 import torch
 
+from .cudasplit import Split, split_cuda_source
+from .cxx import (  # noqa: F401 - re-exported: tests and tools read them here
+    _BLANK,
+    _CUDA_RUNTIME_API,
+    _DEVICE_FROM_HOST,
+    _INCLUDE,
+    _OP_CALL,
+    _TEMPLATE_KERNEL,
+    _TORCH_HEADER,
+    _TORCH_NAME,
+    _TORCH_ONLY_API,
+    _UMBRELLAS,
+    _top_level_chunks,
+    _torch_namespace_block,
+)
+
 
 class CompileError(Exception):
     """A candidate failed to build (syntax, extension build, NVRTC/Triton compile)."""
@@ -280,7 +296,9 @@ def cached_load_inline() -> Iterator[None]:
             built = _load_built(folder, kw_all)
             if built is not None:  # built before, by this worker or another: no compiler, no header, no lock
                 return built
-            kw = dict(kw_all, build_directory=str(folder), verbose=True, use_pch=False)  # build log -> worker log
+            # verbose=False: torch then keeps the compilers' output in its error, which `_headers_may_fix` reads; it is
+            # printed to the worker's log below
+            kw = dict(kw_all, build_directory=str(folder), verbose=False, use_pch=False)
             main_cpp = "\n".join([cpp_src] if isinstance(cpp_src, str) else list(cpp_src or []))
             # load_inline puts <torch/extension.h> first in main.cpp unless no_implicit_headers
             reads_header = not kw_all.get("no_implicit_headers") or _EXTENSION_H in main_cpp
@@ -295,13 +313,24 @@ def cached_load_inline() -> Iterator[None]:
                     module = original(unique, list(cpp_src) if isinstance(cpp_src, list) else cpp_src, cuda_src, **kw)
             except (RuntimeError, OSError) as exc:
                 if "Error building extension" in str(exc) or "ninja" in str(exc).lower():
+                    print(str(exc), file=sys.stderr, flush=True)  # the compilers' messages, in the worker's log
                     raise CompileError(f"load_inline build of {name!r} failed: {exc}") from exc
                 raise
             _mark_built(folder, module)
             return module
 
-        # cheapest headers first; each fallback is announced in the worker log
+        def build_split(split: Split):
+            obj = device_object(split.device, name, kwargs)
+            cflags = [f for f in kwargs.get("extra_cflags") or [] if not _OPT_FLAG.fullmatch(f)] + split.host_flags
+            ldflags = [obj, *(kwargs.get("extra_ldflags") or [])]  # torch appends its libraries, cudart among them
+            extra = {"no_implicit_headers": True, "with_cuda": True, "extra_cflags": cflags, "extra_ldflags": ldflags}
+            return build(None, split.host, extra)
+
+        # cheapest first; each fallback is announced in the worker log
         tiers = []
+        split = split_build_args(name, cpp_sources, cuda_sources, kwargs, original) if with_cuda else None
+        if split is not None:
+            tiers.append((SPLIT_TIER, lambda: build_split(split)))
         slim = slim_build_args(cpp_sources, cuda_sources, original) if "no_implicit_headers" not in kwargs else None
         if slim is not None:
             tiers.append(("slim per-operator headers", lambda: build(slim[1], slim[0], slim[2])))
@@ -316,6 +345,15 @@ def cached_load_inline() -> Iterator[None]:
             except Exception as exc:  # noqa: BLE001 - any failure of a rewrite falls back to the source
                 BUILD_ATTEMPTS.append((label, round(time.perf_counter() - t0, 3), False))
                 if i == len(tiers) - 1:
+                    raise
+                if label != SPLIT_TIER and isinstance(exc, CompileError) and not _headers_may_fix(str(exc)):
+                    # the candidate's own error: more of torch's headers cannot fix it, and they cost a minute a try
+                    print(
+                        f"forge: {name}: the build with {label} failed on the candidate's own code; heavier headers "
+                        "would fail the same way, so none are tried",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     raise
                 print(
                     f"forge: {name}: the build with {label} failed ({type(exc).__name__}); trying the next header set",
@@ -345,32 +383,6 @@ def _HAS_NO_IMPLICIT_HEADERS(load_inline_fn) -> bool:  # noqa: N802 - reads like
         return "no_implicit_headers" in inspect.signature(load_inline_fn).parameters
     except (TypeError, ValueError):
         return False
-
-
-#: Umbrella headers that cost nvcc tens of seconds each; `slim_cuda_sources` replaces them.
-_UMBRELLAS = (
-    "torch/extension.h",
-    "torch/types.h",
-    "torch/torch.h",
-    "torch/all.h",
-    "ATen/ATen.h",
-    "ATen/cuda/CUDAContext.h",
-)
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"][^\n]*$', re.MULTILINE)
-_OP_CALL = re.compile(r"\b(?:torch|at)::(\w+)\s*\(")
-_TORCH_ONLY_API = re.compile(r"\btorch::(?:nn|optim|data|jit|autograd|serialize|cuda)\b|PYBIND11|\bpy::")
-_CUDA_RUNTIME_API = re.compile(
-    r"\b(?:getCurrentCUDAStream|getDefaultCUDAStream|CUDAStream|CUDAGuard|"
-    r"OptionalCUDAGuard|CUDAStreamGuard|getStreamFromPool)\b"
-)
-
-
-def _torch_namespace_block(include_dir: Path) -> str:
-    """The body of torch/types.h's ``namespace torch {...}`` (dtype aliases), without its includes."""
-    text = (include_dir / "torch" / "csrc" / "api" / "include" / "torch" / "types.h").read_text()
-    start = text.index("namespace torch {")
-    end = text.index("} // namespace torch", start) + len("} // namespace torch")
-    return text[start:end]
 
 
 def slim_cuda_sources(cuda_sources, include_dir: Path) -> str | list[str] | None:
@@ -429,58 +441,6 @@ def slim_cuda_sources(cuda_sources, include_dir: Path) -> str | list[str] | None
 
 _HOST_ONLY_BEGIN = "#ifndef __CUDA_ARCH__  // forge: host-only torch code, hidden from the device compiler\n"
 _HOST_ONLY_END = "#endif  // forge: host-only\n"
-_TORCH_HEADER = re.compile(r"^(?:ATen|c10|torch|caffe2|pybind11)/")
-_TORCH_NAME = re.compile(r"\b(?:torch|at|c10)::|\b(?:TORCH|AT|C10)_[A-Z_]+\b")
-# Device code generated from host code: template kernels instantiated by their launches, extended
-# lambdas, thrust/cub algorithms. Such sources keep all code visible to the device pass.
-_DEVICE_FROM_HOST = re.compile(r"__device__|__global__|__host__|\bthrust::|\bcub::")
-_TEMPLATE_KERNEL = re.compile(
-    r"\btemplate\s*<[^{;]*>\s*(?:__launch_bounds__\s*\([^)]*\)\s*)?"
-    r"(?:static\s+|inline\s+)*__global__"
-)
-_BLANK = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
-
-
-def _top_level_chunks(src: str) -> list[str]:
-    """Split C++/CUDA source into top-level pieces: preprocessor lines, and declarations or
-    definitions ending at a `;` or closing `}` at brace depth 0. Joined, they give back `src`."""
-    code = _BLANK.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), src)  # same offsets, no comments/strings
-    chunks, start, depth, i, n = [], 0, 0, 0, len(code)
-    while i < n:
-        ch = code[i]
-        if depth == 0 and ch == "#" and code[code.rfind("\n", 0, i) + 1 : i].strip() == "":
-            if code[start:i].strip():
-                chunks.append(src[start:i])
-                start = i
-            while True:  # the directive with its continuation lines
-                end = code.find("\n", i)
-                end = n if end < 0 else end + 1
-                if not code[i:end].rstrip().endswith("\\"):
-                    break
-                i = end
-            chunks.append(src[start:end])
-            start = i = end
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                end = code.find("\n", i)
-                end = n if end < 0 else end + 1
-                chunks.append(src[start:end])
-                start = i = end
-                continue
-        elif ch == ";" and depth == 0:
-            end = code.find("\n", i)
-            end = n if end < 0 else end + 1
-            chunks.append(src[start:end])
-            start = i = end
-            continue
-        i += 1
-    if start < n:
-        chunks.append(src[start:])
-    return chunks
 
 
 def hide_host_code_from_device_pass(src: str) -> str | None:
@@ -541,6 +501,184 @@ def slim_build_args(cpp_sources, cuda_sources, load_inline_fn) -> tuple[list[str
         ["#include <cuda.h>\n#include <cuda_runtime.h>", *cuda_list],
         {"no_implicit_headers": True},
     )
+
+
+#: the first tier: kernels through nvcc without torch, the launchers beside the bindings (`cudasplit`)
+SPLIT_TIER = "device/host split"
+
+
+def split_build_args(name: str, cpp_sources, cuda_sources, kwargs: dict, load_inline_fn) -> Split | None:
+    """The device/host split of a load_inline call's sources (`cudasplit.split_cuda_source`), or None: one CUDA source,
+    a torch that can skip its implicit headers, a candidate that did not ask for headers of its own choosing, and
+    ``FORGE_CUDA_SPLIT`` not 0. Writes the CUDA source as the candidate wrote it to the cache, the file the split's
+    ``#line`` directives name."""
+    if os.environ.get("FORGE_CUDA_SPLIT") == "0" or "no_implicit_headers" in kwargs or not cuda_sources:
+        return None
+    parts = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
+    if len(parts) != 1 or not isinstance(parts[0], str) or not _HAS_NO_IMPLICIT_HEADERS(load_inline_fn):
+        return None
+    cpp_list = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources or [])
+    functions = kwargs.get("functions")
+    names = [functions] if isinstance(functions, str) else list(functions or [])
+    folder = cache_dir() / "cuda_sources"
+    folder.mkdir(parents=True, exist_ok=True)
+    origin = folder / f"{name}_{hashlib.sha256(parts[0].encode()).hexdigest()[:16]}.cu"
+    if not origin.exists():
+        tmp = origin.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(parts[0], encoding="utf-8")
+        os.replace(tmp, origin)
+    return split_cuda_source(
+        cpp_list, parts[0], torch_include_dir(), str(origin), list(kwargs.get("extra_cuda_cflags") or []), names
+    )
+
+
+def _nvcc_std() -> str:
+    """The -std torch's load_inline gives nvcc when the candidate gives none (read from torch's own build code)."""
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    try:
+        text = inspect.getsource(cpp_extension._write_ninja_file_to_build_library)
+    except (AttributeError, OSError, TypeError):
+        return "-std=c++17"
+    found = re.findall(r"cuda_flags\.append\('(-std=c\+\+\d+)'\)", text)
+    return found[-1] if found else "-std=c++17"
+
+
+def device_object(device_src: str, name: str, kwargs: dict) -> str:
+    """The object file of a split's device source, compiled by nvcc with the flags torch's load_inline gives a .cu
+    (its common flags, the arch list's -gencode, -fPIC, the candidate's own), and cached by content: a repaired
+    candidate, whose launchers changed and kernels did not, links the object its original built."""
+    import shlex
+    import subprocess
+
+    from torch.utils import cpp_extension
+
+    home = getattr(cpp_extension, "CUDA_HOME", None)
+    if not home:
+        raise CompileError("no CUDA toolkit found (CUDA_HOME): cannot build CUDA sources")
+    nvcc = str(Path(home) / "bin" / "nvcc")
+    extra = [a for f in kwargs.get("extra_cuda_cflags") or [] for a in shlex.split(str(f))]
+    flags = [
+        *cpp_extension.COMMON_NVCC_FLAGS,
+        *cpp_extension._get_cuda_arch_flags(list(kwargs.get("extra_cuda_cflags") or [])),
+        "--compiler-options",
+        "-fPIC",
+        *extra,
+    ]
+    if not any(f.startswith("-std=") for f in flags):
+        flags.append(_nvcc_std())
+    flags += [f"-I{os.path.abspath(p)}" for p in kwargs.get("extra_include_paths") or []]
+    if os.getenv("CC"):
+        flags = ["-ccbin", os.environ["CC"], *flags]
+    key = hashlib.sha256(json.dumps([device_src, flags, nvcc, _toolchain_id(True)]).encode()).hexdigest()[:20]
+    folder = cache_dir() / "device_objects"
+    folder.mkdir(parents=True, exist_ok=True)
+    obj = folder / f"{name}_{key}.o"
+    if obj.is_file():
+        return str(obj)
+    src = folder / f"{name}_{key}.cu"
+    tmp_src = src.with_suffix(f".{os.getpid()}.tmp")
+    tmp_src.write_text(device_src, encoding="utf-8")
+    os.replace(tmp_src, src)
+    tmp = folder / f"{name}_{key}.{os.getpid()}.tmp.o"
+    done = subprocess.run(
+        [nvcc, *flags, "-c", str(src), "-o", str(tmp)], capture_output=True, text=True, errors="replace"
+    )
+    if done.returncode != 0:
+        out = (done.stdout + done.stderr).strip()
+        print(out, file=sys.stderr, flush=True)
+        tmp.unlink(missing_ok=True)
+        raise CompileError(f"nvcc build of {name!r}'s device code failed: {out}")
+    os.replace(tmp, obj)
+    return str(obj)
+
+
+_QUOTED = re.compile("\"([^\"\\n]*)\"|'([^'\\n]*)'|\u2018([^\u2019\\n]*)\u2019")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+#: messages that say a name is unknown where it is used
+_UNKNOWN_NAME = re.compile(
+    r"is undefined|was not declared|has no member|is not a member of|does not name a type|not a namespace|"
+    r"has not been declared|undeclared identifier|unknown type name|is not a template|incomplete type"
+)
+#: names any message may quote that no torch header can add or change: C++ words, fundamental and <cstdint>
+#: types, CUDA's vector and half types
+_PLAIN_WORDS = frozenset(
+    "const volatile unsigned signed int long short char float double bool void auto struct class enum union "
+    "static inline constexpr true false nullptr operator template typename this std size_t ssize_t ptrdiff_t "
+    "int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t dim3 half __half __nv_bfloat16 "
+    "float2 float3 float4 int2 int3 int4 uint2 uint4 double2 double4 char4 uchar4 __restrict__ restrict".split()
+)
+
+
+def library_words() -> frozenset[str]:
+    """Every identifier in torch's and the CUDA toolkit's headers: what a heavier header set could declare. Read once
+    per machine (about 2 s) and kept in the cache."""
+    global _LIBRARY_WORDS
+    if _LIBRARY_WORDS is not None:
+        return _LIBRARY_WORDS
+    from torch.utils import cpp_extension
+
+    roots = [torch_include_dir()]
+    home = getattr(cpp_extension, "CUDA_HOME", None)
+    if home and (Path(home) / "include").is_dir():
+        roots.append(Path(home) / "include")
+    tag = hashlib.sha256(json.dumps([str(r) for r in roots] + [torch.__version__]).encode()).hexdigest()[:16]
+    path = cache_dir() / f"library-words-{tag}.txt"
+    try:
+        _LIBRARY_WORDS = frozenset(path.read_text().split())
+        return _LIBRARY_WORDS
+    except OSError:
+        pass
+    found: set[bytes] = set()
+    word = re.compile(rb"[A-Za-z_]\w*")
+    for root in roots:
+        for dirpath, _dirs, files in os.walk(root):
+            for f in files:
+                try:
+                    found.update(word.findall(Path(dirpath, f).read_bytes()))
+                except OSError:
+                    continue
+    words = {w.decode() for w in found}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text("\n".join(sorted(words)))
+    os.replace(tmp, path)
+    _LIBRARY_WORDS = frozenset(words)
+    return _LIBRARY_WORDS
+
+
+_LIBRARY_WORDS: frozenset[str] | None = None
+
+
+def _headers_may_fix(log: str, words: frozenset[str] | None = None) -> bool:
+    """Whether a build that failed with these compiler messages could build with more of torch's headers.
+
+    No, only when every error is in the candidate's own files (cuda.cu, main.cpp: not inside a header) and names
+    nothing a header could declare: a name unknown where it is used that no torch or CUDA header has (a typo, a
+    launcher the bindings name but nothing defines), a mismatch between plain types (``double *`` for ``const float
+    *``), or ``x.type()`` where a scalar type is wanted (no header converts torch's deprecated type object). Any
+    other message, or none that can be read, says yes: the next header set is tried, as before."""
+    from ..logparse import compile_errors
+
+    errors = [e for e in compile_errors(log) if e.severity == "error"]
+    if not errors:
+        return True
+    words = library_words() if words is None else words
+    for e in errors:
+        if Path(e.file).name not in ("cuda.cu", "main.cpp"):
+            return True
+        if "DeprecatedTypeProperties" in e.message:
+            continue
+        quoted = {w for q in _QUOTED.findall(e.message) for part in q for w in _WORD.findall(part)}
+        if _UNKNOWN_NAME.search(e.message):
+            if quoted & words or not quoted:
+                return True
+            continue
+        if (quoted - _PLAIN_WORDS) & words:
+            return True
+    return False
 
 
 SLIM_MAIN_MARK = "// forge: slim main.cpp prelude in place of <torch/extension.h>"

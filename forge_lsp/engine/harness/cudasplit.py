@@ -1,0 +1,408 @@
+"""The device/host split of a `load_inline` CUDA source: kernels through nvcc without torch, the torch-using host
+code through g++ beside the bindings.
+
+A model-written `.cu` is a few kernels and a launcher per kernel that takes `torch::Tensor`s, allocates the output
+and launches with ``<<<...>>>``. nvcc spends most of a build on the launchers' torch headers: its host front end
+(cudafe++) and the host compiler parse all of ATen's tensor API (about 11 of 13 s on the CPU host, for a kernel of
+ten lines), which g++ parses in 2 s — and `main.cpp` parses it anyway, for the bindings. So this split puts:
+
+- in the **device source** (nvcc, no torch header): the kernels, `__device__` functions and variables, and what
+  both sides need (preprocessor lines, types, constants);
+- in **main.cpp** (g++, the slim main prelude): the host code, where each kernel is declared as the plain host
+  function nvcc emits for it (its launch stub, a global symbol of the same signature) and each launch
+  ``k<<<grid, block, smem, stream>>>(args)`` becomes `forge_split_launch(k, grid, block, smem, stream, args)`:
+  ``cudaLaunchKernel`` on the stub's address, what the stub itself does, the arguments converted to the kernel's
+  parameter types as a call would convert them, the stream 0 by default (the legacy default stream, or the
+  per-thread one where nvcc was told so).
+
+Both files carry ``#line`` directives naming the candidate's own CUDA source, so compiler messages and `-lineinfo`
+point at the lines the candidate wrote. Pure text; `split_cuda_source` says None where the split is not known to be
+faithful (template kernels, torch names in device code, host code reading a `__device__` symbol...), and the caller
+builds the source as written then — as it does when a split build fails.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cxx import (
+    _BLANK,
+    _CUDA_RUNTIME_API,
+    _INCLUDE,
+    _OP_CALL,
+    _TORCH_HEADER,
+    _TORCH_NAME,
+    _TORCH_ONLY_API,
+    _UMBRELLAS,
+    _top_level_chunks,
+    _torch_namespace_block,
+)
+
+SPLIT_MARK = "// forge: device/host split of the candidate's CUDA source"
+LAUNCH = "forge_split_launch"
+_DEVICE_QUAL = re.compile(r"\b(?:__global__|__device__|__constant__|__shared__|__managed__)\b")
+_GLOBAL = re.compile(r"\b__global__\b")
+_HOST_QUAL = re.compile(r"\b__host__\b")
+_TEMPLATE = re.compile(r"^\s*template\s*<")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^()]*(?:\([^()]*\)[^()]*)*\)")
+_EXTERN_C = re.compile(r'^\s*extern\s+"C"\s*')
+_TYPE_DECL = re.compile(r"^\s*(?:typedef\b|using\b|(?:struct|class|union|enum)\b[^(]*$)")
+_CONST_DECL = re.compile(r"^\s*(?:static\s+|inline\s+)*(?:constexpr|const)\b[^(]*=")
+_CONSTEXPR = re.compile(r"\bconstexpr\b")
+_NAMESPACE = re.compile(r"^\s*(?:inline\s+)?namespace\b")
+_EXTERN_BLOCK = re.compile(r'^\s*extern\s+"C"\s*\{')
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_CHEVRON = "<<<"
+#: nvcc flags that make stream 0 the per-thread default stream (what `CUDA_API_PER_THREAD_DEFAULT_STREAM` does for g++)
+_PER_THREAD = re.compile(r"^-?-default-stream[= ]?per-thread$")
+_DEFINE_FLAG = re.compile(r"^-[DU]\S+$")
+_OPT = re.compile(r"^-O[0-3]$")
+_MINMAX = re.compile(r"(?<![\w:.>])(?:min|max)\s*\(")
+
+#: host min/max overloads nvcc's crt/math_functions.hpp gives the host code of a .cu (g++ has none of them)
+_HOST_MINMAX = "\n".join(
+    [
+        "#include <cmath>",
+        "// forge: the host min/max overloads nvcc gives host code (crt/math_functions.hpp), for g++",
+        *(
+            f"static inline {ret} {fn}({a} x, {b} y) {{ return {body}; }}"
+            for fn, op in (("min", "<"), ("max", ">"))
+            for ret, a, b, body in (
+                ("int", "int", "int", f"x {op} y ? x : y"),
+                ("unsigned int", "unsigned int", "unsigned int", f"x {op} y ? x : y"),
+                ("unsigned int", "int", "unsigned int", f"{fn}(static_cast<unsigned int>(x), y)"),
+                ("unsigned int", "unsigned int", "int", f"{fn}(x, static_cast<unsigned int>(y))"),
+                ("long", "long", "long", f"x {op} y ? x : y"),
+                ("unsigned long", "unsigned long", "unsigned long", f"x {op} y ? x : y"),
+                ("unsigned long", "long", "unsigned long", f"{fn}(static_cast<unsigned long>(x), y)"),
+                ("unsigned long", "unsigned long", "long", f"{fn}(x, static_cast<unsigned long>(y))"),
+                ("long long", "long long", "long long", f"x {op} y ? x : y"),
+                ("unsigned long long", "unsigned long long", "unsigned long long", f"x {op} y ? x : y"),
+                (
+                    "unsigned long long",
+                    "long long",
+                    "unsigned long long",
+                    f"{fn}(static_cast<unsigned long long>(x), y)",
+                ),
+                (
+                    "unsigned long long",
+                    "unsigned long long",
+                    "long long",
+                    f"{fn}(x, static_cast<unsigned long long>(y))",
+                ),
+                ("float", "float", "float", f"f{fn}f(x, y)"),
+                ("double", "double", "double", f"f{fn}(x, y)"),
+                ("double", "float", "double", f"f{fn}(static_cast<double>(x), y)"),
+                ("double", "double", "float", f"f{fn}(x, static_cast<double>(y))"),
+            )
+        ),
+    ]
+)
+
+#: the launch: what nvcc's stub for a kernel does, on the stub's address; `P` comes from the kernel alone, so each
+#: argument converts to its parameter's type as in a call of the kernel
+_LAUNCHER = f"""\
+#include <cuda.h>
+#include <cuda_runtime.h>
+template <class T> struct forge_split_same {{ using type = T; }};
+template <class... P>
+static inline void {LAUNCH}(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                      typename forge_split_same<P>::type... args) {{
+  void* argv[sizeof...(P) + 1] = {{static_cast<void*>(&args)..., nullptr}};
+  cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, argv, smem, stream);
+}}
+"""
+
+
+@dataclass
+class Split:
+    """What `split_cuda_source` makes: the device source for nvcc, main.cpp's sources, and the flags each needs."""
+
+    device: str
+    host: list[str]
+    kernels: list[str]
+    #: flags main.cpp needs from the nvcc flags the host code was written for (-D/-U, per-thread stream, -O)
+    host_flags: list[str] = field(default_factory=list)
+
+
+def _line_of(src: str, offset: int) -> int:
+    return src.count("\n", 0, offset) + 1
+
+
+def _balanced(code: str, start: int, open_: str = "(", close: str = ")") -> int:
+    """The index just past the bracket that closes the one at `start` (-1 when unbalanced)."""
+    depth = 0
+    for i in range(start, len(code)):
+        c = code[i]
+        if c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return -1
+
+
+def _split_top(text: str) -> list[str]:
+    """`text` split at commas outside brackets."""
+    parts, depth, cur = [], 0, []
+    for c in text:
+        if c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    parts.append("".join(cur))
+    return parts
+
+
+@dataclass
+class _Kernel:
+    name: str
+    params: str
+    extern_c: bool
+
+
+def _kernel_of(code: str) -> _Kernel | None:
+    """A non-template kernel's name and parameter list from a chunk (comments and strings blanked), or None."""
+    if _TEMPLATE.match(code):
+        return None
+    g = _GLOBAL.search(code)
+    if g is None:
+        return None
+    head = _LAUNCH_BOUNDS.sub(" ", code[g.end() :])
+    m = re.match(r"\s*void\s+(\w+)\s*\(", head)
+    if m is None:
+        return None
+    close = _balanced(head, m.end() - 1)
+    if close < 0:
+        return None
+    params = head[m.end() : close - 1]
+    if "=" in params:  # default arguments: not repeated in a declaration
+        return None
+    params = re.sub(r"\b__grid_constant__\b", " ", params)
+    return _Kernel(m.group(1), " ".join(params.split()), False)
+
+
+def _defined_name(code: str) -> str | None:
+    """The name a device-only chunk defines (a __device__ function or variable), or None."""
+    text = _LAUNCH_BOUNDS.sub(" ", code)
+    m = re.search(r"(\w+)\s*(?:\(|\[|=|;)", text)
+    return m.group(1) if m else None
+
+
+def _rewrite_launches(code: str, src: str, kernels: set[str]) -> str | None:
+    """`src` with each ``k<<<cfg>>>(args)`` written as a `LAUNCH` call (`code`: `src` blanked, same offsets); None
+    when a launch is not of a known non-template kernel or cannot be read."""
+    out, pos = [], 0
+    while True:
+        i = code.find(_CHEVRON, pos)
+        if i < 0:
+            break
+        m = re.search(r"(\w+)\s*$", code[pos:i])
+        if m is None or m.group(1) not in kernels:
+            return None
+        name_at = pos + m.start(1)
+        j = i + 3
+        depth, end = 0, -1
+        while j < len(code) - 2:
+            c = code[j]
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+            elif depth == 0 and code.startswith(">>>", j):
+                end = j
+                break
+            j += 1
+        if end < 0:
+            return None
+        cfg = _split_top(src[i + 3 : end])
+        if not 2 <= len(cfg) <= 4 or any(not c.strip() for c in cfg):
+            return None
+        cfg += ["0"] * (4 - len(cfg))
+        k = end + 3
+        while k < len(code) and code[k].isspace():
+            k += 1
+        if k >= len(code) or code[k] != "(":
+            return None
+        close = _balanced(code, k)
+        if close < 0:
+            return None
+        args = src[k + 1 : close - 1]
+        call = f"{LAUNCH}({m.group(1)}, {', '.join(c.strip() for c in cfg)}"
+        call += f", {args})" if args.strip() else ")"
+        # the launch keeps its lines: compiler messages and line info stay where the candidate wrote them
+        newlines = src.count("\n", name_at, close) - call.count("\n")
+        out.append(src[pos:name_at])
+        out.append(call + "\n" * max(0, newlines))
+        pos = close
+    out.append(src[pos:])
+    return "".join(out)
+
+
+def split_cuda_source(
+    cpp_sources: list[str],
+    cuda_source: str,
+    include_dir: Path,
+    origin: str,
+    extra_cuda_cflags: list[str] | None = None,
+    functions: list[str] | None = None,
+) -> Split | None:
+    """The device/host split of one CUDA source (see the module's doc), or None where it would not be faithful.
+
+    `origin` is the file name the ``#line`` directives give: the candidate's CUDA source as written."""
+    joined_cpp = "\n".join(cpp_sources)
+    if _TORCH_ONLY_API.search(_BLANK.sub(" ", cuda_source)) or _TORCH_ONLY_API.search(_BLANK.sub(" ", joined_cpp)):
+        return None
+    code_all = _BLANK.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), cuda_source)
+    if re.search(
+        r"\b(?:thrust|cub|cooperative_groups::launch)\b|\[[=&][^\]]*\]\s*(?:\([^)]*\))?\s*__device__", code_all
+    ):
+        return None
+    device: list[str] = []
+    host: list[str] = []
+    kernels: dict[str, _Kernel] = {}
+    device_names: set[str] = set()
+    host_codes: list[str] = []
+    offset = 0
+    quoted = origin.replace("\\", "\\\\").replace('"', '\\"')
+    for chunk in _top_level_chunks(cuda_source):
+        start, offset = offset, offset + len(chunk)
+        code = code_all[start : start + len(chunk)]
+        if not chunk.strip():
+            continue
+        line = f'#line {_line_of(cuda_source, start)} "{quoted}"\n'
+        text = chunk if chunk.endswith("\n") else chunk + "\n"
+        stripped = code.strip()
+        if stripped.startswith("#"):
+            inc = _INCLUDE.search(chunk)
+            if inc and (_TORCH_HEADER.match(inc.group(1)) or inc.group(1) in _UMBRELLAS):
+                if inc.group(1) not in _UMBRELLAS:
+                    host.append(line + text)  # a torch header of its own (c10/cuda/CUDAGuard.h): main.cpp
+                continue
+            device.append(line + text)
+            host.append(line + text)
+            continue
+        if _DEVICE_QUAL.search(code):
+            if _TORCH_NAME.search(code) or _NAMESPACE.match(code) or _EXTERN_BLOCK.match(code):
+                return None  # torch in device code, or kernels inside a namespace or block: not split
+            if _GLOBAL.search(code):
+                kernel = _kernel_of(code)
+                if kernel is None:
+                    return None
+                kernel.extern_c = bool(_EXTERN_C.match(chunk))  # the blanked code has lost the "C"
+                known = kernels.get(kernel.name)
+                if known is not None and known.params != kernel.params:
+                    return None  # overloaded kernels
+                # a static kernel's stub is local to its file: main.cpp's launches need it global
+                device.append(line + re.sub(r"^(\s*)static\s+", r"\1", text, count=1))
+                if known is None:
+                    kernels[kernel.name] = kernel
+                    decl = f"{'extern ' + chr(34) + 'C' + chr(34) + ' ' if kernel.extern_c else ''}"
+                    host.append(f"{line}{decl}void {kernel.name}({kernel.params});\n")
+                continue
+            device.append(line + text)
+            if _HOST_QUAL.search(code) and re.search(r"\b(?:inline|static|constexpr|__forceinline__)\b", code):
+                host.append(line + text)  # a __host__ __device__ helper the launchers may call too
+            else:
+                name = _defined_name(code)
+                if name:
+                    device_names.add(name)
+            continue
+        if _TORCH_NAME.search(code) or _CHEVRON in code:
+            host.append((line, chunk, code))  # type: ignore[arg-type] - rewritten below
+            host_codes.append(code)
+            continue
+        if _TYPE_DECL.match(code) or _CONST_DECL.match(code) or _CONSTEXPR.search(code.split("{", 1)[0]):
+            device.append(line + text)
+            host.append(line + text)
+            continue
+        if _NAMESPACE.match(code) or (stripped.endswith(";") and "(" not in stripped.split("=", 1)[0]):
+            # a namespace of helpers, a variable: what the device code may read too goes to both when it defines no
+            # function; a host function in a namespace stays on the host
+            if "{" in stripped and re.search(r"\)\s*(?:const\s*)?\{", stripped):
+                host.append((line, chunk, code))  # type: ignore[arg-type]
+                host_codes.append(code)
+            elif re.match(r"^\s*(?:static\s+)?(?:const|constexpr)\b", code) or _NAMESPACE.match(code):
+                device.append(line + text)
+                host.append(line + text)
+            else:
+                host.append((line, chunk, code))  # type: ignore[arg-type]
+                host_codes.append(code)
+            continue
+        host.append((line, chunk, code))  # type: ignore[arg-type] - a host function without torch
+        host_codes.append(code)
+    if not kernels:
+        return None
+    names = set(kernels)
+    host_text: list[str] = []
+    for item in host:
+        if isinstance(item, str):
+            host_text.append(item)
+            continue
+        line, chunk, code = item
+        used = set(_IDENT.findall(code))
+        if used & device_names:
+            return None  # host code reading a __device__ symbol or calling a device function: not split
+        if functions and re.match(r"^\s*static\b", code) and used & set(functions):
+            return None  # a static launcher the bindings name: it would not link as written
+        rewritten = _rewrite_launches(code, chunk, names)
+        if rewritten is None:
+            return None
+        host_text.append(line + (rewritten if rewritten.endswith("\n") else rewritten + "\n"))
+    if not host_codes:
+        return None
+    host_code = "\n".join(host_codes) + "\n" + _BLANK.sub(" ", joined_cpp)
+    flags = list(extra_cuda_cflags or [])
+    host_flags = [f for f in flags if _DEFINE_FLAG.match(f)]
+    opts = [f for f in flags if _OPT.match(f)]
+    if opts:
+        host_flags.append(opts[-1])
+    if any(_PER_THREAD.match(f) for f in flags) or any(
+        a in ("-default-stream", "--default-stream") and b == "per-thread"
+        for a, b in zip(flags, flags[1:], strict=False)
+    ):
+        host_flags.append("-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
+    prelude = [
+        SPLIT_MARK,
+        "#include <ATen/core/Tensor.h>",
+        "#include <torch/csrc/utils/pybind.h>",
+        "#include <torch/csrc/Exceptions.h>",
+        "#include <c10/util/Exception.h>",
+    ]
+    ops_dir = include_dir / "ATen" / "ops"
+    prelude += [
+        f"#include <ATen/ops/{n}.h>" for n in sorted(set(_OP_CALL.findall(host_code))) if (ops_dir / f"{n}.h").is_file()
+    ]
+    if "AT_DISPATCH" in host_code:
+        prelude.append("#include <ATen/Dispatch.h>")
+    if _CUDA_RUNTIME_API.search(host_code):
+        prelude += ["#include <c10/cuda/CUDAStream.h>", "#include <c10/cuda/CUDAGuard.h>"]
+    if "C10_CUDA_" in host_code:
+        prelude.append("#include <c10/cuda/CUDAException.h>")
+    prelude.append(_torch_namespace_block(include_dir))
+    prelude.append(_LAUNCHER)
+    if _MINMAX.search(host_code):
+        prelude.append(_HOST_MINMAX)
+    kept_cpp = [
+        "".join(
+            ln
+            for ln in src.splitlines(keepends=True)
+            if not ((m := _INCLUDE.match(ln.rstrip("\n"))) and m.group(1) in _UMBRELLAS)
+        )
+        for src in cpp_sources
+    ]
+    device_text = "#include <cuda.h>\n#include <cuda_runtime.h>\n" + "".join(device)
+    return Split(
+        device=device_text,
+        host=["\n".join(prelude) + "\n", *host_text, '#line 1 "main.cpp"\n', *kept_cpp],
+        kernels=sorted(names),
+        host_flags=host_flags,
+    )

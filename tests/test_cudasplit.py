@@ -1,0 +1,369 @@
+"""The device/host split of load_inline CUDA sources (`forge_lsp.engine.harness.cudasplit`) and the header tiers'
+early stop (`loading._headers_may_fix`): text on the CPU; the split compiled with the real nvcc and g++ where they are
+installed (`slow`); built, linked and run on the GPU (`gpu`)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from forge_lsp.engine.harness.cudasplit import LAUNCH, split_cuda_source
+
+ROOT = Path(__file__).resolve().parents[1]
+
+RELU = """
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+
+#define BLOCK 256
+
+__global__ void relu_kernel(const float* __restrict__ x, float* out, int size) {
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < size) {
+        out[idx] = fmaxf(x[idx], 0.0f);
+    }
+}
+
+torch::Tensor relu_cuda(torch::Tensor x) {
+    auto size = x.numel();
+    auto out = torch::empty_like(x);
+    const int num_blocks = min(65535, (int)((size + BLOCK - 1) / BLOCK));
+    relu_kernel<<<num_blocks,
+                  BLOCK>>>(x.data_ptr<float>(), out.data_ptr<float>(), size);
+    return out;
+}
+"""
+CPP = ["torch::Tensor relu_cuda(torch::Tensor x);"]
+
+
+def include_dir() -> Path:
+    import torch
+
+    return Path(torch.__file__).parent / "include"
+
+
+def split(src: str = RELU, cpp=CPP, flags=None, functions=("relu_cuda",)):
+    return split_cuda_source(list(cpp), src, include_dir(), "/src/cand.cu", flags, list(functions))
+
+
+def origin_line(text: str, needle: str) -> int:
+    """The line `#line` directives give the first line containing `needle`."""
+    current = 0
+    for ln in text.splitlines():
+        m = re.match(r'#line (\d+) "', ln)
+        if m:
+            current = int(m.group(1))
+            continue
+        if needle in ln:
+            return current
+        current += 1
+    raise AssertionError(needle)
+
+
+def test_kernels_go_to_the_device_source_and_launchers_to_main_with_their_launches_rewritten():
+    s = split()
+    assert s is not None and s.kernels == ["relu_kernel"]
+    assert "__global__ void relu_kernel" in s.device and "torch" not in s.device.replace("// forge", "")
+    assert "#define BLOCK 256" in s.device  # preprocessor lines go to both sides
+    host = "".join(s.host)
+    assert "void relu_kernel(const float* __restrict__ x, float* out, int size);" in host
+    assert "__global__" not in host and "<<<" not in host
+    # grid, block, no shared memory, stream 0 (the legacy default stream, as the candidate launched)
+    assert re.search(rf"{LAUNCH}\(relu_kernel, num_blocks, BLOCK, 0, 0, x.data_ptr<float>\(\)", host)
+    assert "#include <ATen/ops/empty_like.h>" in host
+    assert "static inline int min(int x, int y)" in host  # nvcc's host min/max, which g++ lacks
+    assert "torch::Tensor relu_cuda(torch::Tensor x);" in host
+
+
+def test_both_sides_keep_the_candidates_line_numbers():
+    s = split()
+    want = RELU.splitlines()
+    for text, needle in ((s.device, "out[idx] = fmaxf"), ("".join(s.host), "auto out = torch::empty_like")):
+        line = origin_line(text, needle)
+        assert needle in want[line - 1], (needle, line)
+    # a launch written over two lines still ends on the line the candidate's ended on
+    host = "".join(s.host)
+    assert origin_line(host, "return out;") == next(i for i, ln in enumerate(want, 1) if "return out;" in ln)
+
+
+def test_a_launch_with_shared_memory_and_a_stream_keeps_both():
+    src = RELU.replace(
+        "<<<num_blocks,\n                  BLOCK>>>", "<<<num_blocks, BLOCK, 64, at::cuda::getCurrentCUDAStream()>>>"
+    )
+    host = "".join(split(src).host)
+    assert f"{LAUNCH}(relu_kernel, num_blocks, BLOCK, 64, at::cuda::getCurrentCUDAStream(), " in host
+    assert "#include <c10/cuda/CUDAStream.h>" in host
+
+
+def test_nvcc_flags_the_host_code_was_written_for_follow_it_to_main():
+    s = split(flags=["-O3", "--use_fast_math", "-DTILE=32", "--default-stream", "per-thread", "-lineinfo"])
+    assert s.host_flags == ["-DTILE=32", "-O3", "-DCUDA_API_PER_THREAD_DEFAULT_STREAM"]
+    assert "-DCUDA_API_PER_THREAD_DEFAULT_STREAM" in split(flags=["--default-stream=per-thread"]).host_flags
+    assert split(flags=["-O3"]).host_flags == ["-O3"]
+
+
+@pytest.mark.parametrize(
+    "why,src",
+    [
+        (
+            "a template kernel (instantiated by its launch)",
+            RELU.replace(
+                "__global__ void relu_kernel(const float*",
+                "template <typename T>\n__global__ void relu_kernel(const T*",
+            ).replace("relu_kernel<<<", "relu_kernel<float><<<"),
+        ),
+        ("torch in device code", RELU.replace("fmaxf(x[idx], 0.0f)", "c10::cuda::compat::max(x[idx], 0.0f)")),
+        (
+            "host code writing a __constant__",
+            RELU.replace("#define BLOCK 256", "#define BLOCK 256\n__constant__ float slope[1];").replace(
+                "auto out = torch::empty_like(x);",
+                "auto out = torch::empty_like(x);\n    cudaMemcpyToSymbol(slope, &size, 4);",
+            ),
+        ),
+        (
+            "kernels in a namespace",
+            RELU.replace("__global__ void relu_kernel", "namespace k { __global__ void relu_kernel").replace(
+                "        out[idx] = fmaxf(x[idx], 0.0f);\n    }\n}",
+                "        out[idx] = fmaxf(x[idx], 0.0f);\n    }\n}}",
+            ),
+        ),
+        ("a launch of something not a kernel here", RELU.replace("relu_kernel<<<", "other_kernel<<<")),
+        ("thrust", RELU.replace("auto size = x.numel();", "auto size = x.numel(); thrust::fill(0);")),
+        ("pybind11 in the .cu", RELU + '\nPYBIND11_MODULE(x, m) { m.def("relu_cuda", &relu_cuda); }\n'),
+    ],
+)
+def test_what_the_split_would_not_keep_faithful_is_not_split(why, src):
+    assert split(src) is None, why
+
+
+def test_a_static_launcher_the_bindings_name_is_not_split_since_as_written_it_would_not_link():
+    assert (
+        split(
+            RELU.replace(
+                "torch::Tensor relu_cuda(torch::Tensor x) {", "static torch::Tensor relu_cuda(torch::Tensor x) {"
+            )
+        )
+        is None
+    )
+
+
+def test_a_static_kernel_is_made_global_for_mains_launches_and_extern_c_kept():
+    s = split(RELU.replace("__global__ void relu_kernel", "static __global__ void relu_kernel"))
+    assert "static" not in s.device.split("__global__")[0].splitlines()[-1]
+    s = split(RELU.replace("__global__ void relu_kernel", 'extern "C" __global__ void relu_kernel'))
+    assert 'extern "C" void relu_kernel(' in "".join(s.host)
+
+
+def test_host_device_helpers_and_constants_go_to_both_sides():
+    src = RELU.replace(
+        "#define BLOCK 256",
+        "#define BLOCK 256\nconstexpr int kVec = 4;\n__host__ __device__ inline int cdiv(int a, int b) { return (a + b - 1) / b; }\n"
+        "struct Params { int n; float slope; };",
+    )
+    s = split(src)
+    host = "".join(s.host)
+    for piece in ("constexpr int kVec = 4;", "inline int cdiv", "struct Params"):
+        assert piece in s.device and piece in host, piece
+
+
+# ------------------------------------------------------------------------------------------ the header tiers' stop
+from forge_lsp.engine.harness.loading import _headers_may_fix  # noqa: E402
+
+WORDS = frozenset({"torch", "at", "cuda", "getCurrentCUDAStream", "empty", "Tensor", "ScalarType", "c10", "half"})
+
+
+@pytest.mark.parametrize(
+    "log,may",
+    [
+        ('/b/cuda.cu(31): error: identifier "scale_min_kernal" is undefined', False),
+        (
+            "/b/main.cpp:9:49: error: \u2018swish_cuda\u2019 was not declared in this scope; did you mean \u2018swish_forward\u2019?",
+            False,
+        ),
+        (
+            '/b/cuda.cu(40): error: argument of type "double *" is incompatible with parameter of type "const float *"',
+            False,
+        ),
+        (
+            '/b/cuda.cu(22): error: no suitable conversion function from "const at::DeprecatedTypeProperties" to "c10::ScalarType" exists',
+            False,
+        ),
+        ('/b/cuda.cu(12): error: namespace "at::cuda" has no member "getCurrentCUDAStream"', True),
+        ('/b/cuda.cu(12): error: no instance of overloaded function "torch::empty" matches the argument list', True),
+        ('/t/include/ATen/core/TensorBody.h(88): error: expected a ";"', True),
+        ("ninja: build stopped: subcommand failed.", True),
+        ('/b/cuda.cu(5): error: identifier "half" is undefined', True),
+    ],
+)
+def test_heavier_headers_are_tried_only_where_they_could_help(log, may):
+    assert _headers_may_fix(log, WORDS) is may
+
+
+def test_the_library_words_are_torchs_and_cudas_names(tmp_path, monkeypatch):
+    from forge_lsp.engine.harness import loading
+
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(loading, "_LIBRARY_WORDS", None)
+    words = loading.library_words()
+    assert {"getCurrentCUDAStream", "empty_like", "TORCH_CHECK", "ScalarType"} <= words
+    assert "scale_min_kernal" not in words and "swish_cuda" not in words
+    assert list(tmp_path.glob("library-words-*.txt"))  # kept for the machine's next builds
+
+
+def test_a_candidates_own_compile_error_stops_the_header_tiers(tmp_path, monkeypatch):
+    """The tiers in order, through `cached_load_inline`, with torch's builder standing in: a typo in the candidate's
+    kernel fails the split and the slim tier and no more; a missing torch declaration goes on to every tier."""
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness import loading
+
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.setattr(loading, "_LIBRARY_WORDS", WORDS)
+    seen: list[str] = []
+
+    def builder(message):
+        def load_inline(name, cpp_sources, cuda_sources=None, *, no_implicit_headers=False, **kw):
+            main = "\n".join(cpp_sources) if isinstance(cpp_sources, list) else cpp_sources
+            seen.append("split" if cuda_sources is None and "forge: device/host split" in main else "cuda")
+            raise RuntimeError(f"Error building extension '{name}': {message}")
+
+        return load_inline
+
+    def device_object(device_src, name, kwargs):
+        seen.append("nvcc")
+        return str(tmp_path / "device.o")
+
+    monkeypatch.setattr(loading, "device_object", device_object)
+    for message, tiers in (
+        ('/b/cuda.cu(9): error: identifier "relu_kernal" is undefined', 2),
+        ('/b/cuda.cu(9): error: namespace "at::cuda" has no member "getCurrentCUDAStream"', 4),
+    ):
+        seen.clear()
+        loading.BUILD_ATTEMPTS.clear()
+        monkeypatch.setattr(cpp_extension, "load_inline", builder(message))
+        with loading.cached_load_inline(), pytest.raises(loading.CompileError):
+            cpp_extension.load_inline("relu", CPP, RELU, functions=["relu_cuda"])
+        labels = [a[0] for a in loading.BUILD_ATTEMPTS]
+        assert len(labels) == tiers, (message, labels)
+        assert labels[0] == loading.SPLIT_TIER and seen[:2] == ["nvcc", "split"]
+
+
+# ------------------------------------------------------------------------------------------ real compilers
+def _compilers() -> bool:
+    return shutil.which("nvcc") is not None and shutil.which("g++") is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _compilers(), reason="needs nvcc and g++")
+def test_both_sides_compile_and_main_declares_the_symbols_the_device_object_defines(tmp_path):
+    """nvcc compiles the device source without any torch header; g++ compiles main.cpp with the bindings load_inline
+    writes; each kernel main.cpp launches is defined in the device object under the same symbol."""
+    from torch.utils import cpp_extension
+
+    src = (
+        RELU.replace("#define BLOCK 256", "#define BLOCK 256\nstruct Params { int n; };")
+        .replace(
+            "}\n\ntorch::Tensor",
+            "}\n__global__ void fill_kernel(Params p, float* out) { if (threadIdx.x < p.n) out[threadIdx.x] = 1.f; }\n\ntorch::Tensor",
+        )
+        .replace(
+            "return out;", "Params p{4};\n    fill_kernel<<<1, 32, 0, 0>>>(p, out.data_ptr<float>());\n    return out;"
+        )
+    )
+    s = split(src, flags=["-O3", "-lineinfo"])
+    assert s is not None and s.kernels == ["fill_kernel", "relu_kernel"]
+    (tmp_path / "device.cu").write_text(s.device)
+    nvcc = subprocess.run(
+        [
+            "nvcc",
+            "-c",
+            "device.cu",
+            "-o",
+            "device.o",
+            "-gencode=arch=compute_90,code=sm_90",
+            "-Xcompiler",
+            "-fPIC",
+            "-O3",
+            "-lineinfo",
+            *cpp_extension.COMMON_NVCC_FLAGS,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert nvcc.returncode == 0, nvcc.stderr
+    stub = tmp_path / "stub" / "c10" / "cuda" / "impl"
+    stub.mkdir(parents=True)
+    (stub / "cuda_cmake_macros.h").write_text("#pragma once\n")  # generated only by CUDA builds of torch
+    main = (
+        "\n".join(s.host)
+        + '\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\nm.def("relu_cuda", torch::wrap_pybind_function(relu_cuda), "relu_cuda");\n}\n'
+    )
+    (tmp_path / "main.cpp").write_text(main)
+    inc = [f"-I{tmp_path / 'stub'}", *(f"-isystem{d}" for d in cpp_extension.include_paths())]
+    inc += [
+        f"-isystem{sysconfig.get_paths()['include']}",
+        f"-isystem{Path(shutil.which('nvcc')).resolve().parents[1] / 'include'}",
+    ]
+    gxx = subprocess.run(
+        [
+            "g++",
+            "-c",
+            "main.cpp",
+            "-o",
+            "main.o",
+            "-fPIC",
+            "-std=c++20",
+            "-DTORCH_EXTENSION_NAME=relu",
+            *inc,
+            *s.host_flags,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert gxx.returncode == 0, gxx.stderr[-3000:]
+    defined = subprocess.run(
+        ["nm", "-C", "--defined-only", "device.o"], cwd=tmp_path, capture_output=True, text=True
+    ).stdout
+    wanted = subprocess.run(["nm", "-C", "-u", "main.o"], cwd=tmp_path, capture_output=True, text=True).stdout
+    for sig in ("relu_kernel(float const*, float*, int)", "fill_kernel(Params, float*)"):
+        assert sig in wanted and f" T {sig}" in defined, sig
+    assert "torch" not in subprocess.run(["nm", "-C", "device.o"], cwd=tmp_path, capture_output=True, text=True).stdout
+
+
+@pytest.mark.gpu
+def test_split_builds_keep_each_candidates_verdict_and_stream_domain(tmp_path):
+    """On the GPU, through the engine: a legacy-launch ReLU and a current-stream Softplus build through the split tier
+    (their device objects are in the cache), are correct, and keep the stream domain their launches give them: the
+    legacy stream's candidate `default`, the current stream's `any`. The legacy one's repair (launches moved to the
+    current stream) links the device object its original built: no second nvcc build."""
+    from forge_lsp.engine import EvalOptions, load_candidate, load_task
+    from forge_lsp.engine.executor import make_executor
+    from forge_lsp.usecases.evaluate import evaluate_batch
+
+    tasks = ROOT / "benchmarks" / "kernelbench_batch" / "tasks"
+    cands = ROOT / "corpus" / "model_style" / "candidates"
+    work = [
+        (load_task(tasks / "level1_19_ReLU.py"), load_candidate(cands / "level1_19_ReLU_legacy_raw.py")),
+        (load_task(tasks / "level1_29_Softplus.py"), load_candidate(cands / "level1_29_Softplus_threshold_stream.py")),
+    ]
+    options = EvalOptions(timing_budget_s=0.1, min_reps=5, max_reps=10)
+    with make_executor("local", "cuda:0", options=options, cache_dir=tmp_path) as ex:
+        legacy, current = evaluate_batch(ex, work)
+    assert legacy.verdict.correct and legacy.verdict.domain.streams == "default", legacy.verdict.reason
+    assert current.verdict.correct and current.verdict.domain.streams == "any", current.verdict.reason
+    assert legacy.repair is not None and legacy.repair.verdict.correct and legacy.repair.verdict.domain.full
+    objects = sorted(p.name for p in (tmp_path / "device_objects").glob("*.o"))
+    assert len(objects) == 2, objects  # one per original: the repair reused its original's
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
