@@ -23,7 +23,6 @@ import sys
 import sysconfig
 import tempfile
 import time
-import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
