@@ -147,7 +147,9 @@ def _balanced(code: str, start: int, open_: str = "(", close: str = ")") -> int:
 
 def _split_top(text: str) -> list[str]:
     """`text` split at commas outside brackets."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for c in text:
         if c in "([{<":
             depth += 1
@@ -267,7 +269,7 @@ def split_cuda_source(
     ):
         return None
     device: list[str] = []
-    host: list[str] = []
+    host: list[str | tuple[str, str, str]] = []  # text, or a host chunk whose launches are rewritten below
     kernels: dict[str, _Kernel] = {}
     device_names: set[str] = set()
     host_codes: list[str] = []
@@ -317,7 +319,7 @@ def split_cuda_source(
                     device_names.add(name)
             continue
         if _TORCH_NAME.search(code) or _CHEVRON in code:
-            host.append((line, chunk, code))  # type: ignore[arg-type] - rewritten below
+            host.append((line, chunk, code))
             host_codes.append(code)
             continue
         if _TYPE_DECL.match(code) or _CONST_DECL.match(code) or _CONSTEXPR.search(code.split("{", 1)[0]):
@@ -328,16 +330,16 @@ def split_cuda_source(
             # a namespace of helpers, a variable: what the device code may read too goes to both when it defines no
             # function; a host function in a namespace stays on the host
             if "{" in stripped and re.search(r"\)\s*(?:const\s*)?\{", stripped):
-                host.append((line, chunk, code))  # type: ignore[arg-type]
+                host.append((line, chunk, code))
                 host_codes.append(code)
             elif re.match(r"^\s*(?:static\s+)?(?:const|constexpr)\b", code) or _NAMESPACE.match(code):
                 device.append(line + text)
                 host.append(line + text)
             else:
-                host.append((line, chunk, code))  # type: ignore[arg-type]
+                host.append((line, chunk, code))
                 host_codes.append(code)
             continue
-        host.append((line, chunk, code))  # type: ignore[arg-type] - a host function without torch
+        host.append((line, chunk, code))
         host_codes.append(code)
     if not kernels:
         return None
