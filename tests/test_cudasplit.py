@@ -42,6 +42,21 @@ torch::Tensor relu_cuda(torch::Tensor x) {
 CPP = ["torch::Tensor relu_cuda(torch::Tensor x);"]
 
 
+def _compilers() -> bool:
+    return shutil.which("nvcc") is not None and shutil.which("g++") is not None
+
+
+def cuda_include() -> Path:
+    """The CUDA toolkit's headers (nvcc may be a wrapper script on PATH)."""
+    import os
+
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and (Path(home) / "include" / "cuda_runtime_api.h").is_file():
+            return Path(home) / "include"
+    out = subprocess.run(["nvcc", "-dryrun", "-c", "-x", "cu", "/dev/null"], capture_output=True, text=True).stderr
+    return Path(re.search(r'-I"?([^" ]+/include)', out).group(1))
+
+
 def include_dir() -> Path:
     import torch
 
@@ -142,6 +157,37 @@ def test_what_the_split_would_not_keep_faithful_is_not_split(why, src):
     assert split(src) is None, why
 
 
+def test_a_function_the_bindings_name_but_cpp_sources_do_not_declare_is_not_split():
+    """As written, main.cpp sees only cpp_sources: a launcher defined in the .cu under a name cpp_sources never
+    declare does not compile there. Split, it would (the launcher moves into main.cpp): so it is not split."""
+    assert split(cpp=["torch::Tensor relu_forward(torch::Tensor x);"]) is None
+    assert split(cpp=["torch::Tensor relu_cuda(torch::Tensor x);"]) is not None
+
+
+@pytest.mark.skipif(not _compilers(), reason="needs nvcc")
+def test_a_repairs_device_source_on_other_lines_links_its_originals_object(tmp_path, monkeypatch):
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness import loading
+
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(cuda_include().parent))
+    original = split().device
+    repaired = split_cuda_source(
+        list(CPP), "#include <c10/cuda/CUDAStream.h>\n" + RELU, include_dir(), "/src/other.cu", [], ["relu_cuda"]
+    ).device
+    assert original != repaired  # other #line numbers and file
+    first = loading.device_object(original, "relu", {"extra_cuda_cflags": ["-lineinfo"]})
+    made = Path(first).stat().st_mtime_ns
+    assert loading.device_object(repaired, "relu", {"extra_cuda_cflags": ["-lineinfo"]}) == first
+    assert Path(first).stat().st_mtime_ns == made  # not compiled again
+    other = loading.device_object(original, "relu", {"extra_cuda_cflags": ["-lineinfo", "-O3"]})
+    assert other != first  # other flags: another object
+    with pytest.raises(loading.CompileError, match="identifier"):
+        loading.device_object(original.replace("fmaxf(x[idx]", "fmaxf(y[idx]"), "relu", {})
+
+
 def test_a_static_launcher_the_bindings_name_is_not_split_since_as_written_it_would_not_link():
     assert (
         split(
@@ -231,7 +277,7 @@ def test_a_candidates_own_compile_error_stops_the_header_tiers(tmp_path, monkeyp
     def builder(message):
         def load_inline(name, cpp_sources, cuda_sources=None, *, no_implicit_headers=False, **kw):
             main = "\n".join(cpp_sources) if isinstance(cpp_sources, list) else cpp_sources
-            seen.append("split" if cuda_sources is None and "forge: device/host split" in main else "cuda")
+            seen.append("split" if cuda_sources is None and "forge_split_prelude.h" in main else "cuda")
             raise RuntimeError(f"Error building extension '{name}': {message}")
 
         return load_inline
@@ -256,10 +302,6 @@ def test_a_candidates_own_compile_error_stops_the_header_tiers(tmp_path, monkeyp
 
 
 # ------------------------------------------------------------------------------------------ real compilers
-def _compilers() -> bool:
-    return shutil.which("nvcc") is not None and shutil.which("g++") is not None
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not _compilers(), reason="needs nvcc and g++")
 def test_both_sides_compile_and_main_declares_the_symbols_the_device_object_defines(tmp_path):
@@ -310,7 +352,7 @@ def test_both_sides_compile_and_main_declares_the_symbols_the_device_object_defi
     inc = [f"-I{tmp_path / 'stub'}", *(f"-isystem{d}" for d in cpp_extension.include_paths())]
     inc += [
         f"-isystem{sysconfig.get_paths()['include']}",
-        f"-isystem{Path(shutil.which('nvcc')).resolve().parents[1] / 'include'}",
+        f"-isystem{cuda_include()}",
     ]
     gxx = subprocess.run(
         [
@@ -337,6 +379,50 @@ def test_both_sides_compile_and_main_declares_the_symbols_the_device_object_defi
     for sig in ("relu_kernel(float const*, float*, int)", "fill_kernel(Params, float*)"):
         assert sig in wanted and f" T {sig}" in defined, sig
     assert "torch" not in subprocess.run(["nm", "-C", "device.o"], cwd=tmp_path, capture_output=True, text=True).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _compilers(), reason="needs g++")
+def test_the_split_prelude_is_precompiled_once_for_the_flags_main_cpp_was_built_with(tmp_path, monkeypatch):
+    """After a split build, the prelude is precompiled for the flags torch's build.ninja gave main.cpp (less the
+    extension's name), beside the header; g++ then uses it for another extension's main.cpp with the same flags,
+    and not for other flags (it parses the header there)."""
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness import loading
+
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path / "cache"))
+    stub = tmp_path / "stub" / "c10" / "cuda" / "impl"
+    stub.mkdir(parents=True)
+    (stub / "cuda_cmake_macros.h").write_text("#pragma once\n")  # generated only by CUDA builds of torch
+    cuda_inc = cuda_include()
+    inc = [f"-I{tmp_path / 'stub'}", *(f"-isystem {d}" for d in cpp_extension.include_paths())]
+    inc += [f"-isystem {sysconfig.get_paths()['include']}", f"-isystem {cuda_inc}"]
+    flags = f"-DTORCH_API_INCLUDE_EXTENSION_H {' '.join(inc)} -fPIC -std=c++20"
+    build = tmp_path / "relu_build"
+    build.mkdir()
+    (build / "build.ninja").write_text(f"cxx = c++\ncflags = -DTORCH_EXTENSION_NAME=relu_1 {flags}\npost_cflags = \n")
+    thread = loading.split_prelude_pch(build, [])
+    assert thread is not None
+    thread.join(timeout=300)
+    header = loading.split_prelude_file()
+    assert len(list(header.with_name(header.name + ".gch").glob("*.gch"))) == 1
+    assert loading.split_prelude_pch(build, []) is None  # made once
+    assert loading.split_prelude_pch(build, ["-DTILE=32"]) is None  # not for a candidate's own defines
+    s = split_cuda_source(
+        list(CPP), RELU, include_dir(), "/src/cand.cu", [], ["relu_cuda"], prelude_include=str(header)
+    )
+    (tmp_path / "main.cpp").write_text("".join(s.host))
+    assert "".join(s.host).startswith(f'#include "{header}"')
+
+    def compile_main(*extra: str) -> str:
+        cmd = f"c++ -DTORCH_EXTENSION_NAME=other {flags} {' '.join(extra)} -Winvalid-pch -H -c main.cpp -o main.o"
+        done = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stderr
+
+    assert re.search(r"^! .*forge_split_prelude\.h\.gch/", compile_main(), re.MULTILINE)
+    assert not re.search(r"^! ", compile_main("-O2"), re.MULTILINE)
 
 
 @pytest.mark.gpu

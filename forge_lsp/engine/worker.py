@@ -901,15 +901,35 @@ class Evaluation:
             mismatch,
         )
 
-    def delayed_call(self, model: Any, case: InputCase, stream: Any) -> Any:
+    #: the stream probes' GPU-side delay: `PROBE_DELAY_CALLS` times the candidate's longest call on the host (what its
+    #: code takes to launch its kernels), within these bounds in ms
+    PROBE_DELAY_MS = (10.0, 50.0)
+    PROBE_DELAY_CALLS = 50
+
+    def probe_delay_ms(self, m: Models, case: InputCase) -> float:
+        """How long the stream probes hold the inputs back: far longer than the candidate's own host code takes to reach
+        its kernels (a warm call, timed on the host without waiting for the device), so a kernel that does not wait
+        for the stream is launched, and reads the placeholders, well inside the delay."""
+        from .harness.checks import clone_inputs
+
+        inputs = clone_inputs(case.inputs)
+        self.sync()
+        t0 = time.perf_counter()
+        self.call(m.cand, inputs, "candidate")
+        host_ms = (time.perf_counter() - t0) * 1e3
+        self.sync()
+        lo, hi = self.PROBE_DELAY_MS
+        return min(hi, max(lo, self.PROBE_DELAY_CALLS * host_ms))
+
+    def delayed_call(self, model: Any, case: InputCase, stream: Any, delay_ms: float = 50.0) -> Any:
         """`model` called on `stream` (made current) with inputs that become ready only after a GPU-side delay on that
-        stream: NaN placeholders, then a 50 ms sleep, then the real values. Kernels that wait for work queued on the
+        stream: NaN placeholders, then a `delay_ms` sleep, then the real values. Kernels that wait for work queued on the
         stream read the real values; kernels on a stream that does not wait for it read the placeholders."""
         from .harness import timing as T
         from .harness.checks import clone_inputs
 
         torch = self.torch
-        cycles = int(50 * T.CudaTimer(self.device, False).cycles_per_ms)  # 50 ms on the GPU
+        cycles = int(delay_ms * T.CudaTimer(self.device, False).cycles_per_ms)
         delayed = clone_inputs(case.inputs)
         self.sync()
         with torch.cuda.stream(stream):
@@ -948,8 +968,9 @@ class Evaluation:
             return
         ref_out = self.call(m.ref, clone_inputs(case.inputs), "reference")
         self.sync()
+        delay = self.probe_delay_ms(m, case)
         self.where = self.describe_set(case, what="inputs made ready on the default stream after a delay")
-        own = self.delayed_call(m.cand, case, torch.cuda.current_stream(self.device))
+        own = self.delayed_call(m.cand, case, torch.cuda.current_stream(self.device), delay)
         mismatch, _ = compare_outputs(ref_out, own, self.task.tolerance_for, f"{case.name}, delayed on its stream")
         del own
         if mismatch is not None and self.right_when_ready(m, case, ref_out):
@@ -979,7 +1000,7 @@ class Evaluation:
             self.check("current_stream", True, "not decided: the output is wrong with ready inputs too")
             return
         self.where = self.describe_set(case, what="inputs made ready on a side stream after a delay")
-        side = self.delayed_call(m.cand, case, torch.cuda.Stream(self.device))
+        side = self.delayed_call(m.cand, case, torch.cuda.Stream(self.device), delay)
         mismatch, _ = compare_outputs(ref_out, side, self.task.tolerance_for, f"{case.name}, delayed stream")
         del side
         if mismatch is None:
@@ -1307,7 +1328,9 @@ class Evaluation:
         cases: list[InputCase] = []
         try:
             mod = self.load_task()
+            t0 = time.perf_counter()
             cases = self.make_cases(mod)
+            self.stages["inputs"] = round(time.perf_counter() - t0, 4)
             self.input_specs = _input_specs(cases, torch)
             if "torch.compile" in self.cand_src.source or "torch._dynamo" in self.cand_src.source:
                 import torch._dynamo  # noqa: F401 - it rebinds torch.manual_seed on import: not the candidate's doing
@@ -1475,7 +1498,7 @@ class DeviceMemory:
         self.free0, self.total = torch.cuda.mem_get_info(device)
         self.allocated0 = torch.cuda.memory_allocated(device)
 
-    def release(self) -> None:
+    def release(self, collect: bool = True) -> None:
         torch = self.torch
         dynamo = sys.modules.get("torch._dynamo")
         if dynamo is not None:  # compiled frames of a torch.compile candidate hold its module and tensors
@@ -1483,7 +1506,8 @@ class DeviceMemory:
                 dynamo.reset()
             except Exception:  # noqa: BLE001
                 pass
-        gc.collect()
+        if collect:
+            gc.collect()
         torch.cuda.synchronize(self.device)
         cupy = sys.modules.get("cupy")
         if cupy is not None:
@@ -1510,18 +1534,23 @@ class DeviceMemory:
             gpu_kept_before_bytes=kept_before,
             gpu_kept_bytes=state.drawn_bytes,
         )
-        try:
-            self.release()
-            use.gpu_free_after_bytes = free = self.free()
-            use.gpu_allocated_after_bytes = allocated = int(torch.cuda.memory_allocated(self.device))
-            use.gpu_reserved_after_bytes = reserved = int(torch.cuda.memory_reserved(self.device))
-        except Exception as exc:  # noqa: BLE001 - a device that cannot even say: the worker is done
-            print(f"forge worker: device memory cannot be measured: {_exc_line(exc)}", file=sys.stderr, flush=True)
-            use.recovered = False
-            return use
-        held = allocated - self.allocated0 - state.drawn_bytes  # live tensors nobody should hold any more
-        outside = self.free0 - free - reserved  # device memory outside torch's allocator (CuPy, cudaMalloc, modules)
-        use.recovered = held <= slack // 8 and outside <= slack
+        for collect in (False, True):
+            # first without a garbage collection (about 0.1 s with torch loaded): most candidates leave no cycle that
+            # holds device memory; a full collection only when the memory is not back without one
+            try:
+                self.release(collect=collect)
+                use.gpu_free_after_bytes = free = self.free()
+                use.gpu_allocated_after_bytes = allocated = int(torch.cuda.memory_allocated(self.device))
+                use.gpu_reserved_after_bytes = reserved = int(torch.cuda.memory_reserved(self.device))
+            except Exception as exc:  # noqa: BLE001 - a device that cannot even say: the worker is done
+                print(f"forge worker: device memory cannot be measured: {_exc_line(exc)}", file=sys.stderr, flush=True)
+                use.recovered = False
+                return use
+            held = allocated - self.allocated0 - state.drawn_bytes  # live tensors nobody should hold any more
+            outside = self.free0 - free - reserved  # device memory outside torch's allocator (CuPy, cudaMalloc...)
+            use.recovered = held <= slack // 8 and outside <= slack
+            if use.recovered:
+                break
         if not use.recovered:
             print(
                 f"forge worker: device memory not given back ({held / 2**20:.0f} MiB still allocated beyond the kept "
@@ -1616,7 +1645,9 @@ def main(argv: list[str] | None = None) -> int:
         verdict = Evaluation(req, state, args.out_fd).run()  # the evaluation and what it held are dropped here
         verdict.device_name = name
         if memory is not None and not state.unusable:
+            t0 = time.perf_counter()
             verdict.memory = memory.after(state, req.options.gpu_memory_slack_bytes, free_before, kept_before)
+            verdict.stages["release"] = round(time.perf_counter() - t0, 4)
             if not verdict.memory.recovered:
                 state.unusable = True
         pipe.send(args.out_fd, EvaluateResult(verdict=verdict, worker_unusable=state.unusable))

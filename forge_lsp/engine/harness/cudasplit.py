@@ -29,7 +29,6 @@ from pathlib import Path
 
 from .cxx import (
     _BLANK,
-    _CUDA_RUNTIME_API,
     _INCLUDE,
     _OP_CALL,
     _TORCH_HEADER,
@@ -114,6 +113,37 @@ static inline void {LAUNCH}(void (*kernel)(P...), dim3 grid, dim3 block, size_t 
   cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, argv, smem, stream);
 }}
 """
+
+
+def split_prelude(include_dir: Path) -> str:
+    """What every split main.cpp starts with, the same for all candidates (so one precompiled header serves them):
+    torch's tensor, pybind11 with torch's casters and error translation, what torch's per-operator headers include
+    before their own declarations (Context, DeviceGuard, TensorUtils...: 3 of a main.cpp's 11 s of g++), dispatch
+    macros, the c10 CUDA stream, guard and error headers, torch's dtype names, and the launch helper."""
+    return "\n".join(
+        [
+            SPLIT_MARK,
+            "#include <ATen/core/Tensor.h>",
+            "#include <torch/csrc/utils/pybind.h>",
+            "#include <torch/csrc/Exceptions.h>",
+            "#include <c10/util/Exception.h>",
+            "#include <ATen/Context.h>",
+            "#include <ATen/DeviceGuard.h>",
+            "#include <ATen/TensorUtils.h>",
+            "#include <ATen/TracerMode.h>",
+            "#include <ATen/core/Generator.h>",
+            "#include <ATen/core/Reduction.h>",
+            "#include <c10/core/Scalar.h>",
+            "#include <c10/core/Storage.h>",
+            "#include <c10/core/TensorOptions.h>",
+            "#include <ATen/Dispatch.h>",
+            "#include <c10/cuda/CUDAStream.h>",
+            "#include <c10/cuda/CUDAGuard.h>",
+            "#include <c10/cuda/CUDAException.h>",
+            _torch_namespace_block(include_dir),
+            _LAUNCHER,
+        ]
+    )
 
 
 @dataclass
@@ -256,10 +286,13 @@ def split_cuda_source(
     origin: str,
     extra_cuda_cflags: list[str] | None = None,
     functions: list[str] | None = None,
+    prelude_include: str | None = None,
 ) -> Split | None:
     """The device/host split of one CUDA source (see the module's doc), or None where it would not be faithful.
 
-    `origin` is the file name the ``#line`` directives give: the candidate's CUDA source as written."""
+    `origin` is the file name the ``#line`` directives give: the candidate's CUDA source as written. With
+    `prelude_include`, main.cpp starts with ``#include`` of that file (`split_prelude`'s text, which a precompiled
+    header may stand for) rather than the text itself."""
     joined_cpp = "\n".join(cpp_sources)
     if _TORCH_ONLY_API.search(_BLANK.sub(" ", cuda_source)) or _TORCH_ONLY_API.search(_BLANK.sub(" ", joined_cpp)):
         return None
@@ -343,6 +376,9 @@ def split_cuda_source(
         host_codes.append(code)
     if not kernels:
         return None
+    cpp_code = _BLANK.sub(" ", joined_cpp)
+    if any(not re.search(rf"\b{re.escape(f)}\s*\(", cpp_code) for f in functions or []):
+        return None  # as written, main.cpp's bindings would not find it (cpp_sources do not declare it)
     names = set(kernels)
     host_text: list[str] = []
     for item in host:
@@ -372,27 +408,13 @@ def split_cuda_source(
         for a, b in zip(flags, flags[1:], strict=False)
     ):
         host_flags.append("-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
-    prelude = [
-        SPLIT_MARK,
-        "#include <ATen/core/Tensor.h>",
-        "#include <torch/csrc/utils/pybind.h>",
-        "#include <torch/csrc/Exceptions.h>",
-        "#include <c10/util/Exception.h>",
-    ]
     ops_dir = include_dir / "ATen" / "ops"
-    prelude += [
+    extras = [
         f"#include <ATen/ops/{n}.h>" for n in sorted(set(_OP_CALL.findall(host_code))) if (ops_dir / f"{n}.h").is_file()
     ]
-    if "AT_DISPATCH" in host_code:
-        prelude.append("#include <ATen/Dispatch.h>")
-    if _CUDA_RUNTIME_API.search(host_code):
-        prelude += ["#include <c10/cuda/CUDAStream.h>", "#include <c10/cuda/CUDAGuard.h>"]
-    if "C10_CUDA_" in host_code:
-        prelude.append("#include <c10/cuda/CUDAException.h>")
-    prelude.append(_torch_namespace_block(include_dir))
-    prelude.append(_LAUNCHER)
     if _MINMAX.search(host_code):
-        prelude.append(_HOST_MINMAX)
+        extras.append(_HOST_MINMAX)
+    first = f'#include "{prelude_include}"' if prelude_include else split_prelude(include_dir)
     kept_cpp = [
         "".join(
             ln
@@ -404,7 +426,7 @@ def split_cuda_source(
     device_text = "#include <cuda.h>\n#include <cuda_runtime.h>\n" + "".join(device)
     return Split(
         device=device_text,
-        host=["\n".join(prelude) + "\n", *host_text, '#line 1 "main.cpp"\n', *kept_cpp],
+        host=[first + "\n" + "\n".join(extras) + "\n", *host_text, '#line 1 "main.cpp"\n', *kept_cpp],
         kernels=sorted(names),
         host_flags=host_flags,
     )

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 import types
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .cudasplit import Split, split_cuda_source
+from .cudasplit import Split, split_cuda_source, split_prelude
 from .cxx import (  # noqa: F401 - re-exported: tests and tools read them here
     _BLANK,
     _CUDA_RUNTIME_API,
@@ -324,7 +325,10 @@ def cached_load_inline() -> Iterator[None]:
             cflags = [f for f in kwargs.get("extra_cflags") or [] if not _OPT_FLAG.fullmatch(f)] + split.host_flags
             ldflags = [obj, *(kwargs.get("extra_ldflags") or [])]  # torch appends its libraries, cudart among them
             extra = {"no_implicit_headers": True, "with_cuda": True, "extra_cflags": cflags, "extra_ldflags": ldflags}
-            return build(None, split.host, extra)
+            module = build(None, split.host, extra)
+            if isinstance(getattr(module, "__file__", None), str):
+                split_prelude_pch(Path(module.__file__).parent, cflags)
+            return module
 
         # cheapest first; each fallback is announced in the worker log
         tiers = []
@@ -528,8 +532,100 @@ def split_build_args(name: str, cpp_sources, cuda_sources, kwargs: dict, load_in
         tmp.write_text(parts[0], encoding="utf-8")
         os.replace(tmp, origin)
     return split_cuda_source(
-        cpp_list, parts[0], torch_include_dir(), str(origin), list(kwargs.get("extra_cuda_cflags") or []), names
+        cpp_list,
+        parts[0],
+        torch_include_dir(),
+        str(origin),
+        list(kwargs.get("extra_cuda_cflags") or []),
+        names,
+        prelude_include=str(split_prelude_file()),
     )
+
+
+def split_prelude_file() -> Path:
+    """`cudasplit.split_prelude` as a header file in the cache, where its precompiled forms go beside it
+    (`split_prelude_pch`), named by its content."""
+    text = split_prelude(torch_include_dir()) + "\n"
+    key = hashlib.sha256((text + torch.__version__).encode()).hexdigest()[:16]
+    path = cache_dir() / "split_prelude" / key / "forge_split_prelude.h"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return path
+
+
+#: the candidate's own main.cpp flags a precompiled split prelude is made for (others parse the prelude): the
+#: optimization level and the per-thread default stream
+_PCH_FLAG = re.compile(r"-O[0-3]|-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
+#: precompiled forms of the split prelude kept at most (one per flag set, ~240 MB each)
+PCH_VARIANTS = 4
+_PCH_THREADS: list[threading.Thread] = []
+
+
+def split_prelude_pch(build_folder: Path, candidate_flags: list[str]) -> threading.Thread | None:
+    """Precompile the split prelude for the flags a split build's main.cpp was compiled with, unless done: g++ then
+    loads it (about 3.5 s) instead of parsing torch and pybind11 (about 10 s) in every later split build of the
+    same flags. GCC picks the form whose flags match from ``forge_split_prelude.h.gch/``, and parses the header where
+    none does, so a missing or mismatched one only costs time.
+
+    The flags are the ones torch's build.ninja gave main.cpp (read back from `build_folder`), less the extension's
+    name (no header reads it; GCC refuses a precompiled header made under another value). Written by one process at
+    a time (a lock taken without waiting: the others build as they are), in a thread of this one, off the build's
+    path, and renamed into place whole: g++ never reads a half-written one. Only for builds whose own flags are
+    `_PCH_FLAG`s; None when nothing is started."""
+    if any(f.strip() and not _PCH_FLAG.fullmatch(f.strip()) for f in candidate_flags):
+        return None
+    try:
+        ninja = (build_folder / "build.ninja").read_text()
+    except OSError:
+        return None
+    found = {k: v for k, v in re.findall(r"^(cxx|cflags|post_cflags) = (.*)$", ninja, re.MULTILINE)}
+    if "cxx" not in found or "cflags" not in found:
+        return None
+    import shlex
+
+    flags = [f for f in shlex.split(found["cflags"]) + shlex.split(found.get("post_cflags", "")) if f]
+    flags = [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+    header = split_prelude_file()
+    gch_dir = header.with_name(header.name + ".gch")
+    key = hashlib.sha256(json.dumps([found["cxx"], flags]).encode()).hexdigest()[:16]
+    target = gch_dir / f"{key}.gch"
+    if target.exists() or (gch_dir.is_dir() and len(list(gch_dir.glob("*.gch"))) >= PCH_VARIANTS):
+        return None
+    import fcntl
+
+    lock = open(header.parent / f"{key}.lock", "a")  # noqa: SIM115 - held by the thread until it is done
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+
+    def make() -> None:
+        import subprocess
+
+        try:
+            if target.exists():
+                return
+            tmp = header.parent / f"{key}.{os.getpid()}.tmp.gch"  # outside the folder g++ reads
+            cmd = [*shlex.split(found["cxx"]), "-x", "c++-header", str(header), "-o", str(tmp), *flags]
+            done = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+            if done.returncode != 0:
+                print(f"forge: the split prelude did not precompile: {done.stderr[-2000:]}", file=sys.stderr)
+                tmp.unlink(missing_ok=True)
+                return
+            gch_dir.mkdir(exist_ok=True)
+            os.replace(tmp, target)
+            print(f"forge: precompiled the split prelude for {' '.join(flags)[-200:]}", file=sys.stderr, flush=True)
+        finally:
+            lock.close()
+
+    thread = threading.Thread(target=make, name="forge-split-pch", daemon=True)
+    thread.start()
+    _PCH_THREADS.append(thread)
+    return thread
 
 
 def _nvcc_std() -> str:
@@ -572,7 +668,10 @@ def device_object(device_src: str, name: str, kwargs: dict) -> str:
     flags += [f"-I{os.path.abspath(p)}" for p in kwargs.get("extra_include_paths") or []]
     if os.getenv("CC"):
         flags = ["-ccbin", os.environ["CC"], *flags]
-    key = hashlib.sha256(json.dumps([device_src, flags, nvcc, _toolchain_id(True)]).encode()).hexdigest()[:20]
+    # the key leaves out the #line directives: a repaired candidate's kernels are the same code on other lines (or
+    # of another source file), and its launches, not its kernels, are what a repair changes
+    code = "".join(ln for ln in device_src.splitlines(keepends=True) if not ln.startswith("#line "))
+    key = hashlib.sha256(json.dumps([code, flags, nvcc, _toolchain_id(True)]).encode()).hexdigest()[:20]
     folder = cache_dir() / "device_objects"
     folder.mkdir(parents=True, exist_ok=True)
     obj = folder / f"{name}_{key}.o"
