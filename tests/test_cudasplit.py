@@ -381,6 +381,24 @@ def test_both_sides_compile_and_main_declares_the_symbols_the_device_object_defi
     assert "torch" not in subprocess.run(["nm", "-C", "device.o"], cwd=tmp_path, capture_output=True, text=True).stdout
 
 
+@pytest.mark.skipif(not _compilers(), reason="needs the CUDA toolkit")
+def test_mains_flags_are_read_from_torchs_own_ninja_writer_before_any_build(monkeypatch):
+    """The first split builds of a machine precompile the prelude beside themselves: the flags come from the
+    build.ninja torch would write for them (its writer, nothing compiled)."""
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness import loading
+
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(cuda_include().parent))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    ninja = loading.ninja_for("relu_1", {"extra_cflags": ["-O3"], "extra_include_paths": ["/opt/inc"]})
+    assert ninja is not None
+    cflags = re.search(r"^cflags = (.*)$", ninja, re.MULTILINE).group(1)
+    assert "-DTORCH_EXTENSION_NAME=relu_1" in cflags and "-O3" in cflags and "-I/opt/inc" in cflags
+    assert str(cuda_include()) in cflags  # with_cuda: the toolkit's headers, as main.cpp gets them
+    assert re.search(r"^cxx = ", ninja, re.MULTILINE)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not _compilers(), reason="needs g++")
 def test_the_split_prelude_is_precompiled_once_for_the_flags_main_cpp_was_built_with(tmp_path, monkeypatch):

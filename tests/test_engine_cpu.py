@@ -384,6 +384,48 @@ def test_a_worker_keeps_several_tasks_inputs_and_drops_the_least_recently_used_f
     assert ("d", 2, ()) not in state.drawn and state.drawn_bytes == 100
 
 
+LEAVES_ITS_PROCESS_BROKEN = """
+import os, torch, torch.nn as nn
+os.environ["FORGE_TEST_BROKEN_BY"] = str(os.getpid())  # stands for a heap the candidate's host code corrupted
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+ABORTS_IN_A_BROKEN_PROCESS = """
+import os, torch, torch.nn as nn
+if os.environ.get("FORGE_TEST_BROKEN_BY") == str(os.getpid()):
+    os.abort()  # the next allocation on a corrupt heap: glibc aborts, whoever allocates
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+ALWAYS_ABORTS = """
+import os
+os.abort()
+"""
+
+
+def test_a_worker_that_dies_after_other_candidates_is_replaced_and_the_candidate_tried_again(
+    cpu_evaluator, softmax_task
+):
+    """A candidate killed by a signal in a worker that ran other candidates before is not blamed for it at once: a
+    previous candidate's host code may have corrupted the process. It is evaluated again in a fresh worker, which
+    gives its own verdict; one that dies there too is `crashed`."""
+    first = ev_cand(cpu_evaluator, softmax_task, LEAVES_ITS_PROCESS_BROKEN, "leaves_broken", timing=False)
+    assert first.correct, first.reason
+    after = ev_cand(cpu_evaluator, softmax_task, ABORTS_IN_A_BROKEN_PROCESS, "aborts_if_broken", timing=False)
+    assert after.correct, after.reason
+    assert after.memory is not None and after.memory.retried
+    twice = ev_cand(cpu_evaluator, softmax_task, ALWAYS_ABORTS, "always_aborts", timing=False)
+    assert twice.status is Status.crashed and twice.reason.endswith("again in a fresh worker"), twice.reason
+    # its worker died: the next evaluation starts a fresh one, where a death is the candidate's at once
+    once = ev_cand(cpu_evaluator, softmax_task, ALWAYS_ABORTS, "always_aborts", timing=False)
+    assert once.status is Status.crashed and "again in a fresh worker" not in once.reason, once.reason
+    assert not (once.memory and once.memory.retried)
+
+
 UNWRITTEN_OUTPUT = """
 import torch, torch.nn as nn
 class ModelNew(nn.Module):

@@ -168,7 +168,11 @@ class MemoryUse(BaseModel):
     recovered: bool | None = Field(
         None, description="the worker got back to its starting level; when not, it was replaced before the next"
     )
-    retried: bool = Field(False, description="out of device memory, the evaluation was tried again in a fresh worker")
+    retried: bool = Field(
+        False,
+        description="tried again in a fresh worker: out of device memory, or the worker died after serving other "
+        "candidates",
+    )
 
 
 class Verdict(BaseModel):

@@ -153,6 +153,7 @@ class Worker:
         self.hello: Hello | None = None
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self.served = 0  # evaluations the current process has finished
         self._lock = threading.Lock()
         self._start_lock = threading.Lock()  # one start at a time; others wait for its hello
         self._cancelled = threading.Event()
@@ -241,6 +242,7 @@ class Worker:
         )
         self.hello = p.hello
         self.starts += 1
+        self.served = 0  # evaluations this process has finished
         return p.hello
 
     def start(self) -> Hello:
@@ -472,9 +474,28 @@ class Worker:
         """Evaluate in the worker; every failure mode becomes a `Verdict`. Raises only `EvaluationCancelled`.
 
         A verdict that says the device ran out of memory is tried once more in a fresh worker (the last
-        candidates may have left the device fragmented or held); out of memory again, it is `out_of_memory`."""
+        candidates may have left the device fragmented or held); out of memory again, it is `out_of_memory`.
+        Likewise a worker that died (a signal: an abort, a segfault) after serving other candidates: their host code
+        runs in the same process and may have left its heap corrupt, which the next allocation, anyone's, aborts on;
+        the candidate is tried in a fresh worker, and `crashed` only if it dies there too."""
         with self._lock:
+            served = self.served
             verdict = self._evaluate(task, candidate, options, on_stage)
+            if verdict.status is Status.crashed and served > 0:
+                first = verdict
+                self.kill()
+                verdict = self._evaluate(task, candidate, options, on_stage)
+                if verdict.memory is None:
+                    verdict.memory = MemoryUse()
+                verdict.memory.retried = True
+                if verdict.status is Status.crashed:
+                    verdict.reason = f"{verdict.reason}, again in a fresh worker"
+                else:
+                    print(
+                        f"forge: {candidate.name}: the worker died after {served} other candidates ({first.reason}); "
+                        "in a fresh worker it did not",
+                        file=sys.stderr,
+                    )
             if not is_cuda_oom(verdict):
                 return verdict
             first = verdict
@@ -533,6 +554,7 @@ class Worker:
                 device_name=self.hello.device_name if self.hello else "",
             )
         assert isinstance(msg, EvaluateResult)
+        self.served += 1
         verdict = msg.verdict
         if verdict.status is not Status.correct:
             verdict.log_excerpt = excerpt

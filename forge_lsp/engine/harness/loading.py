@@ -325,6 +325,10 @@ def cached_load_inline() -> Iterator[None]:
             cflags = [f for f in kwargs.get("extra_cflags") or [] if not _OPT_FLAG.fullmatch(f)] + split.host_flags
             ldflags = [obj, *(kwargs.get("extra_ldflags") or [])]  # torch appends its libraries, cudart among them
             extra = {"no_implicit_headers": True, "with_cuda": True, "extra_cflags": cflags, "extra_ldflags": ldflags}
+            if not split_prelude_ready(cflags):  # the machine's first split builds: precompile now, beside this one
+                ninja = ninja_for(name, dict(kwargs, **extra))
+                if ninja is not None:
+                    split_prelude_pch(ninja, cflags)
             module = build(None, split.host, extra)
             if isinstance(getattr(module, "__file__", None), str):
                 split_prelude_pch(Path(module.__file__).parent, cflags)
@@ -559,12 +563,58 @@ def split_prelude_file() -> Path:
 #: the candidate's own main.cpp flags a precompiled split prelude is made for (others parse the prelude): the
 #: optimization level and the per-thread default stream
 _PCH_FLAG = re.compile(r"-O[0-3]|-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
+_PCH_ASKED: set[str] = set()
+
+
+def split_prelude_ready(candidate_flags: list[str]) -> bool:
+    """Whether this process already saw to the precompiled prelude for these flags (made, or being made)."""
+    key = json.dumps(sorted(f.strip() for f in candidate_flags if f.strip()))
+    if key in _PCH_ASKED:
+        return True
+    _PCH_ASKED.add(key)
+    return False
+
+
 #: precompiled forms of the split prelude kept at most (one per flag set, ~240 MB each)
 PCH_VARIANTS = 4
 _PCH_THREADS: list[threading.Thread] = []
 
 
-def split_prelude_pch(build_folder: Path, candidate_flags: list[str]) -> threading.Thread | None:
+def ninja_for(name: str, kwargs: dict) -> str | None:
+    """The build.ninja torch's load_inline would write for a main.cpp-only extension with these keyword arguments
+    (torch's own writer, into a scratch folder; nothing is compiled), or None where this torch's writer cannot be
+    called so. What `split_prelude_pch` reads main.cpp's flags from before the first split build has run."""
+    import inspect
+    import tempfile
+
+    from torch.utils import cpp_extension
+
+    writer = getattr(cpp_extension, "_write_ninja_file_to_build_library", None)
+    if writer is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="forge-ninja-") as tmp:
+        values = {
+            "path": str(Path(tmp) / "build.ninja"),
+            "name": name,
+            "sources": [str(Path(tmp) / "main.cpp")],
+            "extra_cflags": list(kwargs.get("extra_cflags") or []),
+            "extra_cuda_cflags": list(kwargs.get("extra_cuda_cflags") or []),
+            "extra_sycl_cflags": [],
+            "extra_ldflags": list(kwargs.get("extra_ldflags") or []),
+            "extra_include_paths": list(kwargs.get("extra_include_paths") or []),
+            "with_cuda": True,
+            "with_sycl": False,
+            "is_standalone": False,
+        }
+        try:
+            params = inspect.signature(writer).parameters
+            writer(**{k: v for k, v in values.items() if k in params})
+            return (Path(tmp) / "build.ninja").read_text()
+        except Exception:  # noqa: BLE001 - an internal of torch's: without it the prelude is precompiled after a build
+            return None
+
+
+def split_prelude_pch(build_folder: Path | str, candidate_flags: list[str]) -> threading.Thread | None:
     """Precompile the split prelude for the flags a split build's main.cpp was compiled with, unless done: g++ then
     loads it (about 3.5 s) instead of parsing torch and pybind11 (about 10 s) in every later split build of the
     same flags. GCC picks the form whose flags match from ``forge_split_prelude.h.gch/``, and parses the header where
@@ -577,10 +627,13 @@ def split_prelude_pch(build_folder: Path, candidate_flags: list[str]) -> threadi
     `_PCH_FLAG`s; None when nothing is started."""
     if any(f.strip() and not _PCH_FLAG.fullmatch(f.strip()) for f in candidate_flags):
         return None
-    try:
-        ninja = (build_folder / "build.ninja").read_text()
-    except OSError:
-        return None
+    if isinstance(build_folder, str):  # the build.ninja text itself (`ninja_for`)
+        ninja = build_folder
+    else:
+        try:
+            ninja = (build_folder / "build.ninja").read_text()
+        except OSError:
+            return None
     found = {k: v for k, v in re.findall(r"^(cxx|cflags|post_cflags) = (.*)$", ninja, re.MULTILINE)}
     if "cxx" not in found or "cflags" not in found:
         return None
@@ -611,9 +664,14 @@ def split_prelude_pch(build_folder: Path, candidate_flags: list[str]) -> threadi
                 return
             tmp = header.parent / f"{key}.{os.getpid()}.tmp.gch"  # outside the folder g++ reads
             cmd = [*shlex.split(found["cxx"]), "-x", "c++-header", str(header), "-o", str(tmp), *flags]
-            done = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
-            if done.returncode != 0:
-                print(f"forge: the split prelude did not precompile: {done.stderr[-2000:]}", file=sys.stderr)
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+            try:  # every build waits for it: ahead of the (niced) builds where the machine allows it
+                os.setpriority(os.PRIO_PROCESS, proc.pid, 0)
+            except OSError:
+                pass
+            _out, err = proc.communicate()
+            if proc.returncode != 0:
+                print(f"forge: the split prelude did not precompile: {err[-2000:]}", file=sys.stderr)
                 tmp.unlink(missing_ok=True)
                 return
             gch_dir.mkdir(exist_ok=True)

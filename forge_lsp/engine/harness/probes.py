@@ -51,7 +51,8 @@ def randomized_state_dict(state: dict[str, Any], seed: int, buffers: frozenset[s
     others keep their mean and spread. Integer and boolean tensors are kept, and so are the `buffers` that hold a
     mask (two values, one of them 0: a causal ``tril`` of ones, a ``-inf`` mask): structure the module's code relies
     on, not a learned value (a model's checkpoint holds the same mask)."""
-    gen = torch.Generator().manual_seed(seed)
+    gens: dict[Any, torch.Generator] = {}  # drawn where each tensor lives: a wide MLP's weights on the host took
+    # most of a second per evaluation, on the GPU a few milliseconds
     out: dict[str, Any] = {}
     for name, t in state.items():
         if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
@@ -60,8 +61,11 @@ def randomized_state_dict(state: dict[str, Any], seed: int, buffers: frozenset[s
         if name in buffers and is_mask(t):
             out[name] = t
             continue
-        x = t.detach().double().cpu()
-        noise = torch.randn(x.shape, generator=gen, dtype=torch.float64)
+        gen = gens.get(t.device)
+        if gen is None:
+            gen = gens[t.device] = torch.Generator(device=t.device).manual_seed(seed)
+        x = t.detach().double()
+        noise = torch.randn(x.shape, generator=gen, dtype=torch.float64, device=t.device)
         if bool((x > 0).all()):
             new = x * torch.exp(0.3 * noise)
         elif x.numel() > 1 and float(x.std()) > 0:
