@@ -325,12 +325,14 @@ def cached_load_inline() -> Iterator[None]:
             cflags = [f for f in kwargs.get("extra_cflags") or [] if not _OPT_FLAG.fullmatch(f)] + split.host_flags
             ldflags = [obj, *(kwargs.get("extra_ldflags") or [])]  # torch appends its libraries, cudart among them
             extra = {"no_implicit_headers": True, "with_cuda": True, "extra_cflags": cflags, "extra_ldflags": ldflags}
-            if not split_prelude_ready(cflags):  # the machine's first split builds: precompile now, beside this one
+            # build workers (niced) precompile the prelude; a device's worker, which may be timing, never does
+            precompiles = bool(os.environ.get("FORGE_WORKER_NICE"))
+            if precompiles and not split_prelude_ready(cflags):  # the first split builds: precompile beside them
                 ninja = ninja_for(name, dict(kwargs, **extra))
                 if ninja is not None:
                     split_prelude_pch(ninja, cflags)
             module = build(None, split.host, extra)
-            if isinstance(getattr(module, "__file__", None), str):
+            if precompiles and isinstance(getattr(module, "__file__", None), str):
                 split_prelude_pch(Path(module.__file__).parent, cflags)
             return module
 
