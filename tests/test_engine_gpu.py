@@ -212,9 +212,10 @@ def test_illegal_memory_access_respawns_the_worker(gpu_evaluator, task):
     v = run(gpu_evaluator, task, ILLEGAL_ADDRESS, timing=False)
     assert v.status in (Status.runtime_error, Status.crashed), v.reason
     assert "CUDA error" in v.reason  # illegal address / unsupported operation: a sticky error
+    retried = bool(v.memory and v.memory.retried)  # a crash in a worker that served others is tried in a fresh one
     ok = run(gpu_evaluator, task, C.TRITON_CORRECT, timing=False)
     assert ok.correct
-    assert gpu_evaluator.worker.restarts == before + 1
+    assert gpu_evaluator.worker.restarts == before + 1 + retried
 
 
 def test_graph_mode_for_tiny_kernels(gpu_evaluator, task):

@@ -369,6 +369,8 @@ OUTSIDE_THE_SANDBOX = {
     # runs inside the worker: its children die with the worker (sandbox.children_die_with_this_process) and
     # are in the worker's process group and session
     "forge_lsp/runtime/nvcc.py",
+    # the split build's nvcc and the prelude's precompile, beside torch's own ninja: inside build workers
+    "forge_lsp/engine/harness/loading.py",
 }
 
 
