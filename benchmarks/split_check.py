@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -96,7 +97,11 @@ def check(path: Path, slim: bool) -> dict:
     inc, nvcc_common = flags_common()
     (folder / "device.cu").write_text(split.device)
     cmd = ["nvcc", *nvcc_common, "-gencode=arch=compute_90,code=sm_90", "--compiler-options", "-fPIC"]
-    cmd += [a for f in cuda_flags for a in f.split()] + ["-std=c++20", "-c", "device.cu", "-o", "device.o"]
+    cmd += (
+        [a for f in cuda_flags for a in f.split()]
+        + split.device_flags
+        + ["-std=c++20", "-c", "device.cu", "-o", "device.o"]
+    )
     t0 = time.perf_counter()
     d = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
     row["device_s"] = round(time.perf_counter() - t0, 2)
@@ -118,8 +123,8 @@ def check(path: Path, slim: bool) -> dict:
         nm = subprocess.run(["nm", "-C", "device.o"], cwd=folder, capture_output=True, text=True).stdout
         nm_host = subprocess.run(["nm", "-C", "-u", "main.o"], cwd=folder, capture_output=True, text=True).stdout
         wanted = [ln.split(" U ", 1)[-1].strip() for ln in nm_host.splitlines()]
-        defined = {ln.split(" T ", 1)[-1].strip() for ln in nm.splitlines() if " T " in ln}
-        missing = [w for w in wanted if w.split("(")[0] in split.kernels and w not in defined]
+        defined = {ln[19:].strip() for ln in nm.splitlines() if ln[17:19] in ("T ", "W ")}
+        missing = [w for w in wanted if re.sub(r"^void |<.*$|\(.*$", "", w) in split.kernels and w not in defined]
         if missing:
             row["status"] = "failed"
             row["message"] = f"kernel symbols not in device.o: {missing}"

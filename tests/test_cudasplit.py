@@ -41,6 +41,33 @@ torch::Tensor relu_cuda(torch::Tensor x) {
 """
 CPP = ["torch::Tensor relu_cuda(torch::Tensor x);"]
 
+TEMPLATED = """
+#include <torch/extension.h>
+
+template <typename scalar_t, int VEC>
+__global__ void relu_kernel(const scalar_t* __restrict__ x, scalar_t* out, int size) {
+    int idx = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+    for (int v = 0; v < VEC; ++v)
+        if (idx + v < size) out[idx + v] = x[idx + v] > 0 ? x[idx + v] : 0;
+}
+
+template <int BLOCK>
+__global__ void scale_kernel(float* out, int size) {
+    int idx = blockIdx.x * BLOCK + threadIdx.x;
+    if (idx < size) out[idx] *= 2.0f;
+}
+
+torch::Tensor relu_cuda(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    int size = x.numel();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "relu_cuda", ([&] {
+        relu_kernel<scalar_t, 2><<<(size + 511) / 512, 256>>>(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), size);
+    }));
+    if (x.scalar_type() == at::kFloat) scale_kernel<256><<<(size + 255) / 256, 256>>>(out.data_ptr<float>(), size);
+    return out;
+}
+"""
+
 
 def _compilers() -> bool:
     return shutil.which("nvcc") is not None and shutil.which("g++") is not None
@@ -127,11 +154,15 @@ def test_nvcc_flags_the_host_code_was_written_for_follow_it_to_main():
     "why,src",
     [
         (
-            "a template kernel (instantiated by its launch)",
+            "a kernel template whose arguments the launch leaves to deduction",
             RELU.replace(
                 "__global__ void relu_kernel(const float*",
                 "template <typename T>\n__global__ void relu_kernel(const T*",
-            ).replace("relu_kernel<<<", "relu_kernel<float><<<"),
+            ),
+        ),
+        (
+            "a kernel template dispatched over Half (c10::Half in device code)",
+            TEMPLATED.replace("AT_DISPATCH_FLOATING_TYPES(", "AT_DISPATCH_FLOATING_TYPES_AND_HALF("),
         ),
         ("torch in device code", RELU.replace("fmaxf(x[idx], 0.0f)", "c10::cuda::compat::max(x[idx], 0.0f)")),
         (
@@ -186,6 +217,24 @@ def test_a_repairs_device_source_on_other_lines_links_its_originals_object(tmp_p
     assert other != first  # other flags: another object
     with pytest.raises(loading.CompileError, match="identifier"):
         loading.device_object(original.replace("fmaxf(x[idx]", "fmaxf(y[idx]"), "relu", {})
+
+
+def test_kernel_templates_launched_with_their_arguments_are_split_with_each_specialization_instantiated():
+    """`k<256><<<...>>>` and `k<scalar_t, 2><<<...>>>` inside AT_DISPATCH_FLOATING_TYPES: main.cpp declares the
+    templates and launches the specializations; the device source instantiates every one main.cpp can launch (the
+    dispatch's float and double) with stubs main.cpp can link."""
+    s = split(TEMPLATED)
+    assert s is not None and s.kernels == ["relu_kernel", "scale_kernel"]
+    host = "".join(s.host)
+    assert (
+        "template <typename scalar_t, int VEC> void relu_kernel(const scalar_t* __restrict__ x, scalar_t* out, int size);"
+        in host
+    )
+    assert f"{LAUNCH}(relu_kernel<scalar_t, 2>, " in host and f"{LAUNCH}(scale_kernel<256>, " in host
+    for inst in ("&relu_kernel<double, 2>", "&relu_kernel<float, 2>", "&scale_kernel<256>"):
+        assert inst in s.device, inst
+    assert s.device_flags == ["-static-global-template-stub=false"]
+    assert split().device_flags == []  # plain kernels: the flags they were verified with
 
 
 def test_a_static_launcher_the_bindings_name_is_not_split_since_as_written_it_would_not_link():
@@ -282,13 +331,18 @@ def test_a_candidates_own_compile_error_stops_the_header_tiers(tmp_path, monkeyp
 
         return load_inline
 
-    def device_object(device_src, name, kwargs):
+    def device_object(device_src, name, kwargs, extra_flags=None):
         seen.append("nvcc")
         return str(tmp_path / "device.o")
 
     monkeypatch.setattr(loading, "device_object", device_object)
     for message, tiers in (
         ('/b/cuda.cu(9): error: identifier "relu_kernal" is undefined', 2),
+        (  # x.type() for a scalar type: the split's error is the source's own
+            "FAILED: main.o\n/c/relu_0123.cu:9:5: error: cannot convert \u2018const at::DeprecatedTypeProperties\u2019 to "
+            "\u2018c10::ScalarType\u2019",
+            1,
+        ),
         ('/b/cuda.cu(9): error: namespace "at::cuda" has no member "getCurrentCUDAStream"', 4),
     ):
         seen.clear()
@@ -302,13 +356,46 @@ def test_a_candidates_own_compile_error_stops_the_header_tiers(tmp_path, monkeyp
 
 
 # ------------------------------------------------------------------------------------------ real compilers
+def compile_both(tmp_path: Path, s) -> tuple[str, str]:
+    """nvcc on the split's device source and g++ on its main.cpp (with the bindings load_inline writes), with the
+    real compilers: (what device.o defines, what main.o needs), as `nm -C` lists them."""
+    from torch.utils import cpp_extension
+
+    (tmp_path / "device.cu").write_text(s.device)
+    nvcc = subprocess.run(
+        ["nvcc", "-c", "device.cu", "-o", "device.o", "-gencode=arch=compute_90,code=sm_90", "-Xcompiler", "-fPIC"]
+        + ["-O3", "-lineinfo", *cpp_extension.COMMON_NVCC_FLAGS, *s.device_flags],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert nvcc.returncode == 0, nvcc.stderr
+    stub = tmp_path / "stub" / "c10" / "cuda" / "impl"
+    stub.mkdir(parents=True, exist_ok=True)
+    (stub / "cuda_cmake_macros.h").write_text("#pragma once\n")  # generated only by CUDA builds of torch
+    bindings = '\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\nm.def("relu_cuda", torch::wrap_pybind_function(relu_cuda), "relu_cuda");\n}\n'
+    (tmp_path / "main.cpp").write_text("\n".join(s.host) + bindings)
+    inc = [f"-I{tmp_path / 'stub'}", *(f"-isystem{d}" for d in cpp_extension.include_paths())]
+    inc += [f"-isystem{sysconfig.get_paths()['include']}", f"-isystem{cuda_include()}"]
+    gxx = subprocess.run(
+        ["g++", "-c", "main.cpp", "-o", "main.o", "-fPIC", "-std=c++20", "-DTORCH_EXTENSION_NAME=relu", *inc]
+        + s.host_flags,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert gxx.returncode == 0, gxx.stderr[-3000:]
+    defined = subprocess.run(["nm", "-C", "--defined-only", "device.o"], cwd=tmp_path, capture_output=True, text=True)
+    wanted = subprocess.run(["nm", "-C", "-u", "main.o"], cwd=tmp_path, capture_output=True, text=True)
+    assert "torch" not in defined.stdout  # no torch in the device object
+    return defined.stdout, wanted.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not _compilers(), reason="needs nvcc and g++")
 def test_both_sides_compile_and_main_declares_the_symbols_the_device_object_defines(tmp_path):
     """nvcc compiles the device source without any torch header; g++ compiles main.cpp with the bindings load_inline
     writes; each kernel main.cpp launches is defined in the device object under the same symbol."""
-    from torch.utils import cpp_extension
-
     src = (
         RELU.replace("#define BLOCK 256", "#define BLOCK 256\nstruct Params { int n; };")
         .replace(
@@ -321,64 +408,22 @@ def test_both_sides_compile_and_main_declares_the_symbols_the_device_object_defi
     )
     s = split(src, flags=["-O3", "-lineinfo"])
     assert s is not None and s.kernels == ["fill_kernel", "relu_kernel"]
-    (tmp_path / "device.cu").write_text(s.device)
-    nvcc = subprocess.run(
-        [
-            "nvcc",
-            "-c",
-            "device.cu",
-            "-o",
-            "device.o",
-            "-gencode=arch=compute_90,code=sm_90",
-            "-Xcompiler",
-            "-fPIC",
-            "-O3",
-            "-lineinfo",
-            *cpp_extension.COMMON_NVCC_FLAGS,
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
-    assert nvcc.returncode == 0, nvcc.stderr
-    stub = tmp_path / "stub" / "c10" / "cuda" / "impl"
-    stub.mkdir(parents=True)
-    (stub / "cuda_cmake_macros.h").write_text("#pragma once\n")  # generated only by CUDA builds of torch
-    main = (
-        "\n".join(s.host)
-        + '\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\nm.def("relu_cuda", torch::wrap_pybind_function(relu_cuda), "relu_cuda");\n}\n'
-    )
-    (tmp_path / "main.cpp").write_text(main)
-    inc = [f"-I{tmp_path / 'stub'}", *(f"-isystem{d}" for d in cpp_extension.include_paths())]
-    inc += [
-        f"-isystem{sysconfig.get_paths()['include']}",
-        f"-isystem{cuda_include()}",
-    ]
-    gxx = subprocess.run(
-        [
-            "g++",
-            "-c",
-            "main.cpp",
-            "-o",
-            "main.o",
-            "-fPIC",
-            "-std=c++20",
-            "-DTORCH_EXTENSION_NAME=relu",
-            *inc,
-            *s.host_flags,
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
-    assert gxx.returncode == 0, gxx.stderr[-3000:]
-    defined = subprocess.run(
-        ["nm", "-C", "--defined-only", "device.o"], cwd=tmp_path, capture_output=True, text=True
-    ).stdout
-    wanted = subprocess.run(["nm", "-C", "-u", "main.o"], cwd=tmp_path, capture_output=True, text=True).stdout
+    defined, wanted = compile_both(tmp_path, s)
     for sig in ("relu_kernel(float const*, float*, int)", "fill_kernel(Params, float*)"):
         assert sig in wanted and f" T {sig}" in defined, sig
-    assert "torch" not in subprocess.run(["nm", "-C", "device.o"], cwd=tmp_path, capture_output=True, text=True).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _compilers(), reason="needs nvcc and g++")
+def test_the_specializations_main_launches_are_the_ones_the_device_object_defines(tmp_path):
+    defined, wanted = compile_both(tmp_path, split(TEMPLATED))
+    sigs = [
+        "void relu_kernel<double, 2>(double const*, double*, int)",
+        "void relu_kernel<float, 2>(float const*, float*, int)",
+        "void scale_kernel<256>(float*, int)",
+    ]
+    for sig in sigs:
+        assert sig in wanted and re.search(rf" [TW] {re.escape(sig)}$", defined, re.MULTILINE), sig
 
 
 @pytest.mark.skipif(not _compilers(), reason="needs the CUDA toolkit")

@@ -155,6 +155,8 @@ class Split:
     kernels: list[str]
     #: flags main.cpp needs from the nvcc flags the host code was written for (-D/-U, per-thread stream, -O)
     host_flags: list[str] = field(default_factory=list)
+    #: flags the device source needs beyond the candidate's (kernel templates: linkable stubs)
+    device_flags: list[str] = field(default_factory=list)
 
 
 def _line_of(src: str, offset: int) -> int:
@@ -199,12 +201,19 @@ class _Kernel:
     name: str
     params: str
     extern_c: bool
+    #: ``template <...>`` for a kernel template (its launches name the arguments), else ""
+    template: str = ""
 
 
 def _kernel_of(code: str) -> _Kernel | None:
-    """A non-template kernel's name and parameter list from a chunk (comments and strings blanked), or None."""
+    """A kernel's name, parameter list and template header from a chunk (comments and strings blanked), or None."""
+    template = ""
     if _TEMPLATE.match(code):
-        return None
+        start = code.index("<")
+        close = _balanced(code, start, "<", ">")
+        if close < 0 or not _GLOBAL.search(code, close) or _GLOBAL.search(code[:close]):
+            return None
+        template = " ".join(code[:close].split())
     g = _GLOBAL.search(code)
     if g is None:
         return None
@@ -219,7 +228,7 @@ def _kernel_of(code: str) -> _Kernel | None:
     if "=" in params:  # default arguments: not repeated in a declaration
         return None
     params = re.sub(r"\b__grid_constant__\b", " ", params)
-    return _Kernel(m.group(1), " ".join(params.split()), False)
+    return _Kernel(m.group(1), " ".join(params.split()), False, template)
 
 
 def _defined_name(code: str) -> str | None:
@@ -229,17 +238,50 @@ def _defined_name(code: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _rewrite_launches(code: str, src: str, kernels: set[str]) -> str | None:
+#: the types AT_DISPATCH's macros give `scalar_t` (ATen/Dispatch.h's cases), where they are plain C++ types
+_DISPATCH_TYPES = {
+    "AT_DISPATCH_FLOATING_TYPES": ("double", "float"),
+    "AT_DISPATCH_INTEGRAL_TYPES": ("uint8_t", "int8_t", "int32_t", "int64_t", "int16_t"),
+    "AT_DISPATCH_ALL_TYPES": ("uint8_t", "int8_t", "int32_t", "int64_t", "int16_t", "double", "float"),
+}
+_DISPATCH = re.compile(r"\b(AT_DISPATCH_\w+)\s*\(")
+
+
+def _rewrite_launches(code: str, src: str, kernels: dict[str, _Kernel], instances: set[tuple[str, str]]) -> str | None:
     """`src` with each ``k<<<cfg>>>(args)`` written as a `LAUNCH` call (`code`: `src` blanked, same offsets); None
-    when a launch is not of a known non-template kernel or cannot be read."""
+    when a launch is not of a kernel of this source or cannot be read. A kernel template's launch names its template
+    arguments (``k<256><<<...>>>``, ``k<scalar_t><<<...>>>`` inside one of AT_DISPATCH's plain-type macros); each
+    specialization it needs is added to `instances` (the device source instantiates them)."""
+    dispatch = set(_DISPATCH.findall(code))
     out, pos = [], 0
     while True:
         i = code.find(_CHEVRON, pos)
         if i < 0:
             break
-        m = re.search(r"(\w+)\s*$", code[pos:i])
-        if m is None or m.group(1) not in kernels:
-            return None
+        before = code[pos:i].rstrip()
+        targs = ""
+        if before.endswith(">"):  # k<...><<<
+            depth, j = 0, len(before) - 1
+            while j >= 0:
+                depth += {">": 1, "<": -1}.get(before[j], 0)
+                if depth == 0:
+                    break
+                j -= 1
+            if j < 0:
+                return None
+            targs = " ".join(src[pos + j + 1 : pos + len(before) - 1].split())
+            before = before[:j]
+        m = re.search(r"(\w+)\s*$", before)
+        if m is None or m.group(1) not in kernels or bool(targs) != bool(kernels[m.group(1)].template):
+            return None  # not a kernel of this source, or a template's arguments left to deduction
+        if targs:
+            if re.search(r"\bscalar_t\b", targs):
+                types = {t for d in dispatch for t in _DISPATCH_TYPES.get(d, ("?",))}
+                if len(dispatch) != 1 or "?" in types:
+                    return None  # a dispatch whose types are not plain C++ (Half, BFloat16...) or not known
+                instances.update((m.group(1), re.sub(r"\bscalar_t\b", t, targs)) for t in types)
+            else:
+                instances.add((m.group(1), targs))
         name_at = pos + m.start(1)
         j = i + 3
         depth, end = 0, -1
@@ -268,7 +310,8 @@ def _rewrite_launches(code: str, src: str, kernels: set[str]) -> str | None:
         if close < 0:
             return None
         args = src[k + 1 : close - 1]
-        call = f"{LAUNCH}({m.group(1)}, {', '.join(c.strip() for c in cfg)}"
+        callee = f"{m.group(1)}<{targs}>" if targs else m.group(1)
+        call = f"{LAUNCH}({callee}, {', '.join(c.strip() for c in cfg)}"
         call += f", {args})" if args.strip() else ")"
         # the launch keeps its lines: compiler messages and line info stay where the candidate wrote them
         newlines = src.count("\n", name_at, close) - call.count("\n")
@@ -334,14 +377,15 @@ def split_cuda_source(
                     return None
                 kernel.extern_c = bool(_EXTERN_C.match(chunk))  # the blanked code has lost the "C"
                 known = kernels.get(kernel.name)
-                if known is not None and known.params != kernel.params:
+                if known is not None and (known.params, known.template) != (kernel.params, kernel.template):
                     return None  # overloaded kernels
                 # a static kernel's stub is local to its file: main.cpp's launches need it global
                 device.append(line + re.sub(r"^(\s*)static\s+", r"\1", text, count=1))
                 if known is None:
                     kernels[kernel.name] = kernel
                     decl = f"{'extern ' + chr(34) + 'C' + chr(34) + ' ' if kernel.extern_c else ''}"
-                    host.append(f"{line}{decl}void {kernel.name}({kernel.params});\n")
+                    head = f"{kernel.template} " if kernel.template else ""
+                    host.append(f"{line}{head}{decl}void {kernel.name}({kernel.params});\n")
                 continue
             device.append(line + text)
             if _HOST_QUAL.search(code) and re.search(r"\b(?:inline|static|constexpr|__forceinline__)\b", code):
@@ -380,6 +424,7 @@ def split_cuda_source(
     if any(not re.search(rf"\b{re.escape(f)}\s*\(", cpp_code) for f in functions or []):
         return None  # as written, main.cpp's bindings would not find it (cpp_sources do not declare it)
     names = set(kernels)
+    instances: set[tuple[str, str]] = set()
     host_text: list[str] = []
     for item in host:
         if isinstance(item, str):
@@ -391,7 +436,7 @@ def split_cuda_source(
             return None  # host code reading a __device__ symbol or calling a device function: not split
         if functions and re.match(r"^\s*static\b", code) and used & set(functions):
             return None  # a static launcher the bindings name: it would not link as written
-        rewritten = _rewrite_launches(code, chunk, names)
+        rewritten = _rewrite_launches(code, chunk, kernels, instances)
         if rewritten is None:
             return None
         host_text.append(line + (rewritten if rewritten.endswith("\n") else rewritten + "\n"))
@@ -424,9 +469,19 @@ def split_cuda_source(
         for src in cpp_sources
     ]
     device_text = "#include <cuda.h>\n#include <cuda_runtime.h>\n" + "".join(device)
+    device_flags: list[str] = []
+    if instances:
+        # the specializations main.cpp launches, instantiated here with stubs main.cpp can link (nvcc makes a
+        # template's stubs static unless told otherwise; main.cpp only declares the template, so this file holds
+        # the one definition of each)
+        taken = ", ".join(f"(void*)&{k}<{a}>" for k, a in sorted(instances))
+        device_text = "#include <cstdint>\n" + device_text
+        device_text += f'\n#line 1 "forge-split-instances"\n__attribute__((used)) static void* forge_split_instances[] = {{{taken}}};\n'
+        device_flags.append("-static-global-template-stub=false")
     return Split(
         device=device_text,
         host=[first + "\n" + "\n".join(extras) + "\n", *host_text, '#line 1 "main.cpp"\n', *kept_cpp],
         kernels=sorted(names),
         host_flags=host_flags,
+        device_flags=device_flags,
     )

@@ -321,7 +321,7 @@ def cached_load_inline() -> Iterator[None]:
             return module
 
         def build_split(split: Split):
-            obj = device_object(split.device, name, kwargs)
+            obj = device_object(split.device, name, kwargs, split.device_flags)
             cflags = [f for f in kwargs.get("extra_cflags") or [] if not _OPT_FLAG.fullmatch(f)] + split.host_flags
             ldflags = [obj, *(kwargs.get("extra_ldflags") or [])]  # torch appends its libraries, cudart among them
             extra = {"no_implicit_headers": True, "with_cuda": True, "extra_cflags": cflags, "extra_ldflags": ldflags}
@@ -356,7 +356,10 @@ def cached_load_inline() -> Iterator[None]:
                 BUILD_ATTEMPTS.append((label, round(time.perf_counter() - t0, 3), False))
                 if i == len(tiers) - 1:
                     raise
-                if label != SPLIT_TIER and isinstance(exc, CompileError) and not _headers_may_fix(str(exc)):
+                own = isinstance(exc, CompileError) and (
+                    _only_deprecated_type(str(exc)) if label == SPLIT_TIER else not _headers_may_fix(str(exc))
+                )
+                if own:
                     # the candidate's own error: more of torch's headers cannot fix it, and they cost a minute a try
                     print(
                         f"forge: {name}: the build with {label} failed on the candidate's own code; heavier headers "
@@ -702,7 +705,7 @@ def _nvcc_std() -> str:
     return found[-1] if found else "-std=c++17"
 
 
-def device_object(device_src: str, name: str, kwargs: dict) -> str:
+def device_object(device_src: str, name: str, kwargs: dict, extra_flags: list[str] | None = None) -> str:
     """The object file of a split's device source, compiled by nvcc with the flags torch's load_inline gives a .cu
     (its common flags, the arch list's -gencode, -fPIC, the candidate's own), and cached by content: a repaired
     candidate, whose launchers changed and kernels did not, links the object its original built."""
@@ -722,6 +725,7 @@ def device_object(device_src: str, name: str, kwargs: dict) -> str:
         "--compiler-options",
         "-fPIC",
         *extra,
+        *(extra_flags or []),
     ]
     if not any(f.startswith("-std=") for f in flags):
         flags.append(_nvcc_std())
@@ -809,6 +813,16 @@ def library_words() -> frozenset[str]:
 
 
 _LIBRARY_WORDS: frozenset[str] | None = None
+
+
+def _only_deprecated_type(log: str) -> bool:
+    """Whether every compiler error is ``x.type()`` given where a scalar type is wanted: torch's deprecated type
+    object, the same in every header set, so the split build's error is the source's own (any other error of a split
+    build goes on to the slim tier, which compiles the source as the candidate laid it out)."""
+    from ..logparse import compile_errors
+
+    errors = [e for e in compile_errors(log) if e.severity == "error"]
+    return bool(errors) and all("DeprecatedTypeProperties" in e.message for e in errors)
 
 
 def _headers_may_fix(log: str, words: frozenset[str] | None = None) -> bool:
