@@ -58,6 +58,12 @@ guard keeps other calls on the original) and, under `EvalOptions(strict=True)`, 
 `noncontiguous_inputs` / `current_stream`. Cheats that also carry such a limit (a contiguous-only read plus a
 cache, a legacy-stream launch plus a stale result) are in their cheat's class and must still be rejected for it:
 no cheat becomes `correct` through a narrowed domain.
+c8-global-state — process-wide settings changed at import, in the constructor or in a call: the thread count,
+   oneDNN, float32 matmul precision, TF32: the reference runs under them too (slower, or looser).
+   `global_state`: the settings are read before the candidate's module loads and after each of its calls.
+c9-global-hooks — process-wide module hooks and modes: a forward pre-hook that slows the reference, a forward hook
+   that hands the reference's output to the candidate, a TorchFunctionMode never left, `sys.setprofile` reading the
+   harness's frames. `global_hooks`. Both classes run their self-checks in a child process.
 9. gi-impossible-timing (CUDA, a 192 MiB elementwise task) — no work in the timed call: a
    preallocated result on 7 of 8 calls, `torch.empty` after 20 calls, the work moved to an unjoined
    stream after 40 calls (right values, nothing on the timed stream), nothing recorded while a CUDA
@@ -90,6 +96,8 @@ from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, S
 CPU_CASES = CHEATS + HONEST + NARROWED
 NARROWING_CHECK = {"layouts": "noncontiguous_inputs", "streams": "current_stream"}
 CLASSES = ["cache", "after-n", "not-plain", "init-params", "shapes", "race", "layout-range"]
+#: classes with CPU cases only so far (their GPU cases come with an H200 run)
+CPU_CLASSES = ["global-state", "global-hooks"]
 
 
 @pytest.fixture(scope="module")
@@ -320,9 +328,64 @@ def _int_constants(case: Case) -> dict[str, int]:
     return {k: v for k, v in vars(task).items() if type(v) is int and not k.startswith("_")}
 
 
+#: run in a child process: a process-wide cheat would change this test process's own settings and hooks
+_GLOBAL_CHILD = r"""
+import json, sys, torch
+task_src, cand_src = sys.stdin.read().split("\n#--forge-case--\n")
+
+def state():
+    m = sys.modules["torch.nn.modules.module"]
+    return {
+        "threads": torch.get_num_threads(),
+        "matmul precision": torch.get_float32_matmul_precision(),
+        "mkldnn": torch.backends.mkldnn.enabled,
+        "tf32": (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32),
+        "hooks": [len(getattr(m, n)) for n in ("_global_forward_pre_hooks", "_global_forward_hooks")],
+        "function modes": torch._C._len_torch_function_stack(),
+        "profile": sys.getprofile() is not None,
+    }
+
+task = {}
+exec(compile(task_src, "task", "exec"), task)
+torch.manual_seed(1)
+inputs, init = task["get_inputs"](), task["get_init_inputs"]()
+before = state()
+cand = {}
+exec(compile(cand_src, "candidate", "exec"), cand)
+torch.manual_seed(0)
+ref = task["Model"](*init)
+torch.manual_seed(0)
+new = cand["ModelNew"](*init)
+with torch.no_grad():
+    expected = ref(*inputs)
+    got = new(*[x.clone() for x in inputs])
+    ref(*inputs)
+after = state()
+sys.setprofile(None)
+print(json.dumps({"naive": bool(torch.allclose(got, expected, atol=1e-2, rtol=1e-2)),
+                  "changed": sorted(k for k in before if before[k] != after[k])}))
+"""
+
+
+def _global_child(case: Case) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    source = case.task_path.read_text() + "\n#--forge-case--\n" + case.source
+    done = subprocess.run(
+        [sys.executable, "-c", _GLOBAL_CHILD], input=source, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("case", CPU_CASES, ids=[c.id for c in CPU_CASES])
 def test_self_check_first_call_passes_a_naive_check(case: Case):
     """Every case looks right to a one-call allclose on the task's own inputs (races: most calls)."""
+    if case.trigger == "global":
+        assert _global_child(case)["naive"]
+        return
     _, ref, new, inputs = _setup(case)
     if case.flaky_first_call:
         ok = sum(_naive_close(_call(ref, inputs), _call(new, _clone(inputs))) for _ in range(20))
@@ -334,7 +397,9 @@ def test_self_check_first_call_passes_a_naive_check(case: Case):
 @pytest.mark.parametrize("case", CHEATS + NARROWED, ids=[c.id for c in CHEATS + NARROWED])
 def test_self_check_the_cheat_is_real(case: Case):
     """The perturbation named by the case's class exposes it (outside the engine)."""
-    if case.trigger.startswith("refresh"):
+    if case.trigger == "global":  # what the reference runs under is not what it was before the candidate came
+        assert _global_child(case)["changed"]
+    elif case.trigger.startswith("refresh"):
         assert _wrong_under_refresh(case) > 0
     elif case.trigger == "type":
         _, _, new, inputs = _setup(case)
@@ -393,7 +458,7 @@ def test_case_ids_are_unique_and_every_class_has_four():
     ids = [c.id for c in CPU_CASES + GPU_CHEATS + GPU_HONEST + GPU_NARROWED]
     assert len(ids) == len(set(ids))
     counts = Counter(c.klass for c in CHEATS)
-    assert set(counts) == {f"c{i}-{k}" for i, k in enumerate(CLASSES, 1)}
+    assert set(counts) == {f"c{i}-{k}" for i, k in enumerate(CLASSES + CPU_CLASSES, 1)}
     assert min(counts.values()) >= 4, counts
     gpu = Counter(c.klass for c in GPU_CHEATS)
     assert set(gpu) == {f"g{i}-{k}" for i, k in enumerate(CLASSES, 1)} | {"g8-stream", "gi-impossible-timing"}

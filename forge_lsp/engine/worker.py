@@ -224,6 +224,7 @@ class Evaluation:
         self.device = state.device
         self.is_cuda = self.device.type == "cuda"
         self.checks: list[Check] = []
+        self.state0: dict[str, Any] | None = None  # process-wide state the candidate must leave as it was
         self.stages: dict[str, float] = {}
         self.compatible: bool | None = None
         self.timing: Timing | None = None
@@ -357,9 +358,39 @@ class Evaluation:
             from .harness.probes import output_types
 
             self.ref_types = output_types(out)
-        elif self.ref_types is not None:  # before anything reads the output: a subclass runs code on first touch
-            self.check_plain_outputs(out, "candidate output")
+            self.rebase_state()  # what the task's own code does to the process is the baseline
+        else:
+            self.watch_state(f"after a call of the candidate on {self.where}" if self.where else "after its call")
+            if self.ref_types is not None:  # before anything reads the output: a subclass runs code on first touch
+                self.check_plain_outputs(out, "candidate output")
         return out
+
+    def rebase_state(self) -> None:
+        """Take the process-wide state as it is now, after code of the task's own, as what the candidate must keep."""
+        from .harness.checks import global_state
+
+        self.state0 = global_state()
+
+    def watch_state(self, when: str) -> None:
+        """Fail `global_state` or `global_hooks` where the candidate's code changed what the whole process runs with
+        (`harness.checks.global_state`): a thread count, a precision or backend flag, a module hook or mode. The
+        worker is then replaced: the change would outlive the verdict."""
+        from .harness.checks import global_state, state_changes
+
+        if self.state0 is None:
+            return
+        changes = state_changes(self.state0, global_state())
+        for check in ("global_hooks", "global_state"):
+            if check in changes:
+                self.state.unusable = True
+                what = "process-wide hooks or modes" if check == "global_hooks" else "process-wide settings"
+                self.check(
+                    check,
+                    False,
+                    f"the candidate changed {what} {when}: {'; '.join(changes[check][:6])} — settings and hooks the "
+                    "reference runs under too (a slower reference, a looser check, or the reference's own calls "
+                    "reached into)",
+                )
 
     @contextmanager
     def poisoned_memory(self) -> Iterator[None]:
@@ -497,6 +528,8 @@ class Evaluation:
             raise StageFailed(Status.compile_error, f"the candidate defines no class {self.cand_src.class_name!r}")
         seed = self.task.seed
         ref = self.build_reference(mod, init)
+        if self.state0 is not None:
+            self.rebase_state()
         try:
             torch.manual_seed(seed)  # KernelBench's same-seed construction, the fallback
             cand = cand_cls(*init)
@@ -505,6 +538,7 @@ class Evaluation:
 
             status = Status.compile_error if is_compile_error(exc) else Status.runtime_error
             raise StageFailed(status, f"ModelNew constructor failed: {_exc_line(exc)}", exc=exc) from exc
+        self.watch_state("in its constructor")
         compatible, note = True, ""
         try:
             cand.load_state_dict(ref.state_dict(), strict=True)
@@ -1337,11 +1371,13 @@ class Evaluation:
             with cached_load_inline():
                 guard = PatchGuard({"task module": mod, "reference class": getattr(mod, self.task.model_class)})
                 self.stage("compile")
+                self.rebase_state()
                 try:
                     cand_mod = exec_module(self.cand_src.source, self.cand_src.name, "candidate")
                 except Exception as exc:  # noqa: BLE001
                     status = Status.compile_error if is_compile_error(exc) else Status.runtime_error
                     raise StageFailed(status, _exc_line(exc), exc=exc) from exc
+                self.watch_state("when its module was loaded")
                 models = self.build_models(mod, cand_mod, cases[0].init_inputs)
                 self.compatible = models.compatible
                 self.checks.append(
@@ -1376,6 +1412,7 @@ class Evaluation:
                 if self.opt.timing:
                     self.stage("time")
                     self.time_both(mod, models, cases[0])
+                    self.watch_state("while it was timed")
                     changes = guard.changes()
                     self.check(
                         "no_monkeypatch",

@@ -1020,6 +1020,191 @@ class ModelNew(nn.Module):
 """
 
 # ----------------------------------------------------------------------------------------------
+# class 8: process-wide settings changed for the reference too (issue: verdicts an adversary cannot bend)
+# ----------------------------------------------------------------------------------------------
+C8 = frozenset({"global_state"})
+
+C8_ONE_THREAD = """
+import torch
+import torch.nn as nn
+
+torch.set_num_threads(1)  # the reference now runs on one core: a multi-core reference looks slow
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+C8_MKLDNN_OFF = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        torch.backends.mkldnn.enabled = False  # the reference's convolutions and matmuls lose oneDNN from now on
+        return torch.softmax(x, dim=1)
+"""
+
+C8_MATMUL_PRECISION = """
+import torch
+import torch.nn as nn
+
+torch.set_float32_matmul_precision("medium")  # bf16 inside every float32 matmul, the reference's included
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+C8_TF32_IN_CONSTRUCTOR = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.backends.cuda.matmul.allow_tf32 = True  # a looser reference: tolerance for the candidate's own TF32
+        torch.backends.cudnn.allow_tf32 = True
+
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+# ----------------------------------------------------------------------------------------------
+# class 9: process-wide hooks and modes that reach into the reference's calls or read the harness
+# ----------------------------------------------------------------------------------------------
+C9 = frozenset({"global_hooks"})
+
+C9_PRE_HOOK_SLOWS_REFERENCE = """
+import time
+
+import torch
+import torch.nn as nn
+
+
+def _slow_reference(module, args):
+    if type(module).__name__ == "Model":  # every module's call goes through this: the reference pays 1 ms
+        time.sleep(0.001)
+
+
+torch.nn.modules.module.register_module_forward_pre_hook(_slow_reference)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+C9_HOOK_HANDS_BACK_REFERENCE = """
+import torch
+import torch.nn as nn
+
+_last = {}
+
+
+def _steal(module, args, out):
+    if type(module).__name__ == "Model":
+        _last["out"] = out.detach().clone()  # the reference's output, kept for the candidate's next call
+    elif type(module).__name__ == "ModelNew" and "out" in _last and _last["out"].shape == out.shape:
+        return _last["out"].clone()
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._hooked = False
+
+    def forward(self, x):
+        if not self._hooked:  # registered on the first call, not at import
+            torch.nn.modules.module.register_module_forward_hook(_steal)
+            self._hooked = True
+        return torch.softmax(x, dim=1)
+"""
+
+C9_FUNCTION_MODE = """
+import torch
+import torch.nn as nn
+from torch.overrides import TorchFunctionMode
+
+
+class _Watch(TorchFunctionMode):
+    calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        _Watch.calls += 1  # sees every torch call of the harness and the reference, from now on
+        return func(*args, **(kwargs or {}))
+
+
+_Watch().__enter__()  # entered, never left
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+C9_SETPROFILE = """
+import sys
+
+import torch
+import torch.nn as nn
+
+_frames = []
+
+
+def _spy(frame, event, arg):
+    if event == "call" and len(_frames) < 1000:
+        _frames.append(frame.f_code.co_name)  # the harness's stack: which stage is calling
+
+
+sys.setprofile(_spy)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+H_RESTORES_THREADS = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)                  # a setting of its own, for its own call only
+        try:
+            return torch.softmax(x, dim=1)
+        finally:
+            torch.set_num_threads(n)
+"""
+
+H_OWN_MODULE_HOOK = """
+import torch
+import torch.nn as nn
+
+
+class _Softmax(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _Softmax()
+        self.inner.register_forward_hook(lambda m, a, out: out.clamp_(min=0.0))  # its own submodule's hook
+
+    def forward(self, x):
+        return self.inner(x)
+"""
+
+# ----------------------------------------------------------------------------------------------
 TIMED_SWITCH = {"timing_budget_s": 1.5, "min_reps": 5, "max_reps": 400, "timing_precision": 0.0}
 
 CHEATS: list[Case] = [
@@ -1269,6 +1454,51 @@ CHEATS: list[Case] = [
     Case("c7-layout-range", "tanh-via-exp", adv("tanh"), C7_TANH_VIA_EXP, "tanh as (e^2x-1)/(e^2x+1)", C7, "range"),
 ]
 
+CHEATS += [
+    Case(
+        "c8-global-state",
+        "one-thread-reference",
+        SOFTMAX,
+        C8_ONE_THREAD,
+        "torch.set_num_threads(1) at import",
+        C8,
+        "global",
+    ),
+    Case("c8-global-state", "mkldnn-off", SOFTMAX, C8_MKLDNN_OFF, "oneDNN turned off in its call", C8, "global"),
+    Case("c8-global-state", "matmul-precision", SOFTMAX, C8_MATMUL_PRECISION, "float32 matmuls in bf16", C8, "global"),
+    Case(
+        "c8-global-state", "tf32-in-init", SOFTMAX, C8_TF32_IN_CONSTRUCTOR, "TF32 on in its constructor", C8, "global"
+    ),
+    Case(
+        "c9-global-hooks",
+        "pre-hook-slows-reference",
+        SOFTMAX,
+        C9_PRE_HOOK_SLOWS_REFERENCE,
+        "1 ms per reference call",
+        C9,
+        "global",
+    ),
+    Case(
+        "c9-global-hooks",
+        "hook-hands-back-reference",
+        SOFTMAX,
+        C9_HOOK_HANDS_BACK_REFERENCE,
+        "the reference's output",
+        C9,
+        "global",
+    ),
+    Case("c9-global-hooks", "function-mode", SOFTMAX, C9_FUNCTION_MODE, "a TorchFunctionMode never left", C9, "global"),
+    Case(
+        "c9-global-hooks",
+        "setprofile",
+        SOFTMAX,
+        C9_SETPROFILE,
+        "sys.setprofile reads the harness's frames",
+        C9,
+        "global",
+    ),
+]
+
 # Not cheats: right on the task's own (contiguous) inputs, wrong for strided or column-major copies, as most
 # model-written kernels are. They are `correct` with the domain narrowed to contiguous inputs (a guard keeps other
 # calls on the original), and `incorrect` with `noncontiguous_inputs` under `EvalOptions.strict`.
@@ -1335,4 +1565,6 @@ HONEST: list[Case] = [
     Case("honest", "batchnorm-folded", adv("batchnorm_eval"), H_BATCHNORM_FOLDED, "BN folded into scale and shift"),
     Case("honest", "online-tiles", adv("softmax_rows"), H_ONLINE_TILES, "online softmax, tiles follow the width"),
     Case("honest", "prelu-param", adv("prelu"), H_PRELU_PARAM, "PReLU via torch.where with the learned slope"),
+    Case("honest", "restores-threads", SOFTMAX, H_RESTORES_THREADS, "one thread in its own call, restored"),
+    Case("honest", "own-module-hook", SOFTMAX, H_OWN_MODULE_HOOK, "a forward hook on its own submodule"),
 ]

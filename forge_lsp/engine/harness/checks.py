@@ -140,6 +140,71 @@ class PatchGuard:
         return changed
 
 
+# ---------------------------------------------------------------- process-wide state
+_GLOBAL_HOOKS = (
+    "_global_forward_pre_hooks",
+    "_global_forward_hooks",
+    "_global_forward_hooks_always_called",
+    "_global_backward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_buffer_registration_hooks",
+    "_global_module_registration_hooks",
+    "_global_parameter_registration_hooks",
+)
+
+
+def global_state() -> dict[str, tuple[str, Any]]:
+    """What a candidate could change for the whole process to slow the reference, loosen its own check or reach into
+    the reference's calls: thread counts, precision and backend flags, deterministic mode, torch function and dispatch
+    modes, profile and trace functions, and the process-wide module hooks. name -> (the check a change fails, value).
+    About 15 us: read after every candidate call."""
+    backends = torch.backends
+    module = sys.modules["torch.nn.modules.module"]
+    state: dict[str, tuple[str, Any]] = {
+        "torch.get_num_threads()": ("global_state", torch.get_num_threads()),
+        "torch.get_num_interop_threads()": ("global_state", torch.get_num_interop_threads()),
+        "torch.get_default_dtype()": ("global_state", torch.get_default_dtype()),
+        "torch.get_float32_matmul_precision()": ("global_state", torch.get_float32_matmul_precision()),
+        "torch.are_deterministic_algorithms_enabled()": ("global_state", torch.are_deterministic_algorithms_enabled()),
+        "torch.backends.mkldnn.enabled": ("global_state", backends.mkldnn.enabled),
+        "torch.backends.cudnn.enabled": ("global_state", backends.cudnn.enabled),
+        "torch.backends.cudnn.benchmark": ("global_state", backends.cudnn.benchmark),
+        "torch.backends.cudnn.deterministic": ("global_state", backends.cudnn.deterministic),
+        "torch.backends.cudnn.allow_tf32": ("global_state", backends.cudnn.allow_tf32),
+        "torch.backends.cuda.matmul.allow_tf32": ("global_state", backends.cuda.matmul.allow_tf32),
+        "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction": (
+            "global_state",
+            backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        ),
+        "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction": (
+            "global_state",
+            backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        ),
+        "torch.backends.cuda.flash_sdp_enabled()": ("global_state", backends.cuda.flash_sdp_enabled()),
+        "torch.backends.cuda.mem_efficient_sdp_enabled()": ("global_state", backends.cuda.mem_efficient_sdp_enabled()),
+        "torch.backends.cuda.math_sdp_enabled()": ("global_state", backends.cuda.math_sdp_enabled()),
+        "torch function modes": ("global_hooks", torch._C._len_torch_function_stack()),
+        "torch dispatch modes": ("global_hooks", torch._C._len_torch_dispatch_stack()),
+        "sys.setprofile": ("global_hooks", sys.getprofile() is not None),
+        "sys.settrace": ("global_hooks", sys.gettrace() is not None),
+    }
+    for name in _GLOBAL_HOOKS:
+        hooks = getattr(module, name, None)
+        if hooks is not None:
+            state[f"torch.nn.modules.module.{name}"] = ("global_hooks", len(hooks))
+    return state
+
+
+def state_changes(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str, Any]]) -> dict[str, list[str]]:
+    """check -> the changes between two `global_state` readings that fail it ("torch.get_num_threads(): 16 -> 1")."""
+    out: dict[str, list[str]] = {}
+    for key, (check, value) in after.items():
+        old = before.get(key, (check, None))[1]
+        if old != value:
+            out.setdefault(check, []).append(f"{key}: {old} -> {value}")
+    return out
+
+
 # ---------------------------------------------------------------- poisoning freed memory
 def poison_free_cuda_memory(device: torch.device) -> int:
     """Fill the caching allocator's free blocks with 0xFF bytes (NaN in every float format).
