@@ -63,7 +63,10 @@ c8-global-state — process-wide settings changed at import, in the constructor 
    `global_state`: the settings are read before the candidate's module loads and after each of its calls.
 c9-global-hooks — process-wide module hooks and modes: a forward pre-hook that slows the reference, a forward hook
    that hands the reference's output to the candidate, a TorchFunctionMode never left, `sys.setprofile` reading the
-   harness's frames. `global_hooks`. Both classes run their self-checks in a child process.
+   harness's frames. `global_hooks`.
+c10-background-threads — threads left running: a busy loop from import or from the first call, one busy only
+   outside the candidate's own calls, one doing torch matmuls. `background_threads`: the CPU the candidate's threads
+   use outside its own calls while a stage runs. These three classes run their self-checks in a child process.
 9. gi-impossible-timing (CUDA, a 192 MiB elementwise task) — no work in the timed call: a
    preallocated result on 7 of 8 calls, `torch.empty` after 20 calls, the work moved to an unjoined
    stream after 40 calls (right values, nothing on the timed stream), nothing recorded while a CUDA
@@ -97,7 +100,7 @@ CPU_CASES = CHEATS + HONEST + NARROWED
 NARROWING_CHECK = {"layouts": "noncontiguous_inputs", "streams": "current_stream"}
 CLASSES = ["cache", "after-n", "not-plain", "init-params", "shapes", "race", "layout-range"]
 #: classes with CPU cases only so far (their GPU cases come with an H200 run)
-CPU_CLASSES = ["global-state", "global-hooks"]
+CPU_CLASSES = ["global-state", "global-hooks", "background-threads"]
 
 
 @pytest.fixture(scope="module")
@@ -362,8 +365,16 @@ with torch.no_grad():
     ref(*inputs)
 after = state()
 sys.setprofile(None)
+import threading, time
+mine = [t for t in threading.enumerate() if t is not threading.main_thread()]
+cpu0 = sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in mine)
+time.sleep(0.3)  # the test process idle: what do the candidate's threads do meanwhile?
+cpu1 = sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in mine)
 print(json.dumps({"naive": bool(torch.allclose(got, expected, atol=1e-2, rtol=1e-2)),
-                  "changed": sorted(k for k in before if before[k] != after[k])}))
+                  "changed": sorted(k for k in before if before[k] != after[k]),
+                  "idle_thread_cpu_s": cpu1 - cpu0}), flush=True)
+import os
+os._exit(0)  # not through interpreter exit: a thread still inside torch would abort it
 """
 
 
@@ -383,7 +394,7 @@ def _global_child(case: Case) -> dict:
 @pytest.mark.parametrize("case", CPU_CASES, ids=[c.id for c in CPU_CASES])
 def test_self_check_first_call_passes_a_naive_check(case: Case):
     """Every case looks right to a one-call allclose on the task's own inputs (races: most calls)."""
-    if case.trigger == "global":
+    if case.trigger in ("global", "threads"):
         assert _global_child(case)["naive"]
         return
     _, ref, new, inputs = _setup(case)
@@ -399,6 +410,8 @@ def test_self_check_the_cheat_is_real(case: Case):
     """The perturbation named by the case's class exposes it (outside the engine)."""
     if case.trigger == "global":  # what the reference runs under is not what it was before the candidate came
         assert _global_child(case)["changed"]
+    elif case.trigger == "threads":  # its threads take CPU while nothing of its own runs
+        assert _global_child(case)["idle_thread_cpu_s"] > 0.1
     elif case.trigger.startswith("refresh"):
         assert _wrong_under_refresh(case) > 0
     elif case.trigger == "type":

@@ -15,6 +15,7 @@ import gc
 import os
 import random
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -225,6 +226,8 @@ class Evaluation:
         self.is_cuda = self.device.type == "cuda"
         self.checks: list[Check] = []
         self.state0: dict[str, Any] | None = None  # process-wide state the candidate must leave as it was
+        self.harness_threads: set[int] = set()  # the Python threads alive before candidate code ran
+        self.threads: Any = None  # the stage's `ThreadWatch`, while one runs
         self.stages: dict[str, float] = {}
         self.compatible: bool | None = None
         self.timing: Timing | None = None
@@ -340,6 +343,9 @@ class Evaluation:
         as NaN (see `poisoned_memory`)."""
         from .harness.loading import call_model, is_compile_error
 
+        watch = self.threads if who == "candidate" else None
+        if watch is not None:
+            watch.call_begins()
         try:
             if poisoned and self.opt.poison:
                 with self.poisoned_memory():
@@ -354,16 +360,34 @@ class Evaluation:
             status = Status.compile_error if is_compile_error(exc) else Status.runtime_error
             where = f" [on {self.where}]" if self.where and status is Status.runtime_error else ""
             raise StageFailed(status, _exc_line(exc) + where, exc=exc) from exc
+        finally:
+            if watch is not None:
+                watch.call_ends()
         if who == "reference":
             from .harness.probes import output_types
 
             self.ref_types = output_types(out)
             self.rebase_state()  # what the task's own code does to the process is the baseline
+            if self.threads is not None:
+                self.threads.sample()
         else:
             self.watch_state(f"after a call of the candidate on {self.where}" if self.where else "after its call")
             if self.ref_types is not None:  # before anything reads the output: a subclass runs code on first touch
                 self.check_plain_outputs(out, "candidate output")
         return out
+
+    def watch_threads(self, watch: Any, stage: str, own: float | None = None) -> None:
+        """Fail `background_threads` where threads the candidate started used CPU while the reference and the
+        candidate were being {stage} (`harness.checks.ThreadWatch`); the worker is then replaced, threads and all."""
+        stolen = watch.too_much(own)
+        if stolen:
+            self.state.unusable = True
+            self.check(
+                "background_threads",
+                False,
+                f"threads the candidate started kept running while it was {stage}: {stolen} — CPU taken from the "
+                "reference's calls and timings (threads a candidate starts must be joined before its call returns)",
+            )
 
     def rebase_state(self) -> None:
         """Take the process-wide state as it is now, after code of the task's own, as what the candidate must keep."""
@@ -1372,6 +1396,7 @@ class Evaluation:
                 guard = PatchGuard({"task module": mod, "reference class": getattr(mod, self.task.model_class)})
                 self.stage("compile")
                 self.rebase_state()
+                self.harness_threads = {t.ident for t in threading.enumerate() if t.ident is not None}
                 try:
                     cand_mod = exec_module(self.cand_src.source, self.cand_src.name, "candidate")
                 except Exception as exc:  # noqa: BLE001
@@ -1403,7 +1428,12 @@ class Evaluation:
                     "no_monkeypatch", not changes, f"the candidate replaced {', '.join(changes[:8])}" if changes else ""
                 )
                 self.stage("verify")
+                from .harness.checks import ThreadWatch, thread_cpu_seconds
+
+                self.threads = ThreadWatch(self.harness_threads)
                 self.verify(mod, cand_mod, cases, models)
+                self.watch_threads(self.threads, "verified")
+                self.threads = None
                 changes = guard.changes()
                 self.check(
                     "no_monkeypatch", not changes, f"the candidate replaced {', '.join(changes[:8])}" if changes else ""
@@ -1411,8 +1441,18 @@ class Evaluation:
                 self.stage_done()
                 if self.opt.timing:
                     self.stage("time")
+                    threads = ThreadWatch(self.harness_threads)
                     self.time_both(mod, models, cases[0])
                     self.watch_state("while it was timed")
+                    threads.sample()
+                    # timed calls are not wrapped (that would be timed too): its threads may use, inside its calls,
+                    # at most their number times the candidate's timed seconds
+                    own = 0.0
+                    if self.timing is not None:
+                        timed = self.timing.candidate
+                        alive = len(thread_cpu_seconds(self.harness_threads))
+                        own = alive * timed.mean_ms / 1e3 * (timed.n + self.opt.warmup) * 1.5
+                    self.watch_threads(threads, "timed", own)
                     changes = guard.changes()
                     self.check(
                         "no_monkeypatch",

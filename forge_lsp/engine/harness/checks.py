@@ -205,6 +205,101 @@ def state_changes(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str
     return out
 
 
+# ---------------------------------------------------------------- threads the candidate left running
+def thread_cpu_seconds(exclude: set[int]) -> dict[int, tuple[str, float]]:
+    """CPU seconds each live Python thread not in `exclude` (the harness's own) has used so far: ident -> (name,
+    seconds). Native threads (torch's OpenMP pool, CUDA's) are not Python threads and are not read."""
+    import threading
+    import time
+
+    out: dict[int, tuple[str, float]] = {}
+    for t in threading.enumerate():
+        if t.ident is None or t.ident in exclude:
+            continue
+        try:
+            out[t.ident] = (t.name, time.clock_gettime(time.pthread_getcpuclockid(t.ident)))
+        except (OSError, AttributeError, ValueError):  # gone meanwhile, or no per-thread clocks on this system
+            continue
+    return out
+
+
+class ThreadWatch:
+    """The CPU the candidate's threads use while a stage runs (`background_threads`): a thread it started and left
+    running takes cores from the reference's calls and timings, and needs no hook to do it. Threads that sit idle (a
+    library's compile pool) use none."""
+
+    #: a stage fails when the candidate's threads used more CPU than this share of its wall time, and this much
+    SHARE, FLOOR_S = 0.05, 0.02
+
+    def __init__(self, harness_threads: set[int]) -> None:
+        import time
+
+        self.harness = harness_threads
+        self.t0 = time.perf_counter()
+        self.cpu0 = thread_cpu_seconds(harness_threads)
+        self.own = 0.0  # CPU its threads used inside the candidate's own calls: its work, not stolen
+        self._in_call: dict[int, tuple[str, float]] | None = None
+        self.working: list[str] = []  # its threads seen running code of their own outside its calls
+
+    def sample(self) -> None:
+        """Where each of the candidate's threads is, now that none of its calls runs: one waiting in the standard
+        library (a pool's queue, a lock) is idle; one in any other code (its own loop, a torch call it makes) works
+        beside the reference. The native threads a torch call starts are not Python threads: this sees the Python
+        thread that makes the call, where CPU clocks would miss them."""
+        import sysconfig
+        import threading
+
+        stdlib = sysconfig.get_paths()["stdlib"]
+        names = {t.ident: t.name for t in threading.enumerate()}
+        frames = sys._current_frames()
+        frame = None
+        try:
+            for ident, frame in frames.items():
+                if ident in self.harness or ident not in names:
+                    continue
+                where = frame.f_code.co_filename
+                if not where.startswith(stdlib) and len(self.working) < 20:
+                    self.working.append(f"{names[ident]} at {where.rsplit('/', 1)[-1]}:{frame.f_lineno}")
+        finally:
+            # the frames (this one among them) would hold their callers' locals, the inputs too, in a cycle
+            del frames, frame
+
+    def call_begins(self) -> None:
+        self._in_call = thread_cpu_seconds(self.harness)
+
+    def call_ends(self) -> None:
+        if self._in_call is None:
+            return
+        for ident, (_name, cpu) in thread_cpu_seconds(self.harness).items():
+            self.own += max(0.0, cpu - self._in_call.get(ident, ("", 0.0))[1])
+        self._in_call = None
+
+    def stolen(self, own: float | None = None) -> tuple[float, float, list[str]]:
+        """(CPU seconds the candidate's threads used since the watch began outside its own calls, the stage's wall
+        seconds, which threads used how much in all). `own`: CPU inside its calls, where `call_begins`/`call_ends`
+        did not count it."""
+        import time
+
+        wall = time.perf_counter() - self.t0
+        used, who = 0.0, []
+        for ident, (name, cpu) in thread_cpu_seconds(self.harness).items():
+            d = cpu - self.cpu0.get(ident, (name, 0.0))[1]
+            if d > 0.001:
+                used += d
+                who.append(f"{name} {1e3 * d:.0f} ms")
+        return max(0.0, used - (self.own if own is None else own)), wall, who
+
+    def too_much(self, own: float | None = None) -> str:
+        """'' where the candidate's threads kept to its own calls, else what they used outside them."""
+        used, wall, who = self.stolen(own)
+        if used > max(self.FLOOR_S, self.SHARE * wall):
+            return f"{1e3 * used:.0f} ms of CPU outside its calls in {1e3 * wall:.0f} ms ({', '.join(who[:4])})"
+        if self.working:
+            seen = list(dict.fromkeys(self.working))
+            return f"running its own code while the reference ran ({', '.join(seen[:4])})"
+        return ""
+
+
 # ---------------------------------------------------------------- poisoning freed memory
 def poison_free_cuda_memory(device: torch.device) -> int:
     """Fill the caching allocator's free blocks with 0xFF bytes (NaN in every float format).
