@@ -40,7 +40,8 @@ allclose) and lists the checks that may legitimately reject it: a rejection must
    stores; on CUDA a write-after-read on shared memory without `__syncthreads()`, a warp-synchronous
    tail without `__syncwarp()`, non-atomic read-modify-write across blocks, accumulation into
    `torch.empty`). `timed_outputs_match`, `repeatable`, `sanitizer` (CUDA, `sanitize=True`),
-   `poisoned_memory`, or whichever output check ran the call that lost the race.
+   `poisoned_memory`, `background_threads` (the thread joined with a timeout runs on), or whichever output check ran
+   the call that lost the race.
 7. c7-layout-range / g7 — right only for randn-sized values (float16 sums of squares, one-pass float16
    variance, softmax without max subtraction, tanh via exp: wrong from ~8-12x randn's magnitude).
    `input_range`.

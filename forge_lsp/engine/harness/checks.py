@@ -242,27 +242,33 @@ class ThreadWatch:
         self.working: list[str] = []  # its threads seen running code of their own outside its calls
 
     def sample(self) -> None:
-        """Where each of the candidate's threads is, now that none of its calls runs: one waiting in the standard
-        library (a pool's queue, a lock) is idle; one in any other code (its own loop, a torch call it makes) works
-        beside the reference. The native threads a torch call starts are not Python threads: this sees the Python
-        thread that makes the call, where CPU clocks would miss them."""
-        import sysconfig
+        """Where each of the candidate's threads is, now that none of its calls runs: one with the candidate's own
+        code on its stack (its loop, the torch calls it makes from there) works beside the reference; one waiting in
+        a library (a pool's queue, a compiler's reader thread) is idle. The native threads a torch call starts are not
+        Python threads: this sees the Python thread that makes the call, where CPU clocks would miss them."""
         import threading
 
-        stdlib = sysconfig.get_paths()["stdlib"]
+        from .loading import cache_dir
+
+        code = str(cache_dir() / "modules")  # where the candidate's (and the task's) module files are loaded from
         names = {t.ident: t.name for t in threading.enumerate()}
         frames = sys._current_frames()
-        frame = None
+        frame = top = None
         try:
-            for ident, frame in frames.items():
+            for ident, top in frames.items():
                 if ident in self.harness or ident not in names:
                     continue
-                where = frame.f_code.co_filename
-                if not where.startswith(stdlib) and len(self.working) < 20:
-                    self.working.append(f"{names[ident]} at {where.rsplit('/', 1)[-1]}:{frame.f_lineno}")
+                frame, depth = top, 0
+                while frame is not None and depth < 64:
+                    if frame.f_code.co_filename.startswith(code):
+                        if len(self.working) < 20:
+                            where = frame.f_code.co_filename.rsplit("/", 1)[-1]
+                            self.working.append(f"{names[ident]} at {where}:{frame.f_lineno}")
+                        break
+                    frame, depth = frame.f_back, depth + 1
         finally:
             # the frames (this one among them) would hold their callers' locals, the inputs too, in a cycle
-            del frames, frame
+            del frames, frame, top
 
     def call_begins(self) -> None:
         self._in_call = thread_cpu_seconds(self.harness)
