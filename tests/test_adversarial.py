@@ -68,6 +68,8 @@ c9-global-hooks — process-wide module hooks and modes: a forward pre-hook that
 c10-background-threads — threads left running: a busy loop from import or from the first call, one busy only
    outside the candidate's own calls, one doing torch matmuls. `background_threads`: the CPU the candidate's threads
    use outside its own calls while a stage runs. These three classes run their self-checks in a child process.
+c11-shared-outputs — outputs whose elements share memory: a stride-0 `expand`, `as_strided` with a zero stride,
+   `broadcast_to`, overlapping windows: right values, a fraction of the writes. `dense_outputs`.
 9. gi-impossible-timing (CUDA, a 192 MiB elementwise task) — no work in the timed call: a
    preallocated result on 7 of 8 calls, `torch.empty` after 20 calls, the work moved to an unjoined
    stream after 40 calls (right values, nothing on the timed stream), nothing recorded while a CUDA
@@ -101,7 +103,7 @@ CPU_CASES = CHEATS + HONEST + NARROWED
 NARROWING_CHECK = {"layouts": "noncontiguous_inputs", "streams": "current_stream"}
 CLASSES = ["cache", "after-n", "not-plain", "init-params", "shapes", "race", "layout-range"]
 #: classes with CPU cases only so far (their GPU cases come with an H200 run)
-CPU_CLASSES = ["global-state", "global-hooks", "background-threads"]
+CPU_CLASSES = ["global-state", "global-hooks", "background-threads", "shared-outputs"]
 
 
 @pytest.fixture(scope="module")
@@ -413,6 +415,10 @@ def test_self_check_the_cheat_is_real(case: Case):
         assert _global_child(case)["changed"]
     elif case.trigger == "threads":  # its threads take CPU while nothing of its own runs
         assert _global_child(case)["idle_thread_cpu_s"] > 0.1
+    elif case.trigger == "dense":  # fewer distinct elements in memory than the output holds
+        _, _, new, inputs = _setup(case)
+        out = _call(new, inputs)
+        assert out.untyped_storage().nbytes() < out.numel() * out.element_size()
     elif case.trigger.startswith("refresh"):
         assert _wrong_under_refresh(case) > 0
     elif case.trigger == "type":

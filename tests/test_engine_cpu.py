@@ -427,6 +427,41 @@ def test_a_worker_that_dies_after_other_candidates_is_replaced_and_the_candidate
     assert not (once.memory and once.memory.retried)
 
 
+POISONS_THE_TASK_FILE = """
+import sys, torch, torch.nn as nn
+for mod in list(sys.modules.values()):
+    path = getattr(mod, "__file__", None) or ""
+    if getattr(mod, "Model", None) is not None and "/modules/" in path:
+        text = open(path).read()
+        with open(path, "w") as f:  # the reference of every later evaluation that loads this file: zeros
+            f.write(text.replace("return torch.softmax(x, dim=1)", "return torch.zeros_like(x)"))
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+RETURNS_ZEROS = """
+import torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x)
+"""
+
+
+def test_a_rewritten_cached_task_file_is_written_again_from_the_source(cache_dir, fast_options, softmax_task):
+    """A candidate that rewrites the cached copy of the task's module (so that later evaluations judge against a
+    reference that returns zeros) changes nothing: the file is checked against the source before every load and
+    the code run is the source's."""
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "poison") as ev:
+        ev_cand(ev, softmax_task, POISONS_THE_TASK_FILE, "poisoner", timing=False)
+    files = [f for f in (cache_dir / "poison" / "modules").glob("task_*.py")]
+    assert files and any("zeros_like" in f.read_text() for f in files)  # it did rewrite it
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "poison") as fresh:  # a new worker loads the file
+        zeros = ev_cand(fresh, softmax_task, RETURNS_ZEROS, "zeros", timing=False)
+    assert zeros.status is Status.incorrect and zeros.failed_check == "outputs_match", zeros.reason
+    assert not any("zeros_like" in f.read_text() for f in files)
+
+
 UNWRITTEN_OUTPUT = """
 import torch, torch.nn as nn
 class ModelNew(nn.Module):

@@ -470,6 +470,13 @@ def test_a_finished_build_is_loaded_as_it_is_without_the_compiler(tmp_path):
         [sys.executable, "-c", no_compiler, CPP_ADD], env=env, capture_output=True, text=True, timeout=120
     )
     assert again.returncode == 0 and "loaded [1.0, 1.0]" in again.stdout, again.stderr[-2000:]
+    (so,) = [p for p in folder.iterdir() if p.suffix == ".so"]
+    built = so.read_bytes()
+    so.write_bytes(built[:-16] + bytes(16))  # changed since its build (another candidate's code, say): built again
+    changed = subprocess.run([sys.executable, "-c", no_compiler, CPP_ADD], env=env, capture_output=True, text=True)
+    assert changed.returncode != 0 and "the build ran again" in changed.stderr
+    assert "is not what its build made" in changed.stderr
+    so.write_bytes(built)
     (folder / "forge-built.json").unlink()  # no mark (a build killed before its end): built again, not trusted
     third = subprocess.run([sys.executable, "-c", no_compiler, CPP_ADD], env=env, capture_output=True, text=True)
     assert third.returncode != 0 and "the build ran again" in third.stderr

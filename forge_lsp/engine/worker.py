@@ -683,6 +683,7 @@ class Evaluation:
             f"[{case.name}] {', '.join(aliased)} share memory with an input" if aliased else "",
         )
         self.check_plain_outputs(cand_out, case.name)
+        self.check_dense_outputs(ref_out, cand_out, case.name)
         mismatch, _ = compare_outputs(ref_out, cand_out, tol, case.name)
         if mismatch is not None:
             now = bits_digest(cand_out)
@@ -774,6 +775,22 @@ class Evaluation:
             )
 
     # ------------------------------------------------------------------ probes
+    def check_dense_outputs(self, ref_out: Any, cand_out: Any, where: str) -> None:
+        """`dense_outputs`: every output element the candidate returns is its own memory where the reference's are. An
+        output whose elements share memory (a stride-0 `expand`, overlapping `as_strided`) reads right while writing a
+        fraction of what the reference writes: a speedup of memory not written."""
+        from .harness.checks import overlapping_outputs
+
+        shared = overlapping_outputs(ref_out, cand_out)
+        self.check(
+            "dense_outputs",
+            not shared,
+            f"[{where}] {', '.join(shared)}: elements of the output share memory (a stride-0 or overlapping view) "
+            "where the reference's do not — fewer values written than the output holds"
+            if shared
+            else "",
+        )
+
     def check_plain_outputs(self, cand_out: Any, where: str) -> None:
         from .harness.probes import foreign_outputs
 

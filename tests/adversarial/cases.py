@@ -1286,6 +1286,71 @@ class ModelNew(nn.Module):
         return torch.cat([p.result() for p in parts])
 """
 
+# ----------------------------------------------------------------------------------------------
+# class 11: outputs whose elements share memory (fewer values written than the output holds)
+# ----------------------------------------------------------------------------------------------
+C11 = frozenset({"dense_outputs"})
+BROADCAST = adv("row_mean_broadcast")
+
+C11_EXPAND = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.mean(dim=-1, keepdim=True).expand_as(x)  # one value a row written, a row's worth read
+"""
+
+C11_AS_STRIDED = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        m = x.mean(dim=-1)
+        return m.as_strided(x.shape, (1, 0))  # stride 0 along the row
+"""
+
+C11_BROADCAST_TO = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.broadcast_to(x.mean(dim=-1, keepdim=True), x.shape)
+"""
+
+C11_OVERLAPPING_WINDOW = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        m = x.mean(dim=-1, keepdim=True)
+        buf = m.repeat(1, 2).reshape(-1)  # every row's mean twice, then windows that overlap by one element
+        out = buf.as_strided(x.shape, (2, 0))
+        return out
+"""
+
+H_EXPAND_THEN_COPY = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        out.copy_(x.mean(dim=-1, keepdim=True).expand_as(x))  # expanded, then written out in full
+        return out
+"""
+
 H_RESTORES_THREADS = """
 import torch
 import torch.nn as nn
@@ -1644,6 +1709,21 @@ CHEATS += [
     ),
 ]
 
+CHEATS += [
+    Case("c11-shared-outputs", "expand", BROADCAST, C11_EXPAND, "a stride-0 expand of the row means", C11, "dense"),
+    Case("c11-shared-outputs", "as-strided", BROADCAST, C11_AS_STRIDED, "as_strided with a zero stride", C11, "dense"),
+    Case("c11-shared-outputs", "broadcast-to", BROADCAST, C11_BROADCAST_TO, "torch.broadcast_to", C11, "dense"),
+    Case(
+        "c11-shared-outputs",
+        "overlapping-window",
+        BROADCAST,
+        C11_OVERLAPPING_WINDOW,
+        "windows over 2 values",
+        C11,
+        "dense",
+    ),
+]
+
 # Not cheats: right on the task's own (contiguous) inputs, wrong for strided or column-major copies, as most
 # model-written kernels are. They are `correct` with the domain narrowed to contiguous inputs (a guard keeps other
 # calls on the original), and `incorrect` with `noncontiguous_inputs` under `EvalOptions.strict`.
@@ -1713,4 +1793,5 @@ HONEST: list[Case] = [
     Case("honest", "restores-threads", SOFTMAX, H_RESTORES_THREADS, "one thread in its own call, restored"),
     Case("honest", "own-module-hook", SOFTMAX, H_OWN_MODULE_HOOK, "a forward hook on its own submodule"),
     Case("honest", "thread-pool", SOFTMAX, H_THREAD_POOL, "a persistent thread pool busy only in its own calls"),
+    Case("honest", "expand-then-copy", BROADCAST, H_EXPAND_THEN_COPY, "an expanded row written out in full"),
 ]

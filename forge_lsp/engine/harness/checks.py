@@ -140,6 +140,29 @@ class PatchGuard:
         return changed
 
 
+# ---------------------------------------------------------------- outputs whose elements share memory
+def _overlaps(t: torch.Tensor) -> bool:
+    """Whether some elements of `t` share memory: a stride 0 on a dimension of more than one element, or strides that
+    make distinct indices meet (torch's own test, where it can decide)."""
+    if t.numel() < 2:
+        return False
+    if any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape, strict=True)):
+        return True
+    return torch._debug_has_internal_overlap(t) == 1
+
+
+def overlapping_outputs(ref_out: Any, cand_out: Any) -> list[str]:
+    """Output tensors (by position) whose elements share memory in the candidate's output but not in the
+    reference's."""
+    ref, cand = tensors_of(ref_out), tensors_of(cand_out)
+    out = []
+    for i, c in enumerate(cand):
+        r = ref[i] if i < len(ref) else None
+        if isinstance(c, torch.Tensor) and _overlaps(c) and not (isinstance(r, torch.Tensor) and _overlaps(r)):
+            out.append(f"output {i} (shape {tuple(c.shape)}, strides {tuple(c.stride())})")
+    return out
+
+
 # ---------------------------------------------------------------- process-wide state
 _GLOBAL_HOOKS = (
     "_global_forward_pre_hooks",

@@ -44,16 +44,27 @@ def cache_dir() -> Path:
 
 
 def exec_module(source: str, name: str, kind: str) -> types.ModuleType:
-    """Write `source` to the cache (so tracebacks, inspect and Triton see a real file) and import it."""
+    """Write `source` to the cache (so tracebacks, inspect and Triton see a real file) and execute it as a module.
+
+    The file is named by the source's hash, and what runs is always `source` itself: a file found changed since it
+    was written (a candidate may have rewritten a task's file to poison the reference of later evaluations) is written
+    again, and the code is compiled from `source`, never from a bytecode cache a candidate could have replaced."""
     from ..logparse import worker_module_name
 
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    data = source.encode("utf-8")
+    digest = hashlib.sha256(data).hexdigest()[:16]
     folder = cache_dir() / "modules"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / worker_module_name(source, kind)
-    if not path.exists():
+    try:
+        intact = path.read_bytes() == data
+    except OSError:
+        intact = False
+    if not intact:
+        if path.exists():
+            print(f"forge: {path.name} was changed since it was written; written again", file=sys.stderr, flush=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source, encoding="utf-8")
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     mod_name = f"forge_{kind}_{digest}_{name}".replace("-", "_").replace(".", "_")
     spec = importlib.util.spec_from_file_location(mod_name, path)
@@ -61,7 +72,7 @@ def exec_module(source: str, name: str, kind: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 - what the worker is for
     except BaseException:
         sys.modules.pop(mod_name, None)
         raise
@@ -165,7 +176,8 @@ def _mark_built(folder: Path, module: Any) -> None:
     if not isinstance(path, str) or Path(path).parent != folder:
         return
     tmp = folder / f"{BUILT_MARKER}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"module": Path(path).name}))
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    tmp.write_text(json.dumps({"module": Path(path).name, "sha256": digest}))
     os.replace(tmp, folder / BUILT_MARKER)
 
 
@@ -175,11 +187,19 @@ def _load_built(folder: Path, kwargs: dict[str, Any]) -> types.ModuleType | None
     if kwargs.get("is_python_module") is False:
         return None
     try:
-        name = json.loads((folder / BUILT_MARKER).read_text())["module"]
+        marker = json.loads((folder / BUILT_MARKER).read_text())
+        name, digest = marker["module"], marker["sha256"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     path = folder / str(name)
     if path.parent != folder or not path.is_file():
+        return None
+    try:
+        intact = hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    except OSError:
+        intact = False
+    if not intact:  # changed since its build (another candidate's code wrote it?): built again
+        print(f"forge: {path.name} is not what its build made; building it again", file=sys.stderr, flush=True)
         return None
     spec = importlib.util.spec_from_file_location(path.name.split(".")[0], path)
     if spec is None or spec.loader is None:
