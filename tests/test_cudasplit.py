@@ -516,3 +516,115 @@ def test_split_builds_keep_each_candidates_verdict_and_stream_domain(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# ---------------------------------------------------------------- bindings as an object of their own
+from forge_lsp.engine.harness.cudasplit import binding_signatures, bindings_tail  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("cpp", "functions", "want"),
+    [
+        (["torch::Tensor relu_cuda(torch::Tensor x);"], ["relu_cuda"], ["torch :: Tensor (torch :: Tensor)"]),
+        (
+            [
+                "#include <torch/extension.h>\n// the launchers\ntorch::Tensor f(const torch::Tensor& a, float alpha = 0.1f,"
+                " int64_t n=3);\nstd::vector<torch::Tensor> g(torch::Tensor, torch::Tensor b);"
+            ],
+            ["f", "g"],
+            [
+                "torch :: Tensor (const torch :: Tensor &, float, int64_t)",
+                "std :: vector < torch :: Tensor > (torch :: Tensor, torch :: Tensor)",
+            ],
+        ),
+        (
+            ["at::Tensor fw(at::Tensor x, c10::optional<at::Tensor> b, unsigned int k);"],
+            ["fw"],
+            ["at :: Tensor (at :: Tensor, c10 :: optional < at :: Tensor >, unsigned int)"],
+        ),
+        (["torch::Tensor f(torch::Tensor x);\ntorch::Tensor f(torch::Tensor x, float y);"], ["f"], None),  # overloads
+        (["using namespace torch;\nTensor f(Tensor x);"], ["f"], None),  # a name only this file gives meaning to
+        (["typedef torch::Tensor T;\nT f(T x);"], ["f"], None),
+        (["torch::Tensor f(torch::Tensor x) { return x; }"], ["f"], None),  # a definition, not a declaration
+        (["torch::Tensor f(torch::Tensor x);"], ["g"], None),  # the bound function is not declared
+        (["#define N 4\ntorch::Tensor f(torch::Tensor x);"], ["f"], None),
+        (["torch::Tensor f(torch::Tensor x, void (*cb)(int));"], ["f"], None),
+    ],
+)
+def test_the_bound_functions_types_are_read_from_plain_declarations_only(cpp, functions, want):
+    assert binding_signatures(cpp, functions) == want
+
+
+HOST_FUNCS = """
+torch::Tensor twice(torch::Tensor x) {
+  TORCH_CHECK(x.dim() > 0, "twice needs a tensor with a dimension");
+  return x.mul(2);
+}
+std::vector<torch::Tensor> halves(const torch::Tensor& x, double k) { return {x.div(k), x.div(2 * k)}; }
+"""
+HOST_DECLS = (
+    "torch::Tensor twice(torch::Tensor x);\nstd::vector<torch::Tensor> halves(const torch::Tensor& x, double k);"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _compilers(), reason="needs the CUDA toolkit's headers and g++")
+def test_bindings_built_once_bind_each_modules_own_functions_as_load_inline_does(tmp_path, monkeypatch):
+    """The bindings' object is compiled once for these function types and linked by two modules whose main.cpp
+    never includes pybind11: each module's functions are its own (the table is per module), named by the module's
+    own name, with load_inline's docstrings and torch's error translation."""
+    import torch
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness import loading
+
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(cuda_include().parent))
+    stub = tmp_path / "stub"
+    (stub / "c10" / "cuda" / "impl").mkdir(parents=True)
+    (stub / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").write_text("#pragma once\n")  # CUDA builds of torch
+    ninja = loading.ninja_for("forge_bind_check", {"extra_include_paths": [str(stub)]})
+    assert ninja is not None
+    functions = {"twice": "twice", "halves": "halves"}
+    sigs = binding_signatures([HOST_DECLS], list(functions))
+    assert sigs is not None
+    bind = loading.bindings_object(sigs, True, ninja)
+    assert loading.bindings_object(list(reversed(sigs)), True, ninja) == bind  # one object for these types
+    tag = __import__("hashlib").sha256(__import__("json").dumps([sorted(set(sigs)), True]).encode()).hexdigest()[:16]
+    lite = loading.split_prelude_file(lite=True)
+    assert "pybind" not in lite.read_text()
+    modules = []
+    for i, scale in enumerate(("2", "3")):
+        (tmp_path / f"m{i}").mkdir()
+        main = "\n".join(
+            [
+                f'#include "{lite}"',
+                HOST_FUNCS.replace("x.mul(2)", f"x.mul({scale})"),
+                HOST_DECLS,
+                bindings_tail(functions, sigs, tag),
+            ]
+        )
+        modules.append(
+            cpp_extension.load_inline(
+                f"forge_bind_check_{i}",
+                [main],
+                no_implicit_headers=True,
+                extra_ldflags=[bind],
+                extra_include_paths=[str(stub), str(cuda_include())],
+                build_directory=str(tmp_path / f"m{i}"),
+            )
+        )
+    x = torch.arange(4.0)
+    assert torch.equal(modules[0].twice(x), x * 2) and torch.equal(modules[1].twice(x), x * 3)
+    assert [m.__name__ for m in modules] == ["forge_bind_check_0", "forge_bind_check_1"]
+    assert modules[0].twice.__doc__.startswith("twice(arg0: torch.Tensor) -> torch.Tensor\n\ntwice")
+    a, b = modules[1].halves(x, 2.0)
+    assert torch.equal(a, x / 2) and torch.equal(b, x / 4)
+    with pytest.raises(RuntimeError, match="twice needs a tensor with a dimension"):
+        modules[0].twice(torch.tensor(1.0))
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        modules[0].twice("no tensor")
+    # only the module's own init is exported: no module's init can reach another module's copy of the bindings
+    exported = subprocess.run(["nm", "-D", "--defined-only", modules[0].__file__], capture_output=True, text=True)
+    assert "PyInit_forge_bind_check_0" in exported.stdout and f"forge_bind_{tag}" not in exported.stdout

@@ -115,17 +115,30 @@ static inline void {LAUNCH}(void (*kernel)(P...), dim3 grid, dim3 block, size_t 
 """
 
 
-def split_prelude(include_dir: Path) -> str:
+#: what only the bindings need of the prelude: pybind11 with torch's casters and error translation
+_BINDING_HEADERS = ("#include <torch/csrc/utils/pybind.h>", "#include <torch/csrc/Exceptions.h>")
+#: the C and C++ library headers pybind11 and torch's Python headers bring to the full prelude: the lite one
+#: declares them too, so host code means the same with either (`abs(float)` is <math.h>'s overload in both)
+_BINDING_STD_HEADERS = tuple(
+    f"#include <{h}>"
+    for h in "math.h inttypes.h unistd.h sys/stat.h sys/time.h cxxabi.h list forward_list stack thread valarray".split()
+)
+
+
+def split_prelude(include_dir: Path, lite: bool = False) -> str:
     """What every split main.cpp starts with, the same for all candidates (so one precompiled header serves them):
     torch's tensor, pybind11 with torch's casters and error translation, what torch's per-operator headers include
     before their own declarations (Context, DeviceGuard, TensorUtils...: 3 of a main.cpp's 11 s of g++), dispatch
-    macros, the c10 CUDA stream, guard and error headers, torch's dtype names, and the launch helper."""
+    macros, the c10 CUDA stream, guard and error headers, torch's dtype names, and the launch helper.
+
+    `lite`: without pybind11 and torch's Python headers — a main.cpp whose bindings are a separate object
+    (`binding_signatures`). pybind11's headers alone cost any file that includes them about 4 s of g++ (the code of
+    its dispatcher, error handling and internals is emitted in each), most of a split build's host side."""
     return "\n".join(
         [
             SPLIT_MARK,
             "#include <ATen/core/Tensor.h>",
-            "#include <torch/csrc/utils/pybind.h>",
-            "#include <torch/csrc/Exceptions.h>",
+            *(_BINDING_STD_HEADERS if lite else _BINDING_HEADERS),
             "#include <c10/util/Exception.h>",
             "#include <ATen/Context.h>",
             "#include <ATen/DeviceGuard.h>",
@@ -484,4 +497,172 @@ def split_cuda_source(
         kernels=sorted(names),
         host_flags=host_flags,
         device_flags=device_flags,
+    )
+
+
+# ---------------------------------------------------------------- bindings as an object of their own
+#: the words a bound function's declared types may use: types every split prelude declares the same way in any
+#: file (so a declaration means the same in the bindings' object as in the candidate's main.cpp)
+_BIND_WORDS = frozenset(
+    "torch at c10 std Tensor const unsigned signed int long short char float double bool void size_t int8_t "
+    "int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t vector optional IntArrayRef Scalar ScalarType "
+    "string tuple pair Half BFloat16 SymInt ArrayRef Device Layout MemoryFormat TensorList".split()
+)
+_BIND_TOKEN = re.compile(r"[A-Za-z_]\w*|::|[<>,&*]|\S")
+_BIND_DECL = re.compile(r"^(?P<ret>[^()]+?)\b(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^()]*)\)\s*$", re.DOTALL)
+
+
+def _bind_type(text: str, named: bool) -> str | None:
+    """A declared type as canonical tokens, the parameter's name (and default) dropped where `named`; None where it
+    uses anything but `_BIND_WORDS`."""
+    depth, cut = 0, len(text)
+    for i, ch in enumerate(text):
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "=" and depth == 0:
+            cut = i
+            break
+    tokens = _BIND_TOKEN.findall(text[:cut])
+    idents = [i for i, t in enumerate(tokens) if _IDENT.fullmatch(t)]
+    if named and len(idents) >= 2 and idents[-1] == len(tokens) - 1 and tokens[-1] not in _BIND_WORDS:
+        tokens = tokens[:-1]  # the parameter's name
+    if not tokens or any(not re.fullmatch(r"::|[<>,&*]", t) and t not in _BIND_WORDS for t in tokens):
+        return None
+    return " ".join(tokens)
+
+
+def _params_of(text: str) -> list[str]:
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+def binding_signatures(cpp_sources: list[str], functions: list[str]) -> list[str] | None:
+    """The type of each bound function as its declaration in `cpp_sources` gives it (``RET (PARAM, ...)``, canonical
+    tokens), in the order of `functions`; None unless `cpp_sources` are only `#include`s, `#pragma once` and one
+    plain declaration per function, in types every prelude knows (`_BIND_WORDS`). Then the bindings can be an object
+    compiled once for all candidates whose functions have these types (`bindings_source`), and main.cpp only takes
+    the functions' addresses (`bindings_tail`)."""
+    if not functions:
+        return None
+    text = "\n".join(cpp_sources)
+    if '"' in text or "'" in text:
+        return None
+    code = _BLANK.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    kept = []
+    for line in code.splitlines():
+        s = line.strip()
+        if s.startswith("#"):
+            if not (_INCLUDE.match(s) or re.fullmatch(r"#\s*pragma\s+once", s)):
+                return None
+            continue
+        kept.append(line)
+    found: dict[str, str] = {}
+    for stmt in " ".join(kept).split(";"):
+        if not stmt.strip():
+            continue
+        m = _BIND_DECL.match(stmt.strip())
+        if m is None:
+            return None
+        ret = _bind_type(m.group("ret"), named=False)
+        raw = m.group("params").strip()
+        params = [] if raw in ("", "void") else [_bind_type(p, named=True) for p in _params_of(raw)]
+        if ret is None or any(p is None for p in params):
+            return None
+        sig = f"{ret} ({', '.join(p for p in params if p)})"
+        if found.setdefault(m.group("name"), sig) != sig:
+            return None  # overloads
+    if any(f not in found for f in functions):
+        return None
+    return [found[f] for f in functions]
+
+
+def _bind_decls(sigs: list[str], tag: str) -> str:
+    """One undefined declaration per signature: what `decltype` reads the function type from."""
+    out = []
+    for i, sig in enumerate(sigs):
+        ret, params = sig.split(" (", 1)
+        out.append(f"{ret} forge_sig_{tag}_{i}({params};")
+    return "\n".join(out)
+
+
+def bindings_source(prelude_include: str, sigs: list[str], tag: str, wrap: bool) -> str:
+    """The bindings' object for functions of these types: pybind11's module definition, whose functions (names,
+    docstrings, addresses) main.cpp hands over before the module's code runs, each bound as torch's load_inline binds
+    it (``m.def(name, torch::wrap_pybind_function(f), doc)``, or ``m.def(name, f, doc)`` where `wrap` is False).
+    `tag` names its symbols (the module init ``PyInit_forge_bind_<tag>`` and the table setter, both hidden: a
+    module's init never reaches another module's copy of them)."""
+    cases = []
+    for i in range(len(sigs)):
+        f = f"*reinterpret_cast<decltype(&forge_sig_{tag}_{i})>(e.fn)"
+        bound = f"torch::wrap_pybind_function({f})" if wrap else f
+        cases.append(f"    case {i}: m.def(e.name, {bound}, e.doc); break;")
+    return "\n".join(
+        [
+            f'#include "{prelude_include}"',
+            '#line 1 "forge-bindings"',
+            f"struct forge_bind_entry_{tag} {{ const char* name; const char* doc; int sig; void (*fn)(); }};",
+            _bind_decls(sigs, tag),
+            f"static const forge_bind_entry_{tag}* forge_bind_entries = nullptr;",
+            "static unsigned long forge_bind_count = 0;",
+            f'__attribute__((visibility("hidden"))) void forge_bind_table_{tag}(const forge_bind_entry_{tag}* e, '
+            "unsigned long n) {",
+            "  forge_bind_entries = e;",
+            "  forge_bind_count = n;",
+            "}",
+            "// hidden: each module's init calls the definition linked into its own file, whatever else is loaded",
+            '#pragma push_macro("PYBIND11_EXPORT")',
+            "#undef PYBIND11_EXPORT",
+            '#define PYBIND11_EXPORT __attribute__((visibility("hidden")))',
+            f"PYBIND11_MODULE(forge_bind_{tag}, m) {{",
+            "  for (unsigned long i = 0; i < forge_bind_count; ++i) {",
+            "    const auto& e = forge_bind_entries[i];",
+            "    switch (e.sig) {",
+            *cases,
+            "    }",
+            "  }",
+            "}",
+            '#pragma pop_macro("PYBIND11_EXPORT")',
+            "",
+        ]
+    )
+
+
+def bindings_tail(functions: dict[str, str], sigs: list[str], tag: str) -> str:
+    """The end of a main.cpp whose bindings are `bindings_source`'s object: the module's init function (the one
+    Python looks for, ``PyInit_`` and the extension's name) hands the bound functions' names, docstrings and
+    addresses to that object and returns its module definition. Each address is taken at the declared type, so
+    the overload the bindings mean is the one bound."""
+    index = {sig: i for i, sig in enumerate(sorted(set(sigs)))}
+    rows = [
+        f'    {{"{name}", "{doc}", {index[sig]}, '
+        f"reinterpret_cast<void (*)()>(static_cast<decltype(&forge_sig_{tag}_{index[sig]})>(&{name}))}},"
+        for (name, doc), sig in zip(functions.items(), sigs, strict=True)
+    ]
+    return "\n".join(
+        [
+            '#line 1 "forge-bindings"',
+            "struct _object;",
+            f"struct forge_bind_entry_{tag} {{ const char* name; const char* doc; int sig; void (*fn)(); }};",
+            _bind_decls(list(index), tag),
+            f"void forge_bind_table_{tag}(const forge_bind_entry_{tag}*, unsigned long) "
+            '__attribute__((visibility("hidden")));',
+            f'extern "C" __attribute__((visibility("hidden"))) _object* PyInit_forge_bind_{tag}();',
+            "#define FORGE_BIND_INIT_(n) PyInit_##n",
+            "#define FORGE_BIND_INIT(n) FORGE_BIND_INIT_(n)",
+            'extern "C" __attribute__((visibility("default"))) _object* FORGE_BIND_INIT(TORCH_EXTENSION_NAME)() {',
+            f"  static const forge_bind_entry_{tag} entries[] = {{",
+            *rows,
+            "  };",
+            f"  forge_bind_table_{tag}(entries, {len(rows)});",
+            f"  return PyInit_forge_bind_{tag}();",
+            "}",
+            "",
+        ]
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .cudasplit import Split, split_cuda_source, split_prelude
+from .cudasplit import Split, binding_signatures, bindings_source, bindings_tail, split_cuda_source, split_prelude
 from .cxx import (  # noqa: F401 - re-exported: tests and tools read them here
     _BLANK,
     _CUDA_RUNTIME_API,
@@ -347,13 +347,29 @@ def cached_load_inline() -> Iterator[None]:
             extra = {"no_implicit_headers": True, "with_cuda": True, "extra_cflags": cflags, "extra_ldflags": ldflags}
             # build workers (niced) precompile the prelude; a device's worker, which may be timing, never does
             precompiles = bool(os.environ.get("FORGE_WORKER_NICE"))
-            if precompiles and not split_prelude_ready(cflags):  # the first split builds: precompile beside them
-                ninja = ninja_for(name, dict(kwargs, **extra))
-                if ninja is not None:
-                    split_prelude_pch(ninja, cflags)
-            module = build(None, split.host, extra)
+            plan = split_bindings_plan(split, cpp_sources, kwargs)
+            ninja = ninja_for(name, dict(kwargs, **extra)) if plan is not None or precompiles else None
+            if precompiles and ninja is not None and not split_prelude_ready(cflags):
+                # the first split builds: precompile beside them
+                split_prelude_pch(ninja, cflags)
+                split_prelude_pch(ninja, cflags, lite=True)
+            host, lite = split.host, False
+            if plan is not None and ninja is not None:
+                functions, sigs, wrap = plan
+                try:
+                    bind = bindings_object(sigs, wrap, ninja)
+                except CompileError as exc:  # main.cpp then binds as load_inline does
+                    print(f"forge: {name}: {exc}", file=sys.stderr, flush=True)
+                else:
+                    distinct = sorted(set(sigs))
+                    tag = hashlib.sha256(json.dumps([distinct, wrap]).encode()).hexdigest()[:16]
+                    full, light = str(split_prelude_file()), str(split_prelude_file(lite=True))
+                    host = [split.host[0].replace(full, light, 1), *split.host[1:], bindings_tail(functions, sigs, tag)]
+                    extra = dict(extra, functions=None, extra_ldflags=[obj, bind, *ldflags[1:]])
+                    lite = True
+            module = build(None, host, extra)
             if precompiles and isinstance(getattr(module, "__file__", None), str):
-                split_prelude_pch(Path(module.__file__).parent, cflags)
+                split_prelude_pch(Path(module.__file__).parent, cflags, lite=lite)
             return module
 
         # cheapest first; each fallback is announced in the worker log
@@ -571,10 +587,11 @@ def split_build_args(name: str, cpp_sources, cuda_sources, kwargs: dict, load_in
     )
 
 
-def split_prelude_file() -> Path:
+def split_prelude_file(lite: bool = False) -> Path:
     """`cudasplit.split_prelude` as a header file in the cache, where its precompiled forms go beside it
-    (`split_prelude_pch`), named by its content."""
-    text = split_prelude(torch_include_dir()) + "\n"
+    (`split_prelude_pch`), named by its content (`lite`: the one without pybind11, for a main.cpp whose bindings are
+    an object of their own)."""
+    text = split_prelude(torch_include_dir(), lite=lite) + "\n"
     key = hashlib.sha256((text + torch.__version__).encode()).hexdigest()[:16]
     path = cache_dir() / "split_prelude" / key / "forge_split_prelude.h"
     if not path.is_file():
@@ -591,8 +608,20 @@ _PCH_FLAG = re.compile(r"-O[0-3]|-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
 _PCH_ASKED: set[str] = set()
 
 
+def _main_cpp_compiler(ninja: str) -> tuple[str, list[str]] | None:
+    """The compiler and flags torch's build.ninja (its text) gives main.cpp, less the extension's name (no header
+    reads it; GCC refuses a precompiled header made under another value)."""
+    import shlex
+
+    found = {k: v for k, v in re.findall(r"^(cxx|cflags|post_cflags) = (.*)$", ninja, re.MULTILINE)}
+    if "cxx" not in found or "cflags" not in found:
+        return None
+    flags = [f for f in shlex.split(found["cflags"]) + shlex.split(found.get("post_cflags", "")) if f]
+    return found["cxx"], [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+
+
 def split_prelude_ready(candidate_flags: list[str]) -> bool:
-    """Whether this process already saw to the precompiled prelude for these flags (made, or being made)."""
+    """Whether this process already saw to the precompiled preludes for these flags (made, or being made)."""
     key = json.dumps(sorted(f.strip() for f in candidate_flags if f.strip()))
     if key in _PCH_ASKED:
         return True
@@ -639,7 +668,9 @@ def ninja_for(name: str, kwargs: dict) -> str | None:
             return None
 
 
-def split_prelude_pch(build_folder: Path | str, candidate_flags: list[str]) -> threading.Thread | None:
+def split_prelude_pch(
+    build_folder: Path | str, candidate_flags: list[str], lite: bool = False
+) -> threading.Thread | None:
     """Precompile the split prelude for the flags a split build's main.cpp was compiled with, unless done: g++ then
     loads it (about 3.5 s) instead of parsing torch and pybind11 (about 10 s) in every later split build of the
     same flags. GCC picks the form whose flags match from ``forge_split_prelude.h.gch/``, and parses the header where
@@ -659,16 +690,13 @@ def split_prelude_pch(build_folder: Path | str, candidate_flags: list[str]) -> t
             ninja = (build_folder / "build.ninja").read_text()
         except OSError:
             return None
-    found = {k: v for k, v in re.findall(r"^(cxx|cflags|post_cflags) = (.*)$", ninja, re.MULTILINE)}
-    if "cxx" not in found or "cflags" not in found:
+    compiler = _main_cpp_compiler(ninja)
+    if compiler is None:
         return None
-    import shlex
-
-    flags = [f for f in shlex.split(found["cflags"]) + shlex.split(found.get("post_cflags", "")) if f]
-    flags = [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
-    header = split_prelude_file()
+    cxx, flags = compiler
+    header = split_prelude_file(lite)
     gch_dir = header.with_name(header.name + ".gch")
-    key = hashlib.sha256(json.dumps([found["cxx"], flags]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([cxx, flags]).encode()).hexdigest()[:16]
     target = gch_dir / f"{key}.gch"
     if target.exists() or (gch_dir.is_dir() and len(list(gch_dir.glob("*.gch"))) >= PCH_VARIANTS):
         return None
@@ -682,13 +710,14 @@ def split_prelude_pch(build_folder: Path | str, candidate_flags: list[str]) -> t
         return None
 
     def make() -> None:
+        import shlex
         import subprocess
 
         try:
             if target.exists():
                 return
             tmp = header.parent / f"{key}.{os.getpid()}.tmp.gch"  # outside the folder g++ reads
-            cmd = [*shlex.split(found["cxx"]), "-x", "c++-header", str(header), "-o", str(tmp), *flags]
+            cmd = [*shlex.split(cxx), "-x", "c++-header", str(header), "-o", str(tmp), *flags]
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
             try:  # every build waits for it: ahead of the (niced) builds where the machine allows it
                 os.setpriority(os.PRIO_PROCESS, proc.pid, 0)
@@ -723,6 +752,68 @@ def _nvcc_std() -> str:
         return "-std=c++17"
     found = re.findall(r"cuda_flags\.append\('(-std=c\+\+\d+)'\)", text)
     return found[-1] if found else "-std=c++17"
+
+
+def bindings_object(sigs: list[str], wrap: bool, ninja: str) -> str:
+    """The object of a split build's bindings (`cudasplit.bindings_source`) for functions of these types, compiled
+    by main.cpp's compiler with main.cpp's flags (read from torch's build.ninja text `ninja`, so the precompiled
+    full prelude serves it) and cached by content: every candidate whose bound functions have these types links the
+    same object, and its own main.cpp never parses pybind11."""
+    import shlex
+    import subprocess
+
+    compiler = _main_cpp_compiler(ninja)
+    if compiler is None:
+        raise CompileError("torch's build file gives main.cpp no compiler")
+    cxx, flags = compiler
+    distinct = sorted(set(sigs))
+    tag = hashlib.sha256(json.dumps([distinct, wrap]).encode()).hexdigest()[:16]
+    src_text = bindings_source(str(split_prelude_file()), distinct, tag, wrap)
+    key = hashlib.sha256(json.dumps([src_text, cxx, flags, _toolchain_id(True)]).encode()).hexdigest()[:20]
+    folder = cache_dir() / "split_bindings"
+    folder.mkdir(parents=True, exist_ok=True)
+    obj = folder / f"bind_{key}.o"
+    if obj.is_file():
+        return str(obj)
+    src = folder / f"bind_{key}.cpp"
+    tmp_src = src.with_suffix(f".{os.getpid()}.tmp")
+    tmp_src.write_text(src_text, encoding="utf-8")
+    os.replace(tmp_src, src)
+    tmp = folder / f"bind_{key}.{os.getpid()}.tmp.o"
+    done = subprocess.run(
+        [*shlex.split(cxx), *flags, "-c", str(src), "-o", str(tmp)], capture_output=True, text=True, errors="replace"
+    )
+    if done.returncode != 0:
+        out = (done.stdout + done.stderr).strip()
+        tmp.unlink(missing_ok=True)
+        raise CompileError(f"the bindings' object did not compile: {out[-3000:]}")
+    os.replace(tmp, obj)
+    return str(obj)
+
+
+#: host code that uses Python or pybind11 itself: its main.cpp keeps the full prelude and the bindings
+_USES_PYTHON = re.compile(r"py::|pybind11|PyObject|Py_|THP\w+|PYBIND11_|HANDLE_TH_ERRORS")
+
+
+def split_bindings_plan(split: Split, cpp_sources: Any, kwargs: dict) -> tuple[dict[str, str], list[str], bool] | None:
+    """Where a split build's bindings can be `bindings_object`'s object: the bound functions (name to docstring,
+    as load_inline reads `functions`), their declared types, and whether torch's error handling wraps them; None
+    where main.cpp keeps load_inline's own bindings (cpp_sources more than plain declarations, host code that uses
+    Python itself, docstrings that are not plain text)."""
+    functions = kwargs.get("functions")
+    if isinstance(functions, str):
+        functions = [functions]
+    if isinstance(functions, list | tuple):
+        functions = {f: f for f in functions}
+    if not isinstance(functions, dict) or not functions:
+        return None
+    if any(not isinstance(d, str) or re.search(r'["\\\n]', d) for d in functions.values()):
+        return None
+    cpp_list = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources or [])
+    sigs = binding_signatures(cpp_list, list(functions))
+    if sigs is None or _USES_PYTHON.search("".join(split.host)):
+        return None
+    return functions, sigs, bool(kwargs.get("with_pytorch_error_handling", True))
 
 
 def device_object(device_src: str, name: str, kwargs: dict, extra_flags: list[str] | None = None) -> str:
