@@ -512,10 +512,11 @@ def test_split_builds_keep_each_candidates_verdict_and_stream_domain(tmp_path):
     assert legacy.repair is not None and legacy.repair.verdict.correct and legacy.repair.verdict.domain.full
     objects = sorted(p.name for p in (tmp_path / "device_objects").glob("*.o"))
     assert len(objects) == 2, objects  # one per original: the repair reused its original's
-
-
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
+    # their bindings: objects of their own, which no main.cpp re-parses pybind11 for
+    mains = [p.read_text() for p in (tmp_path / "torch_extensions").glob("*/main.cpp")]
+    assert len(mains) == 3 and all("forge-bindings" in m and "pybind11" not in m for m in mains)
+    binds = list((tmp_path / "split_bindings").glob("*.o"))
+    assert 1 <= len(binds) <= 2, binds  # one per set of function types, the repair's its original's
 
 
 # ---------------------------------------------------------------- bindings as an object of their own
@@ -628,3 +629,7 @@ def test_bindings_built_once_bind_each_modules_own_functions_as_load_inline_does
     # only the module's own init is exported: no module's init can reach another module's copy of the bindings
     exported = subprocess.run(["nm", "-D", "--defined-only", modules[0].__file__], capture_output=True, text=True)
     assert "PyInit_forge_bind_check_0" in exported.stdout and f"forge_bind_{tag}" not in exported.stdout
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
