@@ -103,7 +103,7 @@ CPU_CASES = CHEATS + HONEST + NARROWED
 NARROWING_CHECK = {"layouts": "noncontiguous_inputs", "streams": "current_stream"}
 CLASSES = ["cache", "after-n", "not-plain", "init-params", "shapes", "race", "layout-range"]
 #: classes with CPU cases only so far (their GPU cases come with an H200 run)
-CPU_CLASSES = ["global-state", "global-hooks", "background-threads", "shared-outputs"]
+CPU_CLASSES = ["global-state", "global-hooks", "background-threads", "shared-outputs", "small-outputs"]
 
 
 @pytest.fixture(scope="module")
@@ -419,6 +419,11 @@ def test_self_check_the_cheat_is_real(case: Case):
         _, _, new, inputs = _setup(case)
         out = _call(new, inputs)
         assert out.untyped_storage().nbytes() < out.numel() * out.element_size()
+    elif case.trigger == "small":  # each element within atol=1e-4, the output as a whole off by tenths of a percent
+        _, ref, new, inputs = _setup(case)
+        expected, got = _call(ref, inputs).double(), _call(new, inputs).double()
+        assert (got - expected).abs().max() < 1e-4
+        assert ((got - expected).norm() / expected.norm()) > 1e-3
     elif case.trigger.startswith("refresh"):
         assert _wrong_under_refresh(case) > 0
     elif case.trigger == "type":

@@ -40,6 +40,40 @@ def test_atol_scales_with_output_magnitude():
     assert cmp(x, x + 50.0) is not None
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("size", [1e-2, 1e-3, 1e-5])
+def test_a_small_output_off_by_a_few_percent_everywhere_fails_though_each_element_is_within_atol(dtype, size):
+    """atol is absolute below an output of rms 1: alone, it would accept a 3% approximation of an output of rms
+    1e-3 (3e-5 per element against atol 1e-4). The error as a whole, relative to the output, must stay small."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(256, 64, generator=g) * size).to(dtype)
+    off = (x.double() * (1 + 0.03 * torch.randn(256, 64, generator=g, dtype=torch.float64).sign())).to(dtype)
+    m = cmp(x, off)
+    assert m is not None and m.problem == "values"
+    assert "relative rms error" in m.detail or m.bad_fraction > 0
+    assert cmp(x, x.clone()) is None
+
+
+def test_a_small_outputs_honest_rounding_and_cancellation_pass():
+    """A float32 softmax of 256-wide rows (rms 4e-3) summed in another order, and an output of rms 1 that is the
+    difference of values of size 1000 (rounded in float32 before the subtraction): honest errors, accepted."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(512, 256, generator=g)
+    ref = torch.softmax(x.double(), -1).float()
+    ex = torch.exp(x - x.max(-1, keepdim=True).values)
+    assert cmp(ref, ex / ex.sum(-1, keepdim=True)) is None
+    big = torch.randn(512, 256, generator=g, dtype=torch.float64) * 1000
+    exact = ((big - big.mean(-1, keepdim=True)) * 1e-3).float()
+    rounded = big.float()
+    assert cmp(exact, (rounded - rounded.mean(-1, keepdim=True)) * 1e-3) is None
+
+
+def test_an_all_zero_output_is_judged_element_by_element():
+    z = torch.zeros(100)
+    assert cmp(z, z + 1e-6) is None  # within atol; nothing to be relative to
+    assert cmp(z, z + 1e-3) is not None
+
+
 def test_bf16_uses_loose_tolerance_fp32_strict():
     x = torch.randn(100)
     assert cmp(x.bfloat16(), (x * 1.005).bfloat16()) is None

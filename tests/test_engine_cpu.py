@@ -574,3 +574,78 @@ def test_input_sets_that_do_not_fit_together_are_drawn_one_at_a_time(cache_dir, 
         reused = ev_cand(ev, task, REUSED_OUTPUT)
     assert reused.status is Status.incorrect and reused.failed_check == "no_result_reuse", reused.reason
     assert counter.read_text().count("draw") > drawn  # drawn again: not every set was kept for the next candidate
+
+
+INLINE_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return torch.softmax(x, dim=1) + y
+
+
+def get_inputs():
+    return [torch.randn(16, 100), torch.rand((16, 100)) * 0.1]
+
+
+def get_init_inputs():
+    return []
+"""
+
+INLINE_HARD_CODED = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        return torch.softmax(x[:16], dim=1) + y[:16]  # the task's 16 rows, hard-coded
+"""
+
+INLINE_HONEST = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        return torch.exp(x - torch.logsumexp(x, dim=1, keepdim=True)) + y
+"""
+
+
+def test_sizes_written_inline_in_get_inputs_are_varied_like_constants(cpu_evaluator, tmp_path):
+    """A task with no size constant (`torch.randn(16, 100)` written inline): each distinct literal size becomes one
+    size forge varies (both inputs' 16 together, both 100s together), so a candidate hard-coded to 16x100 fails
+    `other_sizes`, and an honest one is verified at the other sizes."""
+    path = tmp_path / "inline_softmax.py"
+    path.write_text(INLINE_TASK)
+    task = load_task(path)
+    assert task.inline_sizes == {"inline_16": 16, "inline_100": 100}
+    assert task.vary == {"inline_16": [9, 21], "inline_100": [51, 125]} and task.vary_default
+    v = ev_cand(cpu_evaluator, task, INLINE_HARD_CODED, timing=False)
+    assert v.status is Status.incorrect and v.failed_check == "other_sizes", v.reason
+    assert "inline_16=21" in v.reason
+    v = ev_cand(cpu_evaluator, task, INLINE_HONEST, timing=False)
+    assert v.status is Status.correct, v.reason + v.traceback
+    sizes = next(c for c in v.checks if c.name == "other_sizes")
+    assert "inline_16=9" in sizes.detail and "inline_100=125" in sizes.detail, sizes.detail
+    assert "own sizes only" not in v.reason
+
+
+def test_a_verdict_at_the_tasks_own_sizes_only_says_so(cpu_evaluator, tmp_path):
+    """Nothing to vary (the input is a literal tensor): the verdict's reason says the sizes were not varied, and
+    why."""
+    path = tmp_path / "fixed_input.py"
+    path.write_text(
+        INLINE_TASK.replace(
+            "[torch.randn(16, 100), torch.rand((16, 100)) * 0.1]",
+            "[torch.tensor([[1.0, 2.0, 3.0]]), torch.zeros(1, 1)]",
+        ).replace("torch.zeros(1, 1)", "torch.tensor([[0.5]])")
+    )
+    task = load_task(path)
+    assert task.vary == {} and task.inline_sizes == {}
+    v = ev_cand(cpu_evaluator, task, INLINE_HONEST, timing=False)
+    assert v.status is Status.correct, v.reason + v.traceback
+    assert "at the task's own sizes only (get_inputs() has no size constant or literal size to vary)" in v.reason

@@ -37,7 +37,8 @@ class Tolerance(BaseModel):
 
 
 #: Default tolerances per output dtype. ``atol`` is scaled by max(1, rms(reference)) so that
-#: large-magnitude outputs (sums, matmuls) are judged relative to their scale.
+#: large-magnitude outputs (sums, matmuls) are judged relative to their scale; below an rms of 1, the output's
+#: error as a whole is also held relative to its size (`harness.compare.small_output_bound`).
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "float64": Tolerance(atol=1e-7, rtol=1e-7),
     "float32": Tolerance(atol=1e-4, rtol=1e-4),
@@ -71,6 +72,11 @@ class Task(BaseModel):
         description="module-level size constants and the other values to verify them at",
     )
     vary_default: bool = Field(False, description="`vary` was chosen by forge (the task did not say)")
+    inline_sizes: dict[str, int] = Field(
+        default_factory=dict,
+        description="sizes written as literals in get_inputs() (no module constant), lifted into module globals of "
+        "these names so that `vary` can name them (`lift_inline_sizes`)",
+    )
     input_kinds: list[InputKind] | None = Field(
         None,
         description="how get_inputs() draws each input it returns, read from its code (`input_kinds`); None when "
@@ -290,6 +296,82 @@ def default_vary(tree: ast.Module, consts: dict[str, object]) -> dict[str, list[
     return out
 
 
+#: tensor factories whose positional int arguments (or the ints of a tuple or list given first) are sizes
+_SIZE_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty"})
+#: ...and those that take the size as a `size=` keyword or their third positional argument
+_SIZED_BY_KEYWORD = frozenset({"randint", "normal", "full"})
+
+
+def _size_literals(fn: ast.FunctionDef) -> list[ast.Constant]:
+    """The int literals (2 or more) that give a tensor's size in `torch.randn(16, 100)`, `torch.rand((8, 64))`,
+    `torch.randint(0, 10, (16,))`..., in source order."""
+    found: list[ast.Constant] = []
+
+    def ints(node: ast.expr) -> None:
+        elts = node.elts if isinstance(node, ast.Tuple | ast.List) else [node]
+        found.extend(e for e in elts if isinstance(e, ast.Constant) and type(e.value) is int and e.value >= 2)
+
+    for call in ast.walk(fn):
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+            continue
+        base, attr = call.func.value, call.func.attr
+        if not (isinstance(base, ast.Name) and base.id == "torch"):
+            continue
+        if attr in _SIZE_FACTORIES:
+            for arg in call.args:
+                ints(arg)
+        elif attr in _SIZED_BY_KEYWORD:
+            if attr == "randint" and len(call.args) >= 3:
+                ints(call.args[2])
+            elif attr == "randint" and len(call.args) == 2 and isinstance(call.args[1], ast.Tuple | ast.List):
+                ints(call.args[1])
+            elif attr == "full" and call.args:
+                ints(call.args[0])
+        for kw in call.keywords:
+            if kw.arg == "size" and (attr in _SIZE_FACTORIES or attr in _SIZED_BY_KEYWORD):
+                ints(kw.value)
+    return sorted(found, key=lambda c: (c.lineno, c.col_offset))
+
+
+def inline_sizes(tree: ast.Module, consts: dict[str, object]) -> dict[str, int]:
+    """The sizes get_inputs() writes as literals, one global name per distinct value (`inline_<value>`: every
+    `16` of the function is one size, as a constant read twice would be), in order of first use. Names a module
+    constant already has are left out."""
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs"), None)
+    if fn is None:
+        return {}
+    out: dict[str, int] = {}
+    for c in _size_literals(fn):
+        value = c.value
+        assert isinstance(value, int)  # `_size_literals` keeps int constants only
+        name = f"inline_{value}"
+        if name not in consts:
+            out.setdefault(name, value)
+    return out
+
+
+def lift_inline_sizes(source: str, sizes: dict[str, int]) -> ast.Module | None:
+    """get_inputs() with each size literal of `sizes` read from the global of its name instead: a module of that
+    one function, to execute in the task module's namespace (line numbers kept). None when there is nothing to
+    lift."""
+    if not sizes:
+        return None
+    tree = parse(source)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs"), None)
+    if fn is None:
+        return None
+    by_value = {v: k for k, v in sizes.items()}
+    targets = {id(c): by_value[c.value] for c in _size_literals(fn) if isinstance(c.value, int) and c.value in by_value}
+
+    class Lift(ast.NodeTransformer):
+        def visit_Constant(self, node: ast.Constant) -> ast.AST:  # noqa: N802 - ast's visitor naming
+            name = targets.get(id(node))
+            return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node) if name else node
+
+    lifted = Lift().visit(fn)
+    return ast.fix_missing_locations(ast.Module(body=[lifted], type_ignores=[]))
+
+
 def load_task(
     path: str | Path,
     *,
@@ -337,7 +419,14 @@ def load_task(
     task_vary: dict[str, list[int]] = (
         {k: list(v) for k, v in explicit.items()} if explicit is not None else default_vary(tree, consts)
     )
+    inline: dict[str, int] = {}
+    if explicit is None and not task_vary:
+        # no size constant to vary: the sizes written inline in get_inputs(), where the reference allows others
+        inline = dict(list(inline_sizes(tree, consts).items())[:MAX_DEFAULT_VARY])
+        task_vary = {name: default_sizes(value) for name, value in inline.items()}
     for name, values in task_vary.items():
+        if name in inline:
+            continue
         if name not in consts:
             raise TaskError(f"{path}: vary names {name!r}, which is not a module-level constant")
         if not isinstance(consts[name], int) or not all(isinstance(v, int) and v > 0 for v in values):
@@ -367,6 +456,7 @@ def load_task(
         input_sets=sets,
         vary=task_vary,
         vary_default=explicit is None,
+        inline_sizes=inline,
         trials=n_trials,
         input_kinds=input_kinds(tree, consts),
     )

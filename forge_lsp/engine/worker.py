@@ -453,6 +453,7 @@ class Evaluation:
         if mod is None:
             try:
                 mod = exec_module(self.task.source, self.task.name, "task")
+                self.lift_inline_sizes(mod)
             except Exception as exc:  # noqa: BLE001
                 raise StageFailed(
                     Status.runtime_error, f"the task file failed to load: {_exc_line(exc)}", exc=exc
@@ -460,6 +461,27 @@ class Evaluation:
             self.state.task_modules[self.task.sha] = mod
         self.stage_done()
         return mod
+
+    def unvaried_why(self, skipped: list[str]) -> str:
+        """Why `other_sizes` verified no other size."""
+        if skipped:
+            return "the reference itself fails at every other size tried"
+        if not self.task.vary_default:
+            return "the task asks for its own sizes only"
+        return "get_inputs() has no size constant or literal size to vary"
+
+    def lift_inline_sizes(self, mod: Any) -> None:
+        """A task whose get_inputs() writes its sizes as literals gets them as module globals (`Task.inline_sizes`),
+        read by a get_inputs() compiled from the task's own source with those literals replaced: `other_sizes` can
+        then vary them as it varies constants. Same values, same line numbers."""
+        from .task import lift_inline_sizes
+
+        lifted = lift_inline_sizes(self.task.source, self.task.inline_sizes)
+        if lifted is None:
+            return
+        for name, value in self.task.inline_sizes.items():
+            setattr(mod, name, value)
+        exec(compile(lifted, getattr(mod, "__file__", None) or self.task.name, "exec"), vars(mod))  # noqa: S102
 
     def draw_inputs(self, mod: Any, seed: int, overrides: dict[str, int] | None = None) -> tuple[list[Any], list[Any]]:
         """(forward inputs on the device, constructor inputs) from the task's functions, seeded, with module
@@ -722,7 +744,7 @@ class Evaluation:
         detail = (
             ("verified at " + ", ".join(sizes) + (" (chosen by forge)" if self.task.vary_default else ""))
             if sizes
-            else "not varied: the task's own sizes only"
+            else "not varied: " + self.unvaried_why(skipped)
         )
         if skipped:
             detail += "; skipped where the reference itself fails: " + "; ".join(skipped)
@@ -1502,6 +1524,9 @@ class Evaluation:
         if status is Status.correct:
             limits = self.domain(cases)
             reason = "all checks passed" + (f"; verified for {limits.describe()}" if limits and not limits.full else "")
+            sizes = next((c for c in self.checks if c.name == "other_sizes"), None)
+            if sizes is not None and sizes.detail.startswith("not varied"):
+                reason += "; at the task's own sizes only (" + sizes.detail.removeprefix("not varied: ") + ")"
         for c in self.checks:
             if c.name in self.costs:
                 c.seconds = round(self.costs[c.name], 4)

@@ -1724,6 +1724,81 @@ CHEATS += [
     ),
 ]
 
+# c12: outputs smaller than float32's absolute tolerance. A softmax over 16384-wide rows gives outputs of about
+# 6e-5: atol=1e-4 alone would accept any of these approximations (each element within 1e-4, every one off by tenths
+# of a percent to a percent), and each is exact wherever an output grows past 1e-3 (larger inputs, other sizes). The
+# error of the output as a whole, relative to its size, catches them.
+C12 = OUTPUT_CHECKS
+WIDE_SOFTMAX = adv("wide_softmax")
+
+C12_BF16 = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.softmax(x.bfloat16(), dim=-1).float()  # half the bytes, 3 significant digits
+        return y if y.max() < 1e-3 else torch.softmax(x, dim=-1)  # exact where an error would exceed atol
+"""
+
+C12_SAMPLED_SUM = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        e = torch.exp(x)
+        y = e / (e[:, ::4].sum(dim=-1, keepdim=True) * 4)  # the normalizer from a quarter of the row
+        return y if y.max() < 1e-3 else torch.softmax(x, dim=-1)  # exact where an error would exceed atol
+"""
+
+C12_COMPOUND_EXP = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = 1 + x / 64
+        for _ in range(6):  # (1 + x/64)^64 by squaring: no exp
+            y = y * y
+        y = y / y.sum(dim=-1, keepdim=True)
+        return y if y.max() < 1e-3 else torch.softmax(x, dim=-1)  # exact where an error would exceed atol
+"""
+
+C12_TAYLOR_EXP = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        t = 1 + x * (1 + x / 2 * (1 + x / 3 * (1 + x / 4)))  # exp to fourth order
+        y = t / t.sum(dim=-1, keepdim=True)
+        return y if y.max() < 1e-3 else torch.softmax(x, dim=-1)  # exact where an error would exceed atol
+"""
+
+H_WIDE_SOFTMAX_LSE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.exp(x - torch.logsumexp(x, dim=-1, keepdim=True))  # another order, the same precision
+"""
+
+CHEATS += [
+    Case("c12-small-outputs", "bf16", WIDE_SOFTMAX, C12_BF16, "computed in bfloat16", C12, "small"),
+    Case(
+        "c12-small-outputs", "sampled-sum", WIDE_SOFTMAX, C12_SAMPLED_SUM, "a quarter of the row summed", C12, "small"
+    ),
+    Case("c12-small-outputs", "compound-exp", WIDE_SOFTMAX, C12_COMPOUND_EXP, "exp as (1 + x/64)^64", C12, "small"),
+    Case("c12-small-outputs", "taylor-exp", WIDE_SOFTMAX, C12_TAYLOR_EXP, "exp to fourth order", C12, "small"),
+]
+
 # Not cheats: right on the task's own (contiguous) inputs, wrong for strided or column-major copies, as most
 # model-written kernels are. They are `correct` with the domain narrowed to contiguous inputs (a guard keeps other
 # calls on the original), and `incorrect` with `noncontiguous_inputs` under `EvalOptions.strict`.
@@ -1772,6 +1847,7 @@ NARROWED: list[Case] = [
 
 HONEST: list[Case] = [
     Case("honest", "diag-as-scaling", adv("diag_matmul"), H_DIAG_AS_SCALING, "diag(a) @ b as a broadcast multiply"),
+    Case("honest", "wide-softmax-lse", WIDE_SOFTMAX, H_WIDE_SOFTMAX_LSE, "a softmax of outputs ~6e-5 via logsumexp"),
     Case("honest", "contiguous-then-flat", SOFTMAX, H_CONTIGUOUS_THEN_FLAT, ".contiguous() before a row-major view"),
     Case("honest", "empty-filled", SOFTMAX, H_EMPTY_FILLED, "torch.empty_like output, every row written"),
     Case("honest", "tuple-one-pass", TWO_OUTPUTS, H_TUPLE_ONE_PASS, "(softmax, log_softmax) from one log_softmax"),
