@@ -649,3 +649,34 @@ def test_a_verdict_at_the_tasks_own_sizes_only_says_so(cpu_evaluator, tmp_path):
     v = ev_cand(cpu_evaluator, task, INLINE_HONEST, timing=False)
     assert v.status is Status.correct, v.reason + v.traceback
     assert "at the task's own sizes only (get_inputs() has no size constant or literal size to vary)" in v.reason
+
+
+INPUT_LOGGER = """
+import torch
+import torch.nn as nn
+
+LOG = {log!r}
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        with open(LOG, "a") as f:
+            f.write(repr(round(float(x.double().sum()), 6)) + "\\n")
+        return torch.softmax(x, dim=1)
+"""
+
+
+def test_the_timed_calls_inputs_are_new_to_every_evaluation(cpu_evaluator, softmax_task, tmp_path):
+    """Timed inputs come from seeds nobody knows beforehand: two evaluations of one candidate see the same
+    verification inputs (the task's seed) but timed inputs of their own, so a candidate cannot have drawn them
+    itself at construction and have their answers ready."""
+    seen = []
+    for i in range(2):
+        log = tmp_path / f"calls{i}.txt"
+        src = INPUT_LOGGER.format(log=str(log))
+        v = ev_cand(cpu_evaluator, softmax_task, src, name=f"logger{i}", min_reps=12, max_reps=12)
+        assert v.status is Status.correct and v.timing is not None, v.reason + v.traceback
+        seen.append(log.read_text().split())
+    first, second = (set(s) for s in seen)
+    assert len(first & second) >= 3  # the verification inputs: the same for both
+    assert len(first - second) >= 10 and len(second - first) >= 10  # the timed calls: each its own

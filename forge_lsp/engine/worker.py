@@ -14,6 +14,7 @@ import faulthandler
 import gc
 import os
 import random
+import secrets
 import sys
 import threading
 import time
@@ -1147,9 +1148,7 @@ class Evaluation:
             if kinds is not None and len(kinds) == len(case.inputs)
             else [False] * len(case.inputs)
         )
-        refresher = InputRefresher(
-            [ref_in, cand_in], draw=draw, pool=pool, permutable=permutable, seed=self.task.seed + 11
-        )
+        refresher = InputRefresher([ref_in, cand_in], draw=draw, pool=pool, permutable=permutable, seed=None)
         if how:
             notes.append(how)
         last: dict[str, Any] = {}
@@ -1165,7 +1164,8 @@ class Evaluation:
         # every timed call is checked when outputs are small; big ones: the first calls, every nudged call, a
         # random eighth of the others (which ones, a candidate cannot tell) and the last
         small = tensor_bytes(case.inputs) < (4 << 20)
-        pick = random.Random(self.task.seed + 13)
+        # which calls are checked: the OS's randomness per call, no generator whose state the candidate could read
+        # or replay
         checked = {"calls": 0, "last": -1, "seen": -1}
 
         def refresh(i: int) -> None:
@@ -1174,7 +1174,7 @@ class Evaluation:
 
         def check_call(i: int, force: bool = False) -> None:
             checked["seen"] = max(checked["seen"], i)
-            if not (force or small or i < 3 or refresher.nudges(i) or pick.random() < 0.125):
+            if not (force or small or i < 3 or refresher.nudges(i) or secrets.randbelow(8) == 0):
                 return
             with self.cost("timed_outputs_match"):
                 compare_call(i)
@@ -1308,7 +1308,9 @@ class Evaluation:
         matrix, probability rows, sorted ids) in the task's distribution."""
         from .harness.probes import same_layout, tensor_bytes
 
-        base = self.task.seed + 20_000
+        # seeds nobody can know in advance (not the task's seed plus a constant): a candidate that drew the timed
+        # calls' inputs itself beforehand, at construction, would have their answers ready
+        base = 20_000 + secrets.randbelow(1 << 30)
         took = float("inf")
         first = None
         for k in range(2):  # the second draw's time: the first may pay for a warm-up of its own

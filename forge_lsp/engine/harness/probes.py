@@ -142,13 +142,14 @@ class InputRefresher:
         draw: Callable[[int], list[Any] | None] | None = None,
         pool: list[list[Any]] | None = None,
         permutable: list[bool] | None = None,
-        seed: int = 0,
+        seed: int | None = 0,
     ) -> None:
         self.targets = targets
         self.draw = draw
         self.pool = list(pool or [])
         self.permutable = list(permutable) if permutable is not None else [False] * len(targets[0])
-        self.rng = random.Random(seed)
+        # seed None: the OS's randomness (no state a candidate in this process could read and replay)
+        self.rng: random.Random = random.SystemRandom() if seed is None else random.Random(seed)
         self.previous: bool = False
         self.drawn = 0  # calls whose contents were a new draw
         self.reused = 0  # calls whose contents came from the pool
