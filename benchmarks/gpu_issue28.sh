@@ -17,7 +17,7 @@ if [ "${WARM_BUDGET:-200}" != 0 ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; free -g | head -2
 # split builds whose main.cpp linked a shared bindings object, and how many such objects were compiled
-echo "split builds: $(grep -l 'forge: device/host split' "$cache"/torch_extensions/*/main.cpp 2>/dev/null | wc -l)," \
+echo "split builds: $(grep -l 'forge_split_prelude' "$cache"/torch_extensions/*/main.cpp 2>/dev/null | wc -l)," \
   "with a bindings object: $(grep -l 'forge-bindings' "$cache"/torch_extensions/*/main.cpp 2>/dev/null | wc -l)," \
   "bindings objects compiled: $(ls "$cache"/split_bindings/*.o 2>/dev/null | wc -l)"
 for f in cold warm; do [ -s "$OUT/$f.log" ] && { grep -E "^(UNEXPECTED|CHANGED|BENCH)" "$OUT/$f.log" | cut -c1-200 | head -40; tail -4 "$OUT/$f.log"; }; done
