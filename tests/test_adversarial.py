@@ -103,7 +103,14 @@ CPU_CASES = CHEATS + HONEST + NARROWED
 NARROWING_CHECK = {"layouts": "noncontiguous_inputs", "streams": "current_stream"}
 CLASSES = ["cache", "after-n", "not-plain", "init-params", "shapes", "race", "layout-range"]
 #: classes with CPU cases only so far (their GPU cases come with an H200 run)
-CPU_CLASSES = ["global-state", "global-hooks", "background-threads", "shared-outputs", "small-outputs"]
+CPU_CLASSES = [
+    "global-state",
+    "global-hooks",
+    "background-threads",
+    "shared-outputs",
+    "small-outputs",
+    "harness-tampering",
+]
 
 
 @pytest.fixture(scope="module")
@@ -381,6 +388,45 @@ os._exit(0)  # not through interpreter exit: a thread still inside torch would a
 """
 
 
+#: run in a child process: the cheat reaches into forge's own modules, as they are in a worker
+_TAMPER_CHILD = r"""
+import json, sys, torch
+import forge_lsp.engine.harness.compare as compare
+import forge_lsp.engine.worker as worker
+from forge_lsp.engine.task import Tolerance
+task_src, cand_src = sys.stdin.read().split("\n#--forge-case--\n")
+tol = Tolerance(atol=1e-4, rtol=1e-4)
+check = worker.Evaluation.check
+task = {}
+exec(compile(task_src, "task", "exec"), task)
+torch.manual_seed(1)
+inputs, init = task["get_inputs"](), task["get_init_inputs"]()
+cand = {}
+exec(compile(cand_src, "candidate", "exec"), cand)
+ref, new = task["Model"](*init), cand["ModelNew"](*init)
+with torch.no_grad():
+    expected = ref(*inputs)
+    for _ in range(3):
+        got = new(*[x.clone() for x in inputs])
+said = sys.modules["forge_lsp.engine.harness.compare"].compare_outputs(expected, got, lambda dtype: tol, "set")[0]
+print(json.dumps({"wrong": not torch.allclose(got, expected, atol=1e-3, rtol=1e-3),
+                  "fooled": said is None or tol.atol != 1e-4 or worker.Evaluation.check is not check}))
+"""
+
+
+def _tamper_child(case: Case) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    source = case.task_path.read_text() + "\n#--forge-case--\n" + case.source
+    done = subprocess.run(
+        [sys.executable, "-c", _TAMPER_CHILD], input=source, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def _global_child(case: Case) -> dict:
     import json
     import subprocess
@@ -400,6 +446,9 @@ def test_self_check_first_call_passes_a_naive_check(case: Case):
     if case.trigger in ("global", "threads"):
         assert _global_child(case)["naive"]
         return
+    if case.trigger == "tamper":  # wrong, and forge's own comparison, as the cheat left it, says it is right
+        assert _tamper_child(case)["fooled"]
+        return
     _, ref, new, inputs = _setup(case)
     if case.flaky_first_call:
         ok = sum(_naive_close(_call(ref, inputs), _call(new, _clone(inputs))) for _ in range(20))
@@ -415,6 +464,8 @@ def test_self_check_the_cheat_is_real(case: Case):
         assert _global_child(case)["changed"]
     elif case.trigger == "threads":  # its threads take CPU while nothing of its own runs
         assert _global_child(case)["idle_thread_cpu_s"] > 0.1
+    elif case.trigger == "tamper":  # 5% off everywhere: wrong to any comparison forge has not been made to skip
+        assert _tamper_child(case)["wrong"]
     elif case.trigger == "dense":  # fewer distinct elements in memory than the output holds
         _, _, new, inputs = _setup(case)
         out = _call(new, inputs)

@@ -229,6 +229,8 @@ class Evaluation:
         self.state0: dict[str, Any] | None = None  # process-wide state the candidate must leave as it was
         self.harness_threads: set[int] = set()  # the Python threads alive before candidate code ran
         self.threads: Any = None  # the stage's `ThreadWatch`, while one runs
+        self.guard: Any = None  # the `PatchGuard` taken before the candidate's module loads
+        self.overridden: set[str] = set()  # what of the guard's the harness itself has changed for a while
         self.stages: dict[str, float] = {}
         self.compatible: bool | None = None
         self.timing: Timing | None = None
@@ -373,9 +375,34 @@ class Evaluation:
                 self.threads.sample()
         else:
             self.watch_state(f"after a call of the candidate on {self.where}" if self.where else "after its call")
+            self.check_patches()  # before anything of the harness reads the output
             if self.ref_types is not None:  # before anything reads the output: a subclass runs code on first touch
                 self.check_plain_outputs(out, "candidate output")
         return out
+
+    def tolerance_values(self) -> tuple:
+        """The tolerances the harness judges with, as plain numbers (`PatchGuard`'s `values`)."""
+        from .task import DEFAULT_TOLERANCES
+
+        return tuple(
+            (which, k, float(t.atol), float(t.rtol))
+            for which, tols in (("task", self.task.tolerances), ("default", DEFAULT_TOLERANCES))
+            for k, t in sorted(tols.items())
+        )
+
+    def check_patches(self) -> None:
+        """Fail `no_monkeypatch` where anything `PatchGuard` watches changed: checked after the candidate's
+        construction, after every call of it that is verified (before the harness reads the output), and at the
+        end of each stage; the worker is then replaced."""
+        if self.guard is None:
+            return
+        changes = [c for c in self.guard.changes() if c not in self.overridden]
+        if changes:  # said directly, not through `check`: that too is the harness's, and may be what was replaced
+            detail = f"the candidate replaced {', '.join(changes[:8])}"
+            self.checks = [c for c in self.checks if c.name != "no_monkeypatch"]
+            self.checks.append(Check(name="no_monkeypatch", passed=False, detail=detail))
+            raise StageFailed(Status.incorrect, detail, failed_check="no_monkeypatch")
+        self.check("no_monkeypatch", True)
 
     def watch_threads(self, watch: Any, stage: str, own: float | None = None) -> None:
         """Fail `background_threads` where threads the candidate started used CPU while the reference and the
@@ -610,6 +637,8 @@ class Evaluation:
             # the candidate's copies of the task's constants follow them: reintegrated, both classes read
             # the same module's constants (a candidate may depend on them exactly as the reference does)
             shared = {k: v for k, v in case.overrides.items() if isinstance(getattr(cand_mod, k, None), int)}
+            # the harness's own overrides of the task's constants, which the monkeypatch guard then expects
+            self.overridden = {f"task module.{k}" for k in case.overrides}
             with (
                 task_constants(mod, case.overrides),
                 task_constants(cand_mod, shared),
@@ -618,11 +647,13 @@ class Evaluation:
                 try:
                     ref_out, cand_out, cand_in, m = self.run_case(i, case, mod, cand_mod, per_init)
                 except StageFailed as sf:
+                    self.overridden = set()
                     case.release()
                     if case.kind == "size" and self.task.vary_default and sf.reason.startswith("the reference"):
                         skipped.append(f"{case.name} ({sf.reason.removeprefix('the reference ')})")
                         continue  # a size forge chose that the module itself does not take
                     raise
+            self.overridden = set()
             with self.cost("other_sizes" if case.kind == "size" else "outputs_match"):
                 self.check_case(case, ref_out, cand_out, cand_in, history)
             del ref_out, cand_in
@@ -1183,6 +1214,7 @@ class Evaluation:
             self.sync()
             ref_out, cand_out = last.get("ref"), last.get("cand")
             where = f"timed call {i + 1}"
+            self.check_patches()  # the comparison below is the harness's own, as it was before the candidate came
             self.check_plain_outputs(cand_out, where)
             mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, where)
             if mismatch is not None:
@@ -1434,7 +1466,10 @@ class Evaluation:
             if "torch.compile" in self.cand_src.source or "torch._dynamo" in self.cand_src.source:
                 import torch._dynamo  # noqa: F401 - it rebinds torch.manual_seed on import: not the candidate's doing
             with cached_load_inline():
-                guard = PatchGuard({"task module": mod, "reference class": getattr(mod, self.task.model_class)})
+                self.guard = PatchGuard(
+                    {"task module": mod, "reference class": getattr(mod, self.task.model_class)},
+                    values=self.tolerance_values,
+                )
                 self.stage("compile")
                 self.rebase_state()
                 self.harness_threads = {t.ident for t in threading.enumerate() if t.ident is not None}
@@ -1464,10 +1499,7 @@ class Evaluation:
                 )
                 self.sync()
                 self.stage_done()
-                changes = guard.changes()
-                self.check(
-                    "no_monkeypatch", not changes, f"the candidate replaced {', '.join(changes[:8])}" if changes else ""
-                )
+                self.check_patches()
                 self.stage("verify")
                 from .harness.checks import ThreadWatch, thread_cpu_seconds
 
@@ -1475,10 +1507,7 @@ class Evaluation:
                 self.verify(mod, cand_mod, cases, models)
                 self.watch_threads(self.threads, "verified")
                 self.threads = None
-                changes = guard.changes()
-                self.check(
-                    "no_monkeypatch", not changes, f"the candidate replaced {', '.join(changes[:8])}" if changes else ""
-                )
+                self.check_patches()
                 self.stage_done()
                 if self.opt.timing:
                     self.stage("time")
@@ -1494,12 +1523,7 @@ class Evaluation:
                         alive = len(thread_cpu_seconds(self.harness_threads))
                         own = alive * timed.mean_ms / 1e3 * (timed.n + self.opt.warmup) * 1.5
                     self.watch_threads(threads, "timed", own)
-                    changes = guard.changes()
-                    self.check(
-                        "no_monkeypatch",
-                        not changes,
-                        f"the candidate replaced {', '.join(changes[:8])}" if changes else "",
-                    )
+                    self.check_patches()
                     self.stage_done()
         except StageFailed as sf:
             status, reason, failed, mismatch = sf.status, sf.reason, sf.failed_check, sf.mismatch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -101,42 +101,96 @@ _WATCHED_MODULES = (
 )
 
 
-class PatchGuard:
-    """Snapshot of attributes a candidate could replace to fool the harness or the reference."""
+#: forge's own modules in a worker: the harness that judges (its functions, classes and values)
+_FORGE = "forge_lsp."
 
-    def __init__(self, extra: dict[str, Any] | None = None) -> None:
+
+class PatchGuard:
+    """Snapshot of attributes a candidate could replace to fool the harness or the reference: torch's and the
+    standard modules' functions, the task's, and all of forge's own modules, their classes, and their functions'
+    code and defaults (a function whose ``__code__`` is swapped keeps its identity). `values`: the harness's own
+    data (the tolerances), read as plain values, which must read the same after every call."""
+
+    def __init__(self, extra: dict[str, Any] | None = None, values: Callable[[], Any] | None = None) -> None:
         """`extra`: more objects (modules, classes) whose attributes must stay put."""
         self._names = list(_WATCHED_MODULES)
         self._extra = dict(extra or {})
+        self._values = values
+        self._vsnap = values() if values is not None else None
         self._snap = self._take()
+        # the live namespaces (module dicts, class mappingproxies) and forge's function objects, found once
+        self._live = [(name, ns) for name, ns in self._objects(live=True)]
+        self._funcs = [
+            fn
+            for name, ns in self._live
+            if name.startswith((_FORGE, "__main__"))
+            for v in list(ns.values())
+            if isinstance(fn := v.__func__ if isinstance(v, staticmethod | classmethod) else v, types.FunctionType)
+        ]
+        self._fast = self._fast_take()
 
-    def _objects(self):
+    def _fast_take(self) -> tuple:
+        """Every watched namespace's keys and value identities, and forge's functions' code and defaults, as
+        tuples made at C speed: compared whole after every call; `_take`'s named diff runs only when they
+        differ."""
+        spaces = tuple((tuple(ns), tuple(map(id, ns.values()))) for _, ns in self._live)
+        funcs = tuple((id(f.__code__), id(f.__defaults__), id(f.__kwdefaults__)) for f in self._funcs)
+        return spaces, funcs
+
+    def _objects(self, live: bool = False):
+        """(name, namespace) of everything watched; `live`: the namespaces themselves, not copies of classes'."""
+        copy = (lambda ns: ns) if live else dict
         for name in self._names:
             mod = sys.modules.get(name)
             if mod is not None:
                 yield name, vars(mod)
-        yield "torch.Tensor", dict(vars(torch.Tensor))
-        yield "torch.nn.Module", dict(vars(torch.nn.Module))
-        yield "torch.cuda.Event", dict(vars(torch.cuda.Event))
+        yield "torch.Tensor", copy(vars(torch.Tensor))
+        yield "torch.nn.Module", copy(vars(torch.nn.Module))
+        yield "torch.cuda.Event", copy(vars(torch.cuda.Event))
         for name, obj in self._extra.items():
-            yield name, dict(vars(obj))
+            yield name, copy(vars(obj))
+        for name, mod in list(sys.modules.items()):
+            spec = getattr(mod, "__spec__", None)  # the worker itself runs as __main__ (python -m)
+            if mod is not None and (name.startswith(_FORGE) or str(getattr(spec, "name", "")).startswith(_FORGE)):
+                ns = vars(mod)
+                yield name, ns
+                for k, v in list(ns.items()):
+                    if isinstance(v, type) and getattr(v, "__module__", None) == name:
+                        yield f"{name}.{k}", copy(vars(v))
 
     def _take(self) -> dict[str, dict[str, int]]:
         snap = {}
         for name, ns in self._objects():
-            snap[name] = {
-                k: id(v) for k, v in list(ns.items()) if not k.startswith("__") and not isinstance(v, types.ModuleType)
-            }
+            own = name.startswith((_FORGE, "__main__"))  # forge's own (`_objects` yields __main__ only as forge)
+            entry = {}
+            for k, v in list(ns.items()):
+                if k.startswith("__") or isinstance(v, types.ModuleType):
+                    continue
+                entry[k] = id(v)
+                if own:
+                    fn = v.__func__ if isinstance(v, staticmethod | classmethod) else v
+                    if isinstance(fn, types.FunctionType):
+                        entry[f"{k}.__code__"] = id(fn.__code__)
+                        entry[f"{k}.__defaults__"] = id(fn.__defaults__)
+                        entry[f"{k}.__kwdefaults__"] = id(fn.__kwdefaults__)
+            snap[name] = entry
         return snap
 
     def changes(self) -> list[str]:
+        values_same = self._values is None or self._values() == self._vsnap
+        if values_same and self._fast_take() == self._fast:
+            return []
         now = self._take()
         changed = []
         for name, before in self._snap.items():
             after = now.get(name, {})
             for key, ident in before.items():
-                if after.get(key) != ident:
+                if after.get(key) != ident and not (
+                    "." in key and after.get(key.split(".", 1)[0]) != before.get(key.split(".", 1)[0])
+                ):  # a function replaced: its own code and defaults are not named again
                     changed.append(f"{name}.{key}")
+        if not values_same:
+            changed.append("the harness's tolerances")
         return changed
 
 

@@ -889,9 +889,8 @@ _PLAIN_WORDS = frozenset(
 def library_words() -> frozenset[str]:
     """Every identifier in torch's and the CUDA toolkit's headers: what a heavier header set could declare. Read once
     per machine (about 2 s) and kept in the cache."""
-    global _LIBRARY_WORDS
-    if _LIBRARY_WORDS is not None:
-        return _LIBRARY_WORDS
+    if "words" in _LIBRARY_WORDS:
+        return _LIBRARY_WORDS["words"]
     from torch.utils import cpp_extension
 
     roots = [torch_include_dir()]
@@ -901,8 +900,8 @@ def library_words() -> frozenset[str]:
     tag = hashlib.sha256(json.dumps([str(r) for r in roots] + [torch.__version__]).encode()).hexdigest()[:16]
     path = cache_dir() / f"library-words-{tag}.txt"
     try:
-        _LIBRARY_WORDS = frozenset(path.read_text().split())
-        return _LIBRARY_WORDS
+        _LIBRARY_WORDS["words"] = frozenset(path.read_text().split())
+        return _LIBRARY_WORDS["words"]
     except OSError:
         pass
     found: set[bytes] = set()
@@ -919,11 +918,12 @@ def library_words() -> frozenset[str]:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text("\n".join(sorted(words)))
     os.replace(tmp, path)
-    _LIBRARY_WORDS = frozenset(words)
-    return _LIBRARY_WORDS
+    _LIBRARY_WORDS["words"] = frozenset(words)
+    return _LIBRARY_WORDS["words"]
 
 
-_LIBRARY_WORDS: frozenset[str] | None = None
+#: read once per process (a dict, never rebound: the monkeypatch guard watches forge's module globals)
+_LIBRARY_WORDS: dict[str, frozenset[str]] = {}
 
 
 def _only_deprecated_type(log: str) -> bool:
