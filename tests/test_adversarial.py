@@ -464,6 +464,13 @@ def test_self_check_the_cheat_is_real(case: Case):
         assert _global_child(case)["changed"]
     elif case.trigger == "threads":  # its threads take CPU while nothing of its own runs
         assert _global_child(case)["idle_thread_cpu_s"] > 0.1
+    elif case.trigger == "ring":  # an earlier result changes under later calls (a buffer handed out again)
+        _, _, new, inputs = _setup(case)
+        first = _call(new, _clone(inputs))
+        kept = first.clone()
+        for _ in range(10):
+            _call(new, [x * 3 for x in inputs])
+        assert not torch.equal(first, kept)
     elif case.trigger == "tamper":  # 5% off everywhere: wrong to any comparison forge has not been made to skip
         assert _tamper_child(case)["wrong"]
     elif case.trigger == "dense":  # fewer distinct elements in memory than the output holds

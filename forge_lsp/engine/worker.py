@@ -20,6 +20,7 @@ import threading
 import time
 import traceback
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -231,6 +232,8 @@ class Evaluation:
         self.threads: Any = None  # the stage's `ThreadWatch`, while one runs
         self.guard: Any = None  # the `PatchGuard` taken before the candidate's module loads
         self.overridden: set[str] = set()  # what of the guard's the harness itself has changed for a while
+        #: outputs the harness no longer keeps, watched through weak references where the candidate still holds them
+        self.held: list[tuple[str, list[tuple[Any, Any]]]] = []
         self.stages: dict[str, float] = {}
         self.compatible: bool | None = None
         self.timing: Timing | None = None
@@ -662,7 +665,8 @@ class Evaluation:
             # earlier outputs are kept (to see whether later calls change them) while they fit the budget; the
             # latest is always kept, so a buffer reused by every call is still seen
             while len(history) > 1 and sum(h.nbytes for h in history) > budget:
-                self.check_kept(history.pop(0))
+                self.release_kept(history.pop(0))
+            self.check_held()
         verified = [c for c in cases if not any(s.startswith(f"{c.name} (") for s in skipped)]
         self.input_specs = [s for s in self.input_specs if any(c.name == s.case for c in verified)]
         self.domain_sizes = list(dict.fromkeys("the task's own" if c.kind == "random" else c.name for c in verified))
@@ -706,6 +710,45 @@ class Evaluation:
             ref_out = self.call(m.ref, ref_in, "reference")
             self.sync()
         return ref_out, cand_out, cand_in, m
+
+    def release_kept(self, kept: Kept) -> None:
+        """Stop keeping an earlier output (checked once more first), but keep watching it where the candidate still
+        holds it: a weak reference and its digest. An honest candidate's output is gone once the harness drops it;
+        one the candidate kept is a buffer it may write again (`check_held`)."""
+        from .harness.checks import bits_digest
+        from .harness.compare import tensors_of
+
+        self.check_kept(kept)
+        self.held.append((kept.name, [(weakref.ref(t), bits_digest(t)) for t in tensors_of(kept.out)]))
+
+    def hold(self, name: str, out: Any) -> None:
+        """Watch an output the harness does not keep (`release_kept`)."""
+        from .harness.checks import bits_digest
+        from .harness.compare import tensors_of
+
+        self.held.append((name, [(weakref.ref(t), bits_digest(t)) for t in tensors_of(out)]))
+
+    def check_held(self, when: str = "") -> None:
+        """`no_result_reuse` for outputs the harness let go of: one the candidate still holds must not have changed
+        since it was returned — a ring of output buffers, each handed out again a few calls later, however many
+        calls later that is and whatever the outputs' size."""
+        from .harness.checks import bits_digest
+
+        alive = []
+        for name, refs in self.held:
+            live = [(r, d) for r, d in refs if r() is not None]
+            for r, d in live:
+                t = r()
+                if t is not None and bits_digest(t) != d:
+                    self.check(
+                        "no_result_reuse",
+                        False,
+                        f"[{name}] its output, which the candidate kept, changed after later calls{when}: output "
+                        "buffers handed out again (a ring of buffers), so an earlier result does not stay a result",
+                    )
+            if live:
+                alive.append((name, live))
+        self.held = alive
 
     def check_kept(self, kept: Kept) -> None:
         """An earlier input set's output, kept since it was verified: its bits must not have changed since."""
@@ -789,7 +832,8 @@ class Evaluation:
             self.check_kept(kept)
         if len(history) < 2:
             self.check("no_result_reuse", True, "only one input set")
-        history.clear()
+        while history:
+            self.release_kept(history.pop(0))
 
         # repeated runs on the same input must agree (races, uninitialized reads)
         m = per_init[repr((cases[0].init_inputs, []))]
@@ -1226,6 +1270,7 @@ class Evaluation:
                     "or cached on the inputs, or behaviour that changes between calls",
                     mismatch,
                 )
+            self.hold(where, cand_out)  # a buffer the candidate hands out again later is seen at the end
             checked["calls"] += 1
             checked["last"] = i
 
@@ -1513,6 +1558,7 @@ class Evaluation:
                     self.stage("time")
                     threads = ThreadWatch(self.harness_threads)
                     self.time_both(mod, models, cases[0])
+                    self.check_held(" while it was timed")
                     self.watch_state("while it was timed")
                     threads.sample()
                     # timed calls are not wrapped (that would be timed too): its threads may use, inside its calls,

@@ -1709,6 +1709,25 @@ CHEATS += [
     ),
 ]
 
+BIG_SCALE = adv("big_scale")
+
+C11_RING = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ring, self.i = {}, 0
+
+    def forward(self, x):  # no allocation per call: a ring of output buffers, each handed out again N calls later
+        bufs = self.ring.setdefault((x.shape, x.dtype), [torch.empty_like(x) for _ in range(N)])
+        out = bufs[self.i % len(bufs)]
+        self.i += 1
+        return torch.add(x * 2.0, 1.0, out=out)
+"""
+
 CHEATS += [
     Case("c11-shared-outputs", "expand", BROADCAST, C11_EXPAND, "a stride-0 expand of the row means", C11, "dense"),
     Case("c11-shared-outputs", "as-strided", BROADCAST, C11_AS_STRIDED, "as_strided with a zero stride", C11, "dense"),
@@ -1721,6 +1740,19 @@ CHEATS += [
         "windows over 2 values",
         C11,
         "dense",
+    ),
+    *(
+        Case(
+            "c11-shared-outputs",
+            f"ring-of-{n}",
+            BIG_SCALE,
+            C11_RING.replace("range(N)", f"range({n})"),
+            f"{n} output buffers in turn",
+            frozenset({"no_result_reuse"}),
+            "ring",
+            options={"min_reps": 20, "max_reps": 40},
+        )
+        for n in (2, 8)
     ),
 ]
 
