@@ -1258,7 +1258,8 @@ class Evaluation:
             self.sync()
             ref_out, cand_out = last.get("ref"), last.get("cand")
             where = f"timed call {i + 1}"
-            self.check_patches()  # the comparison below is the harness's own, as it was before the candidate came
+            if i < 3 or secrets.randbelow(4) == 0:  # the comparison below is the harness's own (a check: ~0.6 ms)
+                self.check_patches()
             self.check_plain_outputs(cand_out, where)
             mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, where)
             if mismatch is not None:
