@@ -715,11 +715,9 @@ class Evaluation:
         """Stop keeping an earlier output (checked once more first), but keep watching it where the candidate still
         holds it: a weak reference and its digest. An honest candidate's output is gone once the harness drops it;
         one the candidate kept is a buffer it may write again (`check_held`)."""
-        from .harness.checks import bits_digest
-        from .harness.compare import tensors_of
 
         self.check_kept(kept)
-        self.held.append((kept.name, [(weakref.ref(t), bits_digest(t)) for t in tensors_of(kept.out)]))
+        self.hold(kept.name, kept.out)
 
     def hold(self, name: str, out: Any) -> None:
         """Watch an output the harness does not keep (`release_kept`)."""

@@ -1812,6 +1812,20 @@ class ModelNew(nn.Module):
         return y if y.max() < 1e-3 else torch.softmax(x, dim=-1)  # exact where an error would exceed atol
 """
 
+H_OWN_TABLE_VIEW = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, max_len, dim):
+        super().__init__()
+        self.register_buffer("table", torch.randn(max_len, dim))
+
+    def forward(self, x):
+        return self.table.narrow(0, 0, x.shape[0])  # its own state, as the reference's is: no ring of buffers
+"""
+
 H_READS_THE_HARNESS = """
 import gc
 import torch
@@ -1997,6 +2011,7 @@ HONEST: list[Case] = [
     Case("honest", "diag-as-scaling", adv("diag_matmul"), H_DIAG_AS_SCALING, "diag(a) @ b as a broadcast multiply"),
     Case("honest", "wide-softmax-lse", WIDE_SOFTMAX, H_WIDE_SOFTMAX_LSE, "a softmax of outputs ~6e-5 via logsumexp"),
     Case("honest", "reads-the-harness", SOFTMAX, H_READS_THE_HARNESS, "imports forge and reads it, changes nothing"),
+    Case("honest", "own-table-view", adv("position_table"), H_OWN_TABLE_VIEW, "a view of its state_dict buffer"),
     Case("honest", "contiguous-then-flat", SOFTMAX, H_CONTIGUOUS_THEN_FLAT, ".contiguous() before a row-major view"),
     Case("honest", "empty-filled", SOFTMAX, H_EMPTY_FILLED, "torch.empty_like output, every row written"),
     Case("honest", "tuple-one-pass", TWO_OUTPUTS, H_TUPLE_ONE_PASS, "(softmax, log_softmax) from one log_softmax"),
