@@ -304,7 +304,7 @@ def test_the_library_words_are_torchs_and_cudas_names(tmp_path, monkeypatch):
     from forge_lsp.engine.harness import loading
 
     monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(loading, "_LIBRARY_WORDS", None)
+    monkeypatch.setattr(loading, "_LIBRARY_WORDS", {})
     words = loading.library_words()
     assert {"getCurrentCUDAStream", "empty_like", "TORCH_CHECK", "ScalarType"} <= words
     assert "scale_min_kernal" not in words and "swish_cuda" not in words
@@ -320,7 +320,7 @@ def test_a_candidates_own_compile_error_stops_the_header_tiers(tmp_path, monkeyp
 
     monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
-    monkeypatch.setattr(loading, "_LIBRARY_WORDS", WORDS)
+    monkeypatch.setattr(loading, "_LIBRARY_WORDS", {"words": WORDS})
     seen: list[str] = []
 
     def builder(message):

@@ -167,7 +167,8 @@ async def test_find_hot_spots_puts_the_share_of_model_time_on_the_hot_class_and_
     # the end and the message say the same: the model, its time per forward, its hottest classes (three at
     # most; Block and Linear are all this model has beside itself)
     top = end.removeprefix("done: ").split(" · ")[1].split(", ")
-    assert [c.split()[0] for c in top] == ["Block", "Linear"], top
+    # (Block is its Linear and little else: their shares are within timing noise of each other, in either order)
+    assert sorted(c.split()[0] for c in top) == ["Block", "Linear"], top
     assert all(re.fullmatch(r"\w+ \d+\.\d%", c) for c in top), top
     await until(lambda: any(end.removeprefix("done: ") in m.message for m in client.messages), 10, "the summary")
     job = await job_of(client, token.removeprefix("forge/"))

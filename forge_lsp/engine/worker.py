@@ -706,7 +706,12 @@ class Evaluation:
             self.sync()
             cand_out = run_candidate()
         else:
-            cand_out = run_candidate()
+            try:
+                cand_out = run_candidate()
+            except StageFailed:
+                if case.kind == "size":  # a size the module itself does not take is the reference's to say
+                    self.call(m.ref, ref_in, "reference")
+                raise
             ref_out = self.call(m.ref, ref_in, "reference")
             self.sync()
         return ref_out, cand_out, cand_in, m
