@@ -335,9 +335,10 @@ class Worker:
             if not self._lock.acquire(timeout=2):
                 return
         try:
-            if self.proc is not None and self.proc.poll() is None:
+            to = getattr(self, "_to", None)  # None while the worker is still starting: it is killed below
+            if self.proc is not None and self.proc.poll() is None and to is not None:
                 try:
-                    pipe.send(self._to, pipe.ShutdownRequest())
+                    pipe.send(to, pipe.ShutdownRequest())
                     self.proc.wait(timeout=1)
                 except (OSError, subprocess.TimeoutExpired):
                     pass
