@@ -33,6 +33,7 @@ import split_check  # noqa: E402 - the recording child and the include flags
 from forge_lsp.engine.harness.cudasplit import (  # noqa: E402
     binding_signatures,
     bindings_source,
+    bindings_tag,
     bindings_tail,
     split_cuda_source,
     split_prelude,
@@ -122,7 +123,7 @@ def main() -> int:
             f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");\n' for f in functions
         )
         (folder / "inline.cpp").write_text("\n".join(split.host) + bindings + "}\n")
-        tag = hashlib.sha256(json.dumps([distinct, True]).encode()).hexdigest()[:16]
+        tag = bindings_tag(sigs, True)
         lite_host = [split.host[0].replace(str(headers[False]), str(headers[True]), 1), *split.host[1:]]
         (folder / "shared.cpp").write_text(
             "\n".join(lite_host) + "\n" + bindings_tail({f: f for f in functions}, sigs, tag)

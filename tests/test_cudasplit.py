@@ -520,7 +520,7 @@ def test_split_builds_keep_each_candidates_verdict_and_stream_domain(tmp_path):
 
 
 # ---------------------------------------------------------------- bindings as an object of their own
-from forge_lsp.engine.harness.cudasplit import binding_signatures, bindings_tail  # noqa: E402
+from forge_lsp.engine.harness.cudasplit import binding_signatures, bindings_tag, bindings_tail  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -592,7 +592,7 @@ def test_bindings_built_once_bind_each_modules_own_functions_as_load_inline_does
     assert sigs is not None
     bind = loading.bindings_object(sigs, True, ninja)
     assert loading.bindings_object(list(reversed(sigs)), True, ninja) == bind  # one object for these types
-    tag = __import__("hashlib").sha256(__import__("json").dumps([sorted(set(sigs)), True]).encode()).hexdigest()[:16]
+    tag = bindings_tag(sigs, True)
     lite = loading.split_prelude_file(lite=True)
     assert "pybind" not in lite.read_text()
     modules = []

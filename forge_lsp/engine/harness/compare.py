@@ -242,12 +242,8 @@ def _float_mismatch(e: torch.Tensor, a: torch.Tensor, tol: Tolerance, expected: 
                 "output's size"
             )
             if rel <= NEAR_MISS_TIMES * bound:
-                factor = 10 ** math.ceil(math.log10(rel / bound * 1.5))
-                dtype = str(expected.dtype).removeprefix("torch.")
-                detail += (
-                    ". A near miss: a systematic difference (an approximation), not wrong elements. If that accuracy "
-                    f'is acceptable for this module, raise its tolerance in the task: FORGE = {{"tolerances": '
-                    f'{{"{dtype}": [{tol.atol * factor:g}, {tol.rtol * factor:g}]}}}}'
+                detail += ". A near miss: a systematic difference (an approximation), not wrong elements" + (
+                    tolerance_hint(str(expected.dtype).removeprefix("torch."), tol, rel / bound)
                 )
             return mm(
                 "values",
@@ -289,15 +285,21 @@ NEAR_MISS_TIMES = 10.0
 NEAR_MISS_FRACTION = 0.01
 
 
+def tolerance_hint(dtype: str, tol: Tolerance, times: float) -> str:
+    """The task setting that would accept errors `times` the tolerance: it raised by the next power of ten."""
+    factor = 10 ** math.ceil(math.log10(max(times, 1.0) * 1.5))
+    return (
+        ". If that accuracy is acceptable for this module, raise its tolerance in the task: FORGE = "
+        f'{{"tolerances": {{"{dtype}": [{tol.atol * factor:g}, {tol.rtol * factor:g}]}}}}'
+    )
+
+
 def near_miss_note(dtype: str, tol: Tolerance, times: float, fraction: float) -> str:
     """What a near miss means, and the tolerance setting that would accept it."""
-    factor = 10 ** math.ceil(math.log10(max(times, 1.0) * 1.5))
     return (
         f". A near miss: every error is within {times:.1f}x the tolerance, and {100 * fraction:.0f}% of the "
         "elements are off — a systematic difference (an approximation, such as a tanh GELU for an exact one, or "
-        "a different accumulation order), not a few wrong elements. If that accuracy is acceptable for this "
-        f'module, raise its tolerance in the task: FORGE = {{"tolerances": {{"{dtype}": '
-        f"[{tol.atol * factor:g}, {tol.rtol * factor:g}]}}}}"
+        "a different accumulation order), not a few wrong elements" + tolerance_hint(dtype, tol, times)
     )
 
 

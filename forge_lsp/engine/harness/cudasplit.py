@@ -583,6 +583,14 @@ def binding_signatures(cpp_sources: list[str], functions: list[str]) -> list[str
     return [found[f] for f in functions]
 
 
+def bindings_tag(sigs: list[str], wrap: bool) -> str:
+    """The name a bindings object's symbols carry: one per set of function types (and error wrapping)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps([sorted(set(sigs)), wrap]).encode()).hexdigest()[:16]
+
+
 def _bind_decls(sigs: list[str], tag: str) -> str:
     """One undefined declaration per signature: what `decltype` reads the function type from."""
     out = []

@@ -18,7 +18,15 @@ from typing import Any
 
 import torch
 
-from .cudasplit import Split, binding_signatures, bindings_source, bindings_tail, split_cuda_source, split_prelude
+from .cudasplit import (
+    Split,
+    binding_signatures,
+    bindings_source,
+    bindings_tag,
+    bindings_tail,
+    split_cuda_source,
+    split_prelude,
+)
 from .cxx import (  # noqa: F401 - re-exported: tests and tools read them here
     _BLANK,
     _CUDA_RUNTIME_API,
@@ -361,10 +369,12 @@ def cached_load_inline() -> Iterator[None]:
                 except CompileError as exc:  # main.cpp then binds as load_inline does
                     print(f"forge: {name}: {exc}", file=sys.stderr, flush=True)
                 else:
-                    distinct = sorted(set(sigs))
-                    tag = hashlib.sha256(json.dumps([distinct, wrap]).encode()).hexdigest()[:16]
                     full, light = str(split_prelude_file()), str(split_prelude_file(lite=True))
-                    host = [split.host[0].replace(full, light, 1), *split.host[1:], bindings_tail(functions, sigs, tag)]
+                    host = [
+                        split.host[0].replace(full, light, 1),
+                        *split.host[1:],
+                        bindings_tail(functions, sigs, bindings_tag(sigs, wrap)),
+                    ]
                     extra = dict(extra, functions=None, extra_ldflags=[obj, bind, *ldflags[1:]])
                     lite = True
             module = build(None, host, extra)
@@ -760,33 +770,45 @@ def bindings_object(sigs: list[str], wrap: bool, ninja: str) -> str:
     full prelude serves it) and cached by content: every candidate whose bound functions have these types links the
     same object, and its own main.cpp never parses pybind11."""
     import shlex
-    import subprocess
 
     compiler = _main_cpp_compiler(ninja)
     if compiler is None:
         raise CompileError("torch's build file gives main.cpp no compiler")
     cxx, flags = compiler
     distinct = sorted(set(sigs))
-    tag = hashlib.sha256(json.dumps([distinct, wrap]).encode()).hexdigest()[:16]
-    src_text = bindings_source(str(split_prelude_file()), distinct, tag, wrap)
+    src_text = bindings_source(str(split_prelude_file()), distinct, bindings_tag(sigs, wrap), wrap)
     key = hashlib.sha256(json.dumps([src_text, cxx, flags, _toolchain_id(True)]).encode()).hexdigest()[:20]
-    folder = cache_dir() / "split_bindings"
-    folder.mkdir(parents=True, exist_ok=True)
-    obj = folder / f"bind_{key}.o"
+    return _cached_object(
+        cache_dir() / "split_bindings" / f"bind_{key}",
+        ".cpp",
+        src_text,
+        [*shlex.split(cxx), *flags],
+        "the bindings' object",
+    )
+
+
+def _cached_object(stem: Path, suffix: str, source: str, compiler: list[str], what: str) -> str:
+    """`stem`.o compiled from `source` (written beside it as `stem` + `suffix`) by `compiler` ``-c``, unless it is
+    there already (its name carries its content's key); each file written whole by a rename, so concurrent builds
+    of the same object are harmless. A failure is a `CompileError` naming `what`, the compiler's messages also in
+    the worker's log."""
+    import subprocess
+
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    obj = stem.with_name(stem.name + ".o")
     if obj.is_file():
         return str(obj)
-    src = folder / f"bind_{key}.cpp"
-    tmp_src = src.with_suffix(f".{os.getpid()}.tmp")
-    tmp_src.write_text(src_text, encoding="utf-8")
+    src = stem.with_name(stem.name + suffix)
+    tmp_src = src.with_name(f"{src.name}.{os.getpid()}.tmp")
+    tmp_src.write_text(source, encoding="utf-8")
     os.replace(tmp_src, src)
-    tmp = folder / f"bind_{key}.{os.getpid()}.tmp.o"
-    done = subprocess.run(
-        [*shlex.split(cxx), *flags, "-c", str(src), "-o", str(tmp)], capture_output=True, text=True, errors="replace"
-    )
+    tmp = stem.with_name(f"{stem.name}.{os.getpid()}.tmp.o")
+    done = subprocess.run([*compiler, "-c", str(src), "-o", str(tmp)], capture_output=True, text=True, errors="replace")
     if done.returncode != 0:
         out = (done.stdout + done.stderr).strip()
+        print(out, file=sys.stderr, flush=True)
         tmp.unlink(missing_ok=True)
-        raise CompileError(f"the bindings' object did not compile: {out[-3000:]}")
+        raise CompileError(f"{what} did not compile: {out[-3000:]}")
     os.replace(tmp, obj)
     return str(obj)
 
@@ -821,7 +843,6 @@ def device_object(device_src: str, name: str, kwargs: dict, extra_flags: list[st
     (its common flags, the arch list's -gencode, -fPIC, the candidate's own), and cached by content: a repaired
     candidate, whose launchers changed and kernels did not, links the object its original built."""
     import shlex
-    import subprocess
 
     from torch.utils import cpp_extension
 
@@ -847,26 +868,9 @@ def device_object(device_src: str, name: str, kwargs: dict, extra_flags: list[st
     # of another source file), and its launches, not its kernels, are what a repair changes
     code = "".join(ln for ln in device_src.splitlines(keepends=True) if not ln.startswith("#line "))
     key = hashlib.sha256(json.dumps([code, flags, nvcc, _toolchain_id(True)]).encode()).hexdigest()[:20]
-    folder = cache_dir() / "device_objects"
-    folder.mkdir(parents=True, exist_ok=True)
-    obj = folder / f"{name}_{key}.o"
-    if obj.is_file():
-        return str(obj)
-    src = folder / f"{name}_{key}.cu"
-    tmp_src = src.with_suffix(f".{os.getpid()}.tmp")
-    tmp_src.write_text(device_src, encoding="utf-8")
-    os.replace(tmp_src, src)
-    tmp = folder / f"{name}_{key}.{os.getpid()}.tmp.o"
-    done = subprocess.run(
-        [nvcc, *flags, "-c", str(src), "-o", str(tmp)], capture_output=True, text=True, errors="replace"
+    return _cached_object(
+        cache_dir() / "device_objects" / f"{name}_{key}", ".cu", device_src, [nvcc, *flags], f"{name!r}'s device code"
     )
-    if done.returncode != 0:
-        out = (done.stdout + done.stderr).strip()
-        print(out, file=sys.stderr, flush=True)
-        tmp.unlink(missing_ok=True)
-        raise CompileError(f"nvcc build of {name!r}'s device code failed: {out}")
-    os.replace(tmp, obj)
-    return str(obj)
 
 
 _QUOTED = re.compile("\"([^\"\\n]*)\"|'([^'\\n]*)'|\u2018([^\u2019\\n]*)\u2019")
