@@ -70,6 +70,14 @@ c10-background-threads — threads left running: a busy loop from import or from
    use outside its own calls while a stage runs. These three classes run their self-checks in a child process.
 c11-shared-outputs — outputs whose elements share memory: a stride-0 `expand`, `as_strided` with a zero stride,
    `broadcast_to`, overlapping windows: right values, a fraction of the writes. `dense_outputs`.
+c12-small-outputs — approximations within the absolute tolerance only because the outputs are tiny (a softmax over
+   thousands of columns): `small_outputs` holds such outputs to a relative error.
+c13-harness-tampering — forge's own compare function, its code, the tolerances or the failing check replaced from
+   inside the worker. `no_monkeypatch`, after every verified call, before the harness reads the output.
+c14-reference-tampering — the reference model object found through the garbage collector: a hook on the instance,
+   its `forward` replaced, a sleeping pre-hook, its class swapped, its weights zeroed through `.data`.
+   `reference_untouched` (the object watched after every candidate call, its values at each stage's end) or
+   `clean_judge` (outputs judged in a process that never ran candidate code). Its self-check runs in a child process.
 9. gi-impossible-timing (CUDA, a 192 MiB elementwise task) — no work in the timed call: a
    preallocated result on 7 of 8 calls, `torch.empty` after 20 calls, the work moved to an unjoined
    stream after 40 calls (right values, nothing on the timed stream), nothing recorded while a CUDA
@@ -110,6 +118,7 @@ CPU_CLASSES = [
     "shared-outputs",
     "small-outputs",
     "harness-tampering",
+    "reference-tampering",
 ]
 
 
@@ -427,6 +436,54 @@ def _tamper_child(case: Case) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+#: run in a child process: the candidate reaches the reference object through the garbage collector
+_REFERENCE_CHILD = r"""
+import json, sys, time, torch
+task_src, cand_src = sys.stdin.read().split("\n#--forge-case--\n")
+task = {}
+exec(compile(task_src, "task", "exec"), task)
+torch.manual_seed(1)
+inputs, init = task["get_inputs"](), task["get_init_inputs"]()
+torch.manual_seed(0)
+ref = task["Model"](*init)
+
+
+def ref_ms():
+    t0 = time.perf_counter()
+    for _ in range(5):
+        ref(*[x.clone() for x in inputs])
+    return (time.perf_counter() - t0) / 5 * 1e3
+
+
+with torch.no_grad():
+    expected = ref(*[x.clone() for x in inputs])
+    before = ref_ms()
+    cand = {}
+    exec(compile(cand_src, "candidate", "exec"), cand)
+    new = cand["ModelNew"](*init)
+    new.load_state_dict(ref.state_dict())
+    got = new(*[x.clone() for x in inputs])
+    got = new(*[x.clone() for x in inputs])  # what it did in its first call is in place now
+    after = ref(*[x.clone() for x in inputs])  # the reference, as a one-process harness runs it next
+    slower = ref_ms() - before
+close = lambda a, b: bool(torch.allclose(a, b, atol=1e-2, rtol=1e-2))
+print(json.dumps({"naive": close(after, got), "wrong": not close(got, expected), "slower_ms": slower}))
+"""
+
+
+def _reference_child(case: Case) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    source = case.task_path.read_text() + "\n#--forge-case--\n" + case.source
+    done = subprocess.run(
+        [sys.executable, "-c", _REFERENCE_CHILD], input=source, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def _global_child(case: Case) -> dict:
     import json
     import subprocess
@@ -448,6 +505,9 @@ def test_self_check_first_call_passes_a_naive_check(case: Case):
         return
     if case.trigger == "tamper":  # wrong, and forge's own comparison, as the cheat left it, says it is right
         assert _tamper_child(case)["fooled"]
+        return
+    if case.trigger == "reference":  # the reference, as the candidate left it, agrees with it
+        assert _reference_child(case)["naive"]
         return
     _, ref, new, inputs = _setup(case)
     if case.flaky_first_call:
@@ -473,6 +533,9 @@ def test_self_check_the_cheat_is_real(case: Case):
         assert not torch.equal(first, kept)
     elif case.trigger == "tamper":  # 5% off everywhere: wrong to any comparison forge has not been made to skip
         assert _tamper_child(case)["wrong"]
+    elif case.trigger == "reference":  # wrong against the reference as it was, or the reference made slower
+        seen = _reference_child(case)
+        assert seen["wrong"] or seen["slower_ms"] > 1.0, seen
     elif case.trigger == "dense":  # fewer distinct elements in memory than the output holds
         _, _, new, inputs = _setup(case)
         out = _call(new, inputs)

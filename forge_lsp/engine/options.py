@@ -47,6 +47,10 @@ class EvalOptions(BaseModel):
     #: Ask for the full domain: a candidate wrong only outside the task's own conditions (a strided copy of the
     #: inputs, a side stream) is `incorrect` with that check, instead of correct on a narrowed `Domain`.
     strict: bool = False
+    #: Input sets the candidate is also run on whose outputs are judged apart: drawn, run through the reference and
+    #: compared in a judge process that never runs candidate code (half after verification, half after timing).
+    #: 0: none (the verdict then rests on the checks inside the candidate's own process alone).
+    judged_sets: int = 2
 
     def host_memory_limit(self) -> int | None:
         """The host-memory cap in bytes, None for none (see `host_memory_limit_bytes`)."""

@@ -1,6 +1,7 @@
 """Typed messages between the engine and its worker processes.
 
-Frames on a pipe: 4-byte big-endian length, then the JSON of one message. Candidate output
+Frames on a pipe: 4-byte big-endian length, then the JSON of one message; a message that carries data
+(`WithData`: packed tensors, `harness.wire`) is followed by its `nbytes` raw bytes. Candidate output
 never shares these pipes: a worker's stdout/stderr go to its log file.
 """
 
@@ -13,15 +14,33 @@ import struct
 import time
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter
 
 from .candidate import Candidate
 from .options import EvalOptions
 from .task import Task
-from .verdict import Status, Verdict
+from .verdict import Mismatch, Status, Verdict
 
 
-class EvaluateRequest(BaseModel):
+class WithData(BaseModel):
+    """A message followed on the pipe by `nbytes` bytes of data (set with `with_data`, read as `data`)."""
+
+    nbytes: int = 0
+    _data: bytes | bytearray = PrivateAttr(default=b"")
+
+    @property
+    def data(self) -> bytes | bytearray:
+        return self._data
+
+    def with_data(self, data: bytes | bytearray):
+        self._data, self.nbytes = data, len(data)
+        return self
+
+
+class EvaluateRequest(WithData):
+    """Evaluate a candidate. Its data, when any, is the judged input sets (`harness.wire`, a list of input lists)
+    drawn by the judge: the worker runs the candidate on each and sends its outputs back as `JudgedOutputs`."""
+
     kind: Literal["evaluate"] = "evaluate"
     task: Task
     candidate: Candidate
@@ -53,7 +72,30 @@ class ShutdownRequest(BaseModel):
     kind: Literal["shutdown"] = "shutdown"
 
 
-Request = Annotated[EvaluateRequest | BuildRequest | PrepareRequest | ShutdownRequest, Field(discriminator="kind")]
+class JudgeRequest(BaseModel):
+    """To a judge (a worker that never loads candidate code): draw `sets` input sets of the task at its own sizes,
+    from seeds of the OS's randomness that never leave the judge, and keep the reference's outputs on them.
+    Replied to with `JudgeReady`, whose data are the input sets."""
+
+    kind: Literal["judge"] = "judge"
+    task: Task
+    options: EvalOptions
+    sets: int = 2
+    max_bytes: int = 256 << 20  # the input sets' packed size at most: larger, the judge says it cannot judge
+
+
+class CompareRequest(WithData):
+    """To a judge: a candidate's outputs (data) on judged input set `index`; replied to with `Compared`."""
+
+    kind: Literal["compare"] = "compare"
+    task_sha: str
+    index: int
+
+
+Request = Annotated[
+    EvaluateRequest | BuildRequest | PrepareRequest | ShutdownRequest | JudgeRequest | CompareRequest,
+    Field(discriminator="kind"),
+]
 
 
 class Hello(BaseModel):
@@ -100,7 +142,36 @@ class Prepared(BaseModel):
     seconds: float = 0.0
 
 
-Reply = Annotated[Hello | StageStarted | EvaluateResult | BuildResult | Prepared, Field(discriminator="kind")]
+class JudgedOutputs(WithData):
+    """From a worker, mid-evaluation: the candidate's outputs (data) on judged input set `index`, sent as soon as
+    the call returned, for the judge to compare."""
+
+    kind: Literal["judged"] = "judged"
+    index: int
+
+
+class JudgeReady(WithData):
+    """From a judge: the input sets (data) it keeps the reference's outputs for, or why it cannot judge."""
+
+    kind: Literal["judge_ready"] = "judge_ready"
+    ok: bool
+    sets: int = 0
+    reason: str = ""
+    seconds: float = 0.0
+
+
+class Compared(BaseModel):
+    kind: Literal["compared"] = "compared"
+    passed: bool
+    detail: str = ""
+    mismatch: Mismatch | None = None
+    seconds: float = 0.0
+
+
+Reply = Annotated[
+    Hello | StageStarted | EvaluateResult | BuildResult | Prepared | JudgedOutputs | JudgeReady | Compared,
+    Field(discriminator="kind"),
+]
 
 REQUEST = TypeAdapter(Request)
 REPLY = TypeAdapter(Reply)
@@ -111,44 +182,91 @@ class ChannelClosed(EOFError):
     """The other end of the pipe went away."""
 
 
+class Oversized(ChannelClosed):
+    """A message announced more data than the receiver takes: the sender is not trusted any further."""
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
 def send(fd: int, message: BaseModel) -> None:
     data = message.model_dump_json().encode()
-    buf = _HEADER.pack(len(data)) + data
-    while buf:
-        n = os.write(fd, buf)
-        buf = buf[n:]
+    _write_all(fd, _HEADER.pack(len(data)) + data)
+    if isinstance(message, WithData) and message.nbytes:
+        _write_all(fd, message.data)
 
 
 class Receiver:
-    """Reads frames from a pipe fd, with an optional deadline per read."""
+    """Reads frames from a pipe fd, with an optional deadline per read. A message's data longer than `max_data`
+    bytes is `Oversized`."""
 
-    def __init__(self, fd: int, adapter: TypeAdapter) -> None:
+    def __init__(self, fd: int, adapter: TypeAdapter, max_data: int = 1 << 40) -> None:
         self.fd = fd
         self.adapter = adapter
-        self._buf = b""
+        self.max_data = max_data
+        self._buf = bytearray()
+        self._pending: WithData | None = None  # a message whose data is still arriving
+        self._data = bytearray()
+        self._filled = 0
+
+    def _wait(self, deadline: float | None) -> bool:
+        if deadline is None:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        ready, _, _ = select.select([self.fd], [], [], left)
+        return bool(ready)
 
     def _fill(self, n: int, deadline: float | None) -> bool:
         while len(self._buf) < n:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                ready, _, _ = select.select([self.fd], [], [], left)
-                if not ready:
-                    return False
+            if not self._wait(deadline):
+                return False
             chunk = os.read(self.fd, max(65536, n - len(self._buf)))
             if not chunk:
                 raise ChannelClosed()
             self._buf += chunk
         return True
 
+    def _fill_data(self, deadline: float | None) -> bool:
+        """Read the pending message's data into its own buffer, straight from the pipe."""
+        if self._filled == 0 and self._buf:
+            take = min(len(self._buf), len(self._data))
+            self._data[:take] = self._buf[:take]
+            del self._buf[:take]
+            self._filled = take
+        view = memoryview(self._data)
+        while self._filled < len(self._data):
+            if not self._wait(deadline):
+                return False
+            n = os.readv(self.fd, [view[self._filled : self._filled + (8 << 20)]])
+            if not n:
+                raise ChannelClosed()
+            self._filled += n
+        return True
+
     def recv(self, deadline: float | None = None):
         """The next message, or None when `deadline` (monotonic seconds) passes first."""
-        if not self._fill(_HEADER.size, deadline):
+        if self._pending is None:
+            if not self._fill(_HEADER.size, deadline):
+                return None
+            (length,) = _HEADER.unpack(self._buf[: _HEADER.size])
+            if not self._fill(_HEADER.size + length, deadline):
+                return None
+            data = bytes(self._buf[_HEADER.size : _HEADER.size + length])
+            del self._buf[: _HEADER.size + length]
+            msg = self.adapter.validate_python(json.loads(data))
+            if not isinstance(msg, WithData) or msg.nbytes <= 0:
+                return msg
+            if msg.nbytes > self.max_data:
+                raise Oversized(f"{type(msg).__name__} announced {msg.nbytes} bytes of data, over {self.max_data}")
+            self._pending, self._data, self._filled = msg, bytearray(msg.nbytes), 0
+        if not self._fill_data(deadline):
             return None
-        (length,) = _HEADER.unpack(self._buf[: _HEADER.size])
-        if not self._fill(_HEADER.size + length, deadline):
-            return None
-        data = self._buf[_HEADER.size : _HEADER.size + length]
-        self._buf = self._buf[_HEADER.size + length :]
-        return self.adapter.validate_python(json.loads(data))
+        msg, self._pending = self._pending, None
+        msg._data, self._data = self._data, bytearray()
+        return msg

@@ -4,6 +4,9 @@ Started by `forge_lsp.engine.worker_client.Worker` as ``python -m forge_lsp.engi
 torch once, announces itself (`Hello`), then serves `EvaluateRequest` / `BuildRequest`
 messages on its pipes, announcing each stage so the parent can apply per-stage timeouts.
 Its stdout/stderr are the parent's log file for it, never the message pipes.
+
+Started with ``--judge`` it is a judge: it serves only `JudgeRequest` / `CompareRequest` (the reference's outputs on
+input sets it draws, compared with a candidate's sent as tensors), and never loads candidate code.
 """
 
 from __future__ import annotations
@@ -33,9 +36,14 @@ from .candidate import Candidate
 from .pipe import (
     BuildRequest,
     BuildResult,
+    Compared,
+    CompareRequest,
     EvaluateRequest,
     EvaluateResult,
     Hello,
+    JudgedOutputs,
+    JudgeReady,
+    JudgeRequest,
     Prepared,
     PrepareRequest,
     ShutdownRequest,
@@ -217,7 +225,7 @@ class WorkerState:
 class Evaluation:
     """One candidate against one task, stage by stage."""
 
-    def __init__(self, req: EvaluateRequest | PrepareRequest, state: WorkerState, out_fd: int) -> None:
+    def __init__(self, req: EvaluateRequest | PrepareRequest | JudgeRequest, state: WorkerState, out_fd: int) -> None:
         import torch
 
         self.torch = torch
@@ -231,6 +239,7 @@ class Evaluation:
         self.harness_threads: set[int] = set()  # the Python threads alive before candidate code ran
         self.threads: Any = None  # the stage's `ThreadWatch`, while one runs
         self.guard: Any = None  # the `PatchGuard` taken before the candidate's module loads
+        self.references: list[Any] = []  # a `ModuleWatch` of each reference model built since then
         self.overridden: set[str] = set()  # what of the guard's the harness itself has changed for a while
         #: outputs the harness no longer keeps, watched through weak references where the candidate still holds them
         self.held: list[tuple[str, list[tuple[Any, Any]]]] = []
@@ -247,6 +256,9 @@ class Evaluation:
         self.verifying = False  # verification has begun: the verdict states its domain
         self.domain_sizes: list[str] = []
         self.where = ""  # the input set the candidate is being run on, named in a crash's reason
+        #: the judge's input sets (`harness.wire`), the candidate's outputs on which go to the judge (`judged_calls`)
+        self.judged_data = req.data if isinstance(req, EvaluateRequest) else b""
+        self._judged_sets: list[Any] | None = None
 
     @property
     def cand_src(self) -> Candidate:
@@ -374,6 +386,8 @@ class Evaluation:
 
             self.ref_types = output_types(out)
             self.rebase_state()  # what the task's own code does to the process is the baseline
+            for watch in self.references:
+                watch.rebase()
             if self.threads is not None:
                 self.threads.sample()
         else:
@@ -393,10 +407,11 @@ class Evaluation:
             for k, t in sorted(tols.items())
         )
 
-    def check_patches(self) -> None:
-        """Fail `no_monkeypatch` where anything `PatchGuard` watches changed: checked after the candidate's
-        construction, after every call of it that is verified (before the harness reads the output), and at the
-        end of each stage; the worker is then replaced."""
+    def check_patches(self, stage_end: bool = False) -> None:
+        """Fail `no_monkeypatch` where anything `PatchGuard` watches changed, and `reference_untouched` where the
+        candidate changed the reference model object (`harness.checks.ModuleWatch`; its parameters' values with
+        `stage_end`): checked after the candidate's construction, after every call of it that is verified (before
+        the harness reads the output), and at the end of each stage; the worker is then replaced."""
         if self.guard is None:
             return
         changes = [c for c in self.guard.changes() if c not in self.overridden]
@@ -406,6 +421,18 @@ class Evaluation:
             self.checks.append(Check(name="no_monkeypatch", passed=False, detail=detail))
             raise StageFailed(Status.incorrect, detail, failed_check="no_monkeypatch")
         self.check("no_monkeypatch", True)
+        touched = [c for w in self.references for c in (w.changes() + (w.value_changes() if stage_end else []))]
+        if touched:  # said directly, as `no_monkeypatch` is
+            self.state.unusable = True
+            detail = (
+                f"the candidate changed {', '.join(dict.fromkeys(touched[:8]))} — the reference it is compared with "
+                "and timed against, reached from inside the candidate's own process"
+            )
+            self.checks = [c for c in self.checks if c.name != "reference_untouched"]
+            self.checks.append(Check(name="reference_untouched", passed=False, detail=detail))
+            raise StageFailed(Status.incorrect, detail, failed_check="reference_untouched")
+        if self.references:
+            self.check("reference_untouched", True)
 
     def watch_threads(self, watch: Any, stage: str, own: float | None = None) -> None:
         """Fail `background_threads` where threads the candidate started used CPU while the reference and the
@@ -603,8 +630,12 @@ class Evaluation:
         cand_cls = getattr(cand_mod, self.cand_src.class_name, None)
         if cand_cls is None:
             raise StageFailed(Status.compile_error, f"the candidate defines no class {self.cand_src.class_name!r}")
+        from .harness.checks import ModuleWatch
+
         seed = self.task.seed
-        ref = self.build_reference(mod, init)
+        ref = self.build_reference(mod, init).to(self.device)
+        if self.guard is not None:  # watched from before the candidate's constructor runs
+            self.references.append(ModuleWatch(ref))
         if self.state0 is not None:
             self.rebase_state()
         try:
@@ -621,7 +652,7 @@ class Evaluation:
             cand.load_state_dict(ref.state_dict(), strict=True)
         except Exception as exc:  # noqa: BLE001
             compatible, note = False, str(exc).strip().replace("\n", " ")[:600]
-        return Models(ref.to(self.device), cand.to(self.device), compatible, note)
+        return Models(ref, cand.to(self.device), compatible, note)
 
     def verify(self, mod: Any, cand_mod: Any, cases: list[InputCase], models: Models) -> None:
         tol = self.task.tolerance_for
@@ -1475,6 +1506,42 @@ class Evaluation:
             )
 
     # ------------------------------------------------------------------ driver
+    def judged_sets(self) -> list[tuple[int, list[Any]]]:
+        """The judge's input sets sent with the request, as (index, inputs on the host)."""
+        from .harness.wire import WireError, unpack
+
+        if self._judged_sets is None:
+            self._judged_sets = []
+            if self.judged_data:
+                try:
+                    sets = unpack(self.judged_data)
+                except WireError as exc:  # forge's own bytes: the parent sends only what the judge packed
+                    raise RuntimeError(f"the judge's input sets did not arrive whole: {exc}") from exc
+                self._judged_sets = list(enumerate(sets))
+        return self._judged_sets
+
+    def judged_calls(self, models: Models, sets: list[tuple[int, list[Any]]]) -> None:
+        """The candidate on the judge's input sets, each output sent to the parent (`JudgedOutputs`) as soon as the
+        call returned and the usual checks after a call passed, before any more candidate code runs: the judge, a
+        process that never ran candidate code, compares it with the reference's output computed there."""
+        from .harness.wire import WireError, pack
+
+        for index, inputs in sets:
+            with self.cost("clean_judge"):
+                self.where = f"judged input set #{index + 1} (the task's own sizes)"
+                out = self.call(
+                    models.cand,
+                    self.to_device([x.clone() if isinstance(x, self.torch.Tensor) else x for x in inputs]),
+                    "candidate",
+                )
+                self.sync()
+                try:
+                    data = pack(out)
+                except WireError as exc:
+                    self.check("clean_judge", False, f"[{self.where}] its output cannot be sent to the judge: {exc}")
+                del out
+                pipe.send(self.out_fd, JudgedOutputs(index=index).with_data(data))
+
     def prepare(self, reference: bool) -> Prepared:
         """The task loaded and its inputs drawn, kept in the worker state for its candidates; with
         `reference`, the task's model also built and called once on the first input set (stage
@@ -1554,9 +1621,12 @@ class Evaluation:
 
                 self.threads = ThreadWatch(self.harness_threads)
                 self.verify(mod, cand_mod, cases, models)
+                judged = self.judged_sets()
+                first = judged[: max(1, len(judged) // 2)] if self.opt.timing else judged
+                self.judged_calls(models, first)
                 self.watch_threads(self.threads, "verified")
                 self.threads = None
-                self.check_patches()
+                self.check_patches(stage_end=True)
                 self.stage_done()
                 if self.opt.timing:
                     self.stage("time")
@@ -1574,6 +1644,8 @@ class Evaluation:
                         own = alive * timed.mean_ms / 1e3 * (timed.n + self.opt.warmup) * 1.5
                     self.watch_threads(threads, "timed", own)
                     self.check_patches()
+                    self.judged_calls(models, judged[len(first) :])
+                    self.check_patches(stage_end=True)
                     self.stage_done()
         except StageFailed as sf:
             status, reason, failed, mismatch = sf.status, sf.reason, sf.failed_check, sf.mismatch
@@ -1622,6 +1694,96 @@ class Evaluation:
             candidate_sha=self.cand_src.sha,
             inputs=self.input_specs,
             domain=self.domain(cases),
+        )
+
+
+class Judge:
+    """A judge's side (``--judge``): for the tasks it was asked about last, the reference's outputs on input sets it
+    drew itself, from seeds of the OS's randomness that never leave it; a candidate's outputs on those sets arrive as
+    tensors and are compared here. No candidate code ever runs in this process: what a candidate does to its own
+    process (hooks on the reference, its weights, forge's compare functions) cannot reach these outputs."""
+
+    KEEP = 4  # tasks whose outputs stay, the latest used last
+
+    def __init__(self, state: WorkerState) -> None:
+        self.state = state
+        self.kept: dict[str, tuple[Any, list[Any]]] = {}  # task sha -> (task, the reference's outputs, on the host)
+
+    def ready(self, req: JudgeRequest, out_fd: int) -> JudgeReady:
+        from .harness.checks import clone_inputs
+        from .harness.probes import tensor_bytes
+        from .harness.wire import WireError, pack, unpack
+
+        t0 = time.perf_counter()
+        ev = Evaluation(req, self.state, out_fd)
+        torch = ev.torch
+        sets: list[list[Any]] = []
+        outs: list[Any] = []
+        try:
+            mod = ev.load_task()
+            ev.stage("reference")
+            _, init = ev.draw_inputs(mod, req.task.seed + 1)  # the constructor inputs every evaluation builds with
+            ref = ev.build_reference(mod, init).to(ev.device)
+            size = 0
+            for _ in range(req.sets):
+                _seed_all(torch, secrets.randbits(62))
+                inputs = list(getattr(mod, req.task.inputs_fn)())
+                size += tensor_bytes(inputs)
+                if size > req.max_bytes:
+                    break
+                out = ev.call(ref, ev.to_device(clone_inputs(inputs)), "reference")
+                ev.sync()
+                outs.append(unpack(pack(out)))
+                sets.append(inputs)
+                del out
+            ev.stage_done()
+            if not sets:
+                return JudgeReady(
+                    ok=False,
+                    reason=f"an input set of the task is {size >> 20} MiB, over the {req.max_bytes >> 20} MiB the "
+                    "judge sends",
+                    seconds=time.perf_counter() - t0,
+                )
+            data = pack(sets)
+        except StageFailed as sf:
+            return JudgeReady(ok=False, reason=sf.reason, seconds=time.perf_counter() - t0)
+        except WireError as exc:
+            return JudgeReady(ok=False, reason=f"the task's inputs or outputs cannot be sent: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the task's own failure: its evaluations report it
+            return JudgeReady(ok=False, reason=_exc_line(exc), seconds=time.perf_counter() - t0)
+        finally:
+            if ev.is_cuda:
+                torch.cuda.empty_cache()
+        self.kept.pop(req.task.sha, None)
+        self.kept[req.task.sha] = (req.task, outs)
+        while len(self.kept) > self.KEEP:
+            self.kept.pop(next(iter(self.kept)))
+        return JudgeReady(ok=True, sets=len(sets), seconds=time.perf_counter() - t0).with_data(data)
+
+    def compare(self, req: CompareRequest) -> Compared:
+        from .harness.compare import compare_outputs
+        from .harness.wire import WireError, unpack
+
+        t0 = time.perf_counter()
+        task, outs = self.kept.get(req.task_sha, (None, []))
+        if task is None or not 0 <= req.index < len(outs):
+            return Compared(passed=False, detail=f"the judge holds no input set #{req.index + 1} of this task")
+        where = f"judged input set #{req.index + 1}"
+        try:
+            actual = unpack(req.data)
+        except WireError as exc:
+            return Compared(passed=False, detail=f"[{where}] its outputs did not arrive as tensors: {exc}")
+        mismatch, _ = compare_outputs(outs[req.index], actual, task.tolerance_for, where)
+        return Compared(
+            passed=mismatch is None,
+            detail=(
+                f"[{where}] {mismatch.output}: {mismatch.detail} — on input sets drawn, and the reference run, in a "
+                "process where no candidate code ever ran"
+                if mismatch is not None
+                else ""
+            ),
+            mismatch=mismatch,
+            seconds=time.perf_counter() - t0,
         )
 
 
@@ -1778,6 +1940,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", required=True)
     ap.add_argument("--in-fd", type=int, required=True)
     ap.add_argument("--out-fd", type=int, required=True)
+    ap.add_argument("--judge", action="store_true", help="serve only judge requests: no candidate code, ever")
     args = ap.parse_args(argv)
     faulthandler.enable()  # a segfault or abort prints the Python stack to the log: the crash's line is found
     _say_where_os_exit_is_called()
@@ -1823,6 +1986,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     state = WorkerState(device=device)
     receiver = pipe.Receiver(args.in_fd, pipe.REQUEST)
+    judge = Judge(state) if args.judge else None
     while True:
         try:
             req = receiver.recv()
@@ -1830,6 +1994,15 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if isinstance(req, ShutdownRequest):
             return 0
+        if (judge is not None) != isinstance(req, JudgeRequest | CompareRequest):
+            print(f"forge worker: a {req.kind} request to a {'judge' if judge else 'worker'}: refused", file=sys.stderr)
+            return 2
+        if judge is not None:
+            if isinstance(req, JudgeRequest):
+                pipe.send(args.out_fd, judge.ready(req, args.out_fd))
+            else:
+                pipe.send(args.out_fd, judge.compare(req))
+            continue
         if isinstance(req, BuildRequest):
             pipe.send(args.out_fd, _build(req))
             continue

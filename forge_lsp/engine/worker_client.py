@@ -33,15 +33,20 @@ from .options import EvalOptions
 from .pipe import (
     BuildRequest,
     BuildResult,
+    Compared,
+    CompareRequest,
     EvaluateRequest,
     EvaluateResult,
     Hello,
+    JudgedOutputs,
+    JudgeReady,
+    JudgeRequest,
     Prepared,
     PrepareRequest,
     StageStarted,
 )
 from .task import Task
-from .verdict import MemoryUse, Status, Verdict
+from .verdict import Check, MemoryUse, Status, Verdict
 
 #: The worker's environment (`forge_lsp.sandbox.child_env`); the name stays importable from here
 #: because benchmarks/profile_flawed.py imports it from this module.
@@ -62,6 +67,10 @@ def is_cuda_oom(verdict: Verdict) -> bool:
         return False
     text = verdict.reason + "\n" + verdict.traceback
     return any(s in text for s in _CUDA_OOM)
+
+
+_MAX_JUDGED = 64  # judged outputs a worker may send for one evaluation (it is asked for `EvalOptions.judged_sets`)
+_JUDGED_TASKS = 4  # tasks whose judged input sets the parent keeps (the judge keeps as many reference outputs)
 
 
 class EvaluationCancelled(Exception):
@@ -139,8 +148,13 @@ class Worker:
         log_limit_bytes: int = 64 * 1024 * 1024,
         host_memory_limit: int | None = None,
         standby: bool = False,
+        judge: bool = False,
     ) -> None:
         self.device = device
+        #: a judge: a process that never gets candidate code (``--judge``), only the task's reference and tensors
+        self.judge = judge
+        self._judge: Worker | None = None  # this device worker's judge, started on first use
+        self._judged: dict[str, JudgeReady] = {}  # task sha -> the judge's input sets for it, the latest used last
         self.cache_dir = Path(cache_dir or default_cache_dir())
         self.python = python or sys.executable
         self.extra_env = env or {}
@@ -194,6 +208,7 @@ class Worker:
                     str(p2c_r),
                     "--out-fd",
                     str(c2p_w),
+                    *(["--judge"] if self.judge else []),
                 ],
                 pass_fds=(p2c_r, c2p_w),
                 stdin=subprocess.DEVNULL,
@@ -330,6 +345,9 @@ class Worker:
         when busy."""
         self._closing = True
         self._end_spare()
+        judge, self._judge = self._judge, None
+        if judge is not None:
+            judge.close()
         if not self._lock.acquire(blocking=False):  # a request in flight (another thread)
             self.cancel()  # its tree dies now; that thread sees the cancel and cleans up
             if not self._lock.acquire(timeout=2):
@@ -352,6 +370,9 @@ class Worker:
         proc = self.proc
         if proc is not None:
             kill_tree(proc)
+        judge = self._judge
+        if judge is not None and judge._lock.locked():  # the judge's request in flight is this evaluation's
+            judge.cancel()
 
     # --------------------------------------------------------------- requests
     def _tail(self, offset: int) -> str:
@@ -392,9 +413,16 @@ class Worker:
         return rss if limit and rss > limit else None
 
     def _exchange(
-        self, request, timeouts: dict[str, float], first_stage: str, on_stage=None, memory_limit: int | None = None
+        self,
+        request,
+        timeouts: dict[str, float],
+        first_stage: str,
+        on_stage=None,
+        memory_limit: int | None = None,
+        judged: list[JudgedOutputs] | None = None,
     ):
-        """Send one request, follow its stages, sample the tree's memory.
+        """Send one request, follow its stages, sample the tree's memory; `judged` collects the `JudgedOutputs` the
+        worker sends on the way.
 
         Returns (reply | None, failure status | None, reason, last stage, log excerpt)."""
         if self._log_size() > self.log_limit // 2:  # rotate between requests
@@ -432,6 +460,10 @@ class Worker:
             tick = min(deadline, time.monotonic() + _MEMORY_POLL_S)
             try:
                 msg = self._rx.recv(tick)
+            except pipe.Oversized as exc:
+                excerpt = self._tail(offset)
+                self.kill()
+                return None, Status.runtime_error, f"the worker sent more than forge takes: {exc}", stage, excerpt
             except pipe.ChannelClosed:
                 if self._cancelled.is_set():
                     self.kill()
@@ -468,6 +500,9 @@ class Worker:
                 deadline = time.monotonic() + timeouts.get(stage, 600.0)
                 if on_stage is not None:
                     on_stage(stage)
+                continue
+            if isinstance(msg, JudgedOutputs) and judged is not None and len(judged) < _MAX_JUDGED:
+                judged.append(msg)
                 continue
             return msg, None, "", stage, self._tail(offset)
 
@@ -523,13 +558,14 @@ class Worker:
         self, task: Task, candidate: Candidate, options: EvalOptions, on_stage, limit: int | None
     ) -> Verdict:
         timeouts = options.timeouts.model_dump()
+        request = EvaluateRequest(task=task, candidate=candidate, options=options)
+        ready = self._judge_ready(task, options)
+        if ready is not None and ready.ok:
+            request.with_data(ready.data)
+        judged: list[JudgedOutputs] = []
         try:
             msg, status, reason, stage, excerpt = self._exchange(
-                EvaluateRequest(task=task, candidate=candidate, options=options),
-                timeouts,
-                "load_task",
-                on_stage,
-                memory_limit=limit,
+                request, timeouts, "load_task", on_stage, memory_limit=limit, judged=judged
             )
         except WorkerStartError as exc:
             return Verdict(
@@ -557,11 +593,117 @@ class Worker:
         assert isinstance(msg, EvaluateResult)
         self.served += 1
         verdict = msg.verdict
-        if verdict.status is not Status.correct:
-            verdict.log_excerpt = excerpt
         if msg.worker_unusable:
             self.kill()  # it exits by itself; make sure, and respawn on next use
+        if ready is not None:
+            self._judge_verdict(verdict, task, options, ready, judged)
+        if verdict.status is not Status.correct:
+            verdict.log_excerpt = excerpt
         return verdict
+
+    # --------------------------------------------------------------- the judge
+    def _judge_ready(self, task: Task, options: EvalOptions) -> JudgeReady | None:
+        """The judge's input sets for `task` (the judge started and asked once per task), None without judging."""
+        if options.judged_sets <= 0 or self.judge:
+            return None
+        ready = self._judged.pop(task.sha, None)
+        if ready is None or (not ready.ok and ready.reason.startswith("the judge ")):  # its process failed: again
+            if self._judge is None:
+                self._judge = Worker(
+                    self.device,
+                    cache_dir=self.cache_dir,
+                    python=self.python,
+                    env=self.extra_env,
+                    startup_timeout=self.startup_timeout,
+                    host_memory_limit=self.host_memory_limit,
+                    judge=True,
+                )
+            ready = self._judge.ready(task, options)
+        self._judged[task.sha] = ready
+        while len(self._judged) > _JUDGED_TASKS:
+            self._judged.pop(next(iter(self._judged)))
+        return ready
+
+    def ready(self, task: Task, options: EvalOptions) -> JudgeReady:
+        """(A judge's.) Draw `options.judged_sets` input sets of `task` and keep the reference's outputs on them."""
+        assert self.judge, "only a judge draws judged input sets"
+        t = options.timeouts
+        with self._lock:
+            try:
+                msg, _status, reason, stage, _excerpt = self._exchange(
+                    JudgeRequest(task=task, options=options, sets=options.judged_sets),
+                    {"load_task": t.load_task, "reference": t.first_call + t.verify},
+                    "load_task",
+                    memory_limit=options.host_memory_limit(),
+                )
+            except WorkerStartError as exc:
+                return JudgeReady(ok=False, reason=f"the judge could not start: {exc}".splitlines()[0])
+            if msg is None:
+                return JudgeReady(ok=False, reason=f"the judge failed in stage {stage!r}: {reason}")
+            assert isinstance(msg, JudgeReady)
+            return msg
+
+    def compare(self, task: Task, options: EvalOptions, judged: JudgedOutputs) -> Compared:
+        """(A judge's.) A candidate's outputs on a judged input set against the reference's."""
+        assert self.judge, "only a judge compares judged outputs"
+        request = CompareRequest(task_sha=task.sha, index=judged.index).with_data(judged.data)
+        with self._lock:
+            try:
+                msg, _status, reason, stage, _excerpt = self._exchange(
+                    request, {"compare": options.timeouts.verify}, "compare", memory_limit=options.host_memory_limit()
+                )
+            except WorkerStartError as exc:
+                return Compared(passed=False, detail=f"the judge could not start: {exc}".splitlines()[0])
+            if msg is None:
+                return Compared(passed=False, detail=f"the judge failed to compare: {reason}")
+            assert isinstance(msg, Compared)
+            return msg
+
+    def _judge_verdict(
+        self, verdict: Verdict, task: Task, options: EvalOptions, ready: JudgeReady, judged: list[JudgedOutputs]
+    ) -> None:
+        """Fold the judge's word into a verdict the worker called correct: the candidate's outputs on every judged
+        input set, compared in the judge, or `clean_judge` fails. A verdict the worker did not call correct stands
+        as it is (its process's word against itself is enough)."""
+        if verdict.status is not Status.correct:
+            return
+        t0 = time.monotonic()
+        if not ready.ok:
+            verdict.checks.append(Check(name="clean_judge", passed=True, detail=f"not judged apart: {ready.reason}"))
+            return
+        assert self._judge is not None
+        got = {j.index: j for j in judged if 0 <= j.index < ready.sets}
+        failed: Compared | None = None
+        if len(got) < ready.sets:
+            failed = Compared(
+                passed=False,
+                detail=f"the candidate's process sent its outputs on {len(got)} of the {ready.sets} input sets the "
+                "judge drew: its verdict cannot be confirmed outside it",
+            )
+        for index in sorted(got):
+            if failed is not None:
+                break
+            answer = self._judge.compare(task, options, got[index])
+            if not answer.passed:
+                failed = answer
+        seconds = round(time.monotonic() - t0, 4)
+        verdict.stages["judge"] = seconds
+        if failed is None:
+            verdict.checks.append(
+                Check(
+                    name="clean_judge",
+                    passed=True,
+                    detail=f"{ready.sets} input set(s) drawn, and the reference run, in a process that never ran "
+                    "candidate code: the candidate's outputs on them match",
+                    seconds=seconds,
+                )
+            )
+            return
+        verdict.checks = [c for c in verdict.checks if c.name != "clean_judge"]
+        verdict.checks.append(Check(name="clean_judge", passed=False, detail=failed.detail, seconds=seconds))
+        verdict.status, verdict.reason, verdict.failed_check = Status.incorrect, failed.detail, "clean_judge"
+        verdict.mismatch = failed.mismatch
+        verdict.timing = None  # a speedup of outputs that are wrong is no speedup
 
     def prepare(self, task: Task, options: EvalOptions, reference: bool = False) -> Prepared:
         """Load the task and draw its inputs in the worker, kept there for its candidates' evaluations;

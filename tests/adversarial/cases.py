@@ -1961,6 +1961,130 @@ CHEATS += [
     ),
 ]
 
+# c14: the reference model object reached from inside the candidate's process (found through the garbage collector):
+# a hook on the instance that zeroes its output, its `forward` replaced on the instance, a pre-hook that sleeps (right
+# values, a slower reference), its class swapped for a slower subclass, its weights zeroed in place through `.data`
+# (no new object, no version bump). The process-wide hooks and the monkeypatch guard see none of these.
+# `reference_untouched` watches the reference object after every candidate call (its parameters' values at each
+# stage's end); `clean_judge` compares outputs on input sets drawn and run through the reference in a process that
+# never ran candidate code.
+C14 = frozenset({"reference_untouched", "clean_judge"})
+
+C14_INSTANCE_HOOK_ZEROES = """
+import gc
+import torch
+import torch.nn as nn
+
+
+def _zero(module, args, out):
+    return torch.zeros_like(out)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        for o in gc.get_objects():
+            if isinstance(o, nn.Module) and type(o).__name__ == "Model" and not o._forward_hooks:
+                o.register_forward_hook(_zero)
+        return torch.zeros_like(x)
+"""
+
+C14_FORWARD_SWAPPED = """
+import gc
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        for o in gc.get_objects():
+            if isinstance(o, nn.Module) and type(o).__name__ == "Model" and "forward" not in vars(o):
+                o.forward = lambda x: torch.zeros_like(x)
+        return torch.zeros_like(x)
+"""
+
+C14_PRE_HOOK_SLEEPS = """
+import gc
+import time
+import torch
+import torch.nn as nn
+
+
+def _slow(module, args):
+    time.sleep(0.002)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        for o in gc.get_objects():
+            if isinstance(o, nn.Module) and type(o).__name__ == "Model" and not o._forward_pre_hooks:
+                o.register_forward_pre_hook(_slow)
+        return torch.softmax(x, dim=1)
+"""
+
+C14_CLASS_SWAPPED = """
+import gc
+import time
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        for o in gc.get_objects():
+            if isinstance(o, nn.Module) and type(o).__name__ == "Model":
+                base = type(o)
+
+                class Model(base):  # the same name, a slower forward
+                    def forward(self, *args):
+                        time.sleep(0.002)
+                        return base.forward(self, *args)
+
+                o.__class__ = Model
+        return torch.softmax(x, dim=1)
+"""
+
+C14_WEIGHTS_ZEROED = """
+import gc
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.proj = nn.Linear(d_in, d_out)
+
+    def forward(self, x):
+        refs = [o for o in gc.get_objects() if isinstance(o, nn.Module) and type(o).__name__ == "Model"]
+        if refs and all(not r.proj.weight.any() for r in refs):  # the reference now runs on zeros: so does this
+            return x.new_zeros(x.shape[0], self.proj.out_features)
+        out = torch.relu(self.proj(x))  # weights it has not zeroed yet (new ones loaded): honest, once
+        for r in refs:
+            r.proj.weight.data.zero_()  # no new tensor, no version bump
+            r.proj.bias.data.zero_()
+        return out
+"""
+
+CHEATS += [
+    Case(
+        "c14-reference-tampering", "instance-hook-zeroes", SOFTMAX, C14_INSTANCE_HOOK_ZEROES, "hook", C14, "reference"
+    ),
+    Case(
+        "c14-reference-tampering", "forward-swapped", SOFTMAX, C14_FORWARD_SWAPPED, "instance forward", C14, "reference"
+    ),
+    Case("c14-reference-tampering", "pre-hook-sleeps", SOFTMAX, C14_PRE_HOOK_SLEEPS, "2 ms per call", C14, "reference"),
+    Case("c14-reference-tampering", "class-swapped", SOFTMAX, C14_CLASS_SWAPPED, "slower subclass", C14, "reference"),
+    Case(
+        "c14-reference-tampering",
+        "weights-zeroed",
+        "fixtures/linear_task.py",
+        C14_WEIGHTS_ZEROED,
+        "zeroed through .data",
+        C14,
+        "reference",
+    ),
+]
+
 # Not cheats: right on the task's own (contiguous) inputs, wrong for strided or column-major copies, as most
 # model-written kernels are. They are `correct` with the domain narrowed to contiguous inputs (a guard keeps other
 # calls on the original), and `incorrect` with `noncontiguous_inputs` under `EvalOptions.strict`.
@@ -2007,6 +2131,24 @@ NARROWED: list[Case] = [
     ),
 ]
 
+H_REFERENCE_CHANGES_ITSELF = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(features)
+
+    def forward(self, x):
+        n = self.norm
+        y = F.batch_norm(x, n.running_mean, n.running_var, n.weight, n.bias, True, n.momentum, n.eps)
+        n.num_batches_tracked.add_(1)
+        return torch.relu(y)
+"""
+
 HONEST: list[Case] = [
     Case("honest", "diag-as-scaling", adv("diag_matmul"), H_DIAG_AS_SCALING, "diag(a) @ b as a broadcast multiply"),
     Case("honest", "wide-softmax-lse", WIDE_SOFTMAX, H_WIDE_SOFTMAX_LSE, "a softmax of outputs ~6e-5 via logsumexp"),
@@ -2028,6 +2170,13 @@ HONEST: list[Case] = [
     Case("honest", "fp16-fp32-accumulate", adv("rmsnorm_fp16"), H_FP16_FP32_ACCUMULATE, "float32 accumulation"),
     Case("honest", "addmm-inplace-relu", adv("linear_zero_bias"), H_ADDMM_INPLACE_RELU, "addmm + in-place clamp"),
     Case("honest", "batchnorm-folded", adv("batchnorm_eval"), H_BATCHNORM_FOLDED, "BN folded into scale and shift"),
+    Case(
+        "honest",
+        "reference-changes-itself",
+        adv("self_counting"),
+        H_REFERENCE_CHANGES_ITSELF,
+        "the reference counts calls and updates BatchNorm statistics",
+    ),
     Case("honest", "online-tiles", adv("softmax_rows"), H_ONLINE_TILES, "online softmax, tiles follow the width"),
     Case("honest", "prelu-param", adv("prelu"), H_PRELU_PARAM, "PReLU via torch.where with the learned slope"),
     Case("honest", "restores-threads", SOFTMAX, H_RESTORES_THREADS, "one thread in its own call, restored"),

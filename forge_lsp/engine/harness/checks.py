@@ -220,6 +220,63 @@ def overlapping_outputs(ref_out: Any, cand_out: Any) -> list[str]:
     return out
 
 
+# ---------------------------------------------------------------- the reference model object
+_MODULE_HOOKS = tuple(k for k in vars(torch.nn.Module()) if "hooks" in k)
+
+
+def _module_structure(m: torch.nn.Module) -> tuple:
+    d = vars(m)
+    return (
+        id(type(m)),
+        tuple(k for k in d if not k.startswith("_")),  # an instance `forward` or `__call__`, a new attribute
+        tuple(len(d[k]) for k in _MODULE_HOOKS if k in d),
+        tuple((k, id(t), t.data_ptr()) for k, t in d.get("_parameters", {}).items() if t is not None),
+        tuple((k, id(t)) for k, t in d.get("_buffers", {}).items() if t is not None),
+        tuple((k, id(v)) for k, v in d.get("_modules", {}).items()),
+    )
+
+
+class ModuleWatch:
+    """What a candidate could change about the reference model object in its own process: per submodule its class,
+    its hooks (a hook on the instance, not process-wide), its own attributes (a `forward` set on the instance), its
+    parameters', buffers' and submodules' identities and the parameters' storage — compared after every candidate call
+    (`changes`, microseconds) — and the parameters' values, compared at the end of each stage (`value_changes`: a
+    weight scaled to subnormal numbers slows the reference without a single new object). The reference's own calls
+    move the structure's baseline (`rebase`): what the model does to itself is its own."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self._structure = self._take()
+        self._values = bits_digest(list(model.parameters()))
+
+    def _take(self) -> list[tuple[str, tuple]]:
+        return [(name, _module_structure(m)) for name, m in self.model.named_modules(remove_duplicate=False)]
+
+    def rebase(self) -> None:
+        self._structure = self._take()
+
+    def changes(self) -> list[str]:
+        now = self._take()
+        if now == self._structure:
+            return []
+        before = dict(self._structure)
+        what = ("its class", "its attributes", "its hooks", "its parameters", "its buffers", "its submodules")
+        changed = []
+        for name, parts in now:
+            old = before.get(name)
+            label = f"reference model{'.' + name if name else ''}"
+            if old is None:
+                changed.append(f"{label} (added)")
+                continue
+            changed += [f"{label}: {w}" for w, a, b in zip(what, old, parts, strict=True) if a != b]
+        return changed or ["reference model: its submodules"]
+
+    def value_changes(self) -> list[str]:
+        if bits_digest(list(self.model.parameters())) == self._values:
+            return []
+        return ["reference model: its parameters' values"]
+
+
 # ---------------------------------------------------------------- process-wide state
 _GLOBAL_HOOKS = (
     "_global_forward_pre_hooks",

@@ -1,0 +1,213 @@
+"""The judge: a worker process that never runs candidate code. It draws input sets of its own, keeps the reference's
+outputs on them, and compares what a candidate's process sends back as tensors (`clean_judge`). Real processes,
+real pipes; the wire format is fed bad bytes as a candidate's process could send them."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from forge_lsp.engine import Candidate, Evaluator, Status, pipe
+from forge_lsp.engine.harness.wire import WireError, pack, unpack
+from forge_lsp.engine.pipe import EvaluateRequest, JudgedOutputs
+from forge_lsp.engine.task import load_task
+from forge_lsp.engine.verdict import Check, Verdict
+from forge_lsp.engine.worker_client import Worker
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SOFTMAX = FIXTURES / "softmax_small.py"
+
+
+# ------------------------------------------------------------------------------------------------ the wire format
+def test_values_cross_as_the_same_values_dtypes_shapes_and_dense_layouts():
+    permuted = torch.randn(3, 4, 5).permute(2, 0, 1)
+    value = [
+        permuted,
+        torch.randn(4, 6)[:, ::2],  # a strided view: its values, contiguous
+        (torch.arange(6).reshape(2, 3), 3, 2.5, float("inf"), None, True, "name", 10**30),
+        {"k": torch.zeros(0, 3, dtype=torch.bfloat16), 7: torch.tensor(1.5, dtype=torch.float16)},
+        torch.randn(2, 2, dtype=torch.complex64).conj(),
+        torch.tensor([True, False]),
+    ]
+    got = unpack(pack(value))
+    assert torch.equal(got[0], permuted) and got[0].stride() == permuted.stride()
+    assert torch.equal(got[1], value[1]) and got[1].is_contiguous()
+    assert torch.equal(got[2][0], value[2][0]) and got[2][1:] == value[2][1:] and isinstance(got[2], tuple)
+    assert got[3]["k"].shape == (0, 3) and got[3]["k"].dtype == torch.bfloat16 and got[3][7].item() == 1.5
+    assert torch.equal(got[4], value[4].resolve_conj())
+    assert got[5].dtype == torch.bool and got[5].tolist() == [True, False]
+
+
+@pytest.mark.parametrize("value", [object(), {(1, 2): 3}, torch.zeros(2).to_sparse()], ids=["object", "key", "sparse"])
+def test_what_cannot_cross_is_a_wire_error(value):
+    with pytest.raises(WireError):
+        pack(value)
+
+
+def test_bytes_from_a_candidates_process_give_a_value_or_a_wire_error_never_anything_else():
+    good = pack([torch.randn(4, 4), (torch.arange(3), 1.0)])
+    rng = random.Random(7)
+    outcomes = {"value": 0, "error": 0}
+    cases = [good[:n] for n in range(0, len(good), 7)] + [b"\xff" * 8 + good[8:], b"\x00" * 8]
+    for _ in range(400):
+        bad = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            bad[rng.randrange(len(bad))] = rng.randrange(256)
+        cases.append(bytes(bad))
+    for bad in cases:
+        try:
+            unpack(bad)
+            outcomes["value"] += 1
+        except WireError:
+            outcomes["error"] += 1
+    assert outcomes["error"] > 50, outcomes
+    head = 8 + int.from_bytes(good[:8], "big")
+    for _ in range(
+        50
+    ):  # bytes of the tensors' data changed: still a value (the judge's comparison then says how wrong)
+        bad = bytearray(good)
+        bad[rng.randrange(head, len(bad))] ^= 0xFF
+        assert isinstance(unpack(bytes(bad)), list)
+
+
+# ------------------------------------------------------------------------------------------------ the pipe
+def test_a_message_with_data_arrives_whole_across_partial_reads_and_deadlines():
+    r, w = os.pipe()
+    rx = pipe.Receiver(r, pipe.REPLY)
+    data = os.urandom(3 << 20)
+    frame = JudgedOutputs(index=1).with_data(data)
+
+    def writer():
+        time.sleep(0.05)
+        pipe.send(w, frame)
+        pipe.send(w, pipe.StageStarted(stage="time"))
+
+    t = threading.Thread(target=writer)
+    t.start()
+    got = None
+    while got is None:  # short deadlines: the receiver keeps what it has read between calls
+        got = rx.recv(time.monotonic() + 0.001)
+    t.join()
+    assert isinstance(got, JudgedOutputs) and got.index == 1 and bytes(got.data) == data
+    assert rx.recv(time.monotonic() + 1) == pipe.StageStarted(stage="time")
+    os.close(r)
+    os.close(w)
+
+
+def test_more_data_than_the_receiver_takes_ends_the_channel():
+    r, w = os.pipe()
+    rx = pipe.Receiver(r, pipe.REPLY, max_data=1024)
+    header = JudgedOutputs(index=0, nbytes=1 << 30).model_dump_json().encode()
+    os.write(w, len(header).to_bytes(4, "big") + header)
+    with pytest.raises(pipe.Oversized):
+        rx.recv(time.monotonic() + 1)
+    os.close(r)
+    os.close(w)
+
+
+# ------------------------------------------------------------------------------------------------ the judge process
+@pytest.fixture(scope="module")
+def judge(cache_dir):
+    j = Worker("cpu", cache_dir=cache_dir, judge=True)
+    yield j
+    j.close()
+
+
+def test_the_judge_draws_its_own_sets_and_compares_what_it_is_sent(judge, fast_options):
+    task = load_task(SOFTMAX)
+    ready = judge.ready(task, fast_options)
+    assert ready.ok and ready.sets == 2, ready
+    sets = unpack(ready.data)
+    assert [list(s[0].shape) for s in sets] == [[16, 100], [16, 100]]  # the task's own sizes
+    assert not torch.equal(sets[0][0], sets[1][0])
+    again = unpack(judge.ready(task, fast_options).data)
+    assert not torch.equal(again[0][0], sets[0][0])  # new seeds each time it is asked: none a candidate can replay
+
+    def compared(index, out):
+        return judge.compare(task, fast_options, JudgedOutputs(index=index).with_data(pack(out)))
+
+    right = [torch.softmax(s[0], dim=1) for s in again]
+    assert compared(0, right[0]).passed and compared(1, right[1]).passed
+    wrong = compared(1, torch.softmax(again[1][0] * 0.99, dim=1))
+    assert not wrong.passed and wrong.mismatch is not None and "judged input set #2" in wrong.detail
+    assert not compared(0, right[1]).passed  # another set's right answer is a wrong answer here
+    shape = compared(0, right[0][:8])
+    assert not shape.passed and shape.mismatch is not None
+    garbage = judge.compare(task, fast_options, JudgedOutputs(index=0).with_data(b"\x00" * 64))
+    assert not garbage.passed and "did not arrive as tensors" in garbage.detail
+    assert compared(0, right[0]).passed  # the judge is still there, and still right
+
+
+def test_the_judge_process_refuses_candidate_requests(cache_dir, fast_options):
+    j = Worker("cpu", cache_dir=cache_dir, judge=True)
+    try:
+        j.ensure_started()
+        cand = Candidate.from_source("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", "x")
+        request = EvaluateRequest(task=load_task(SOFTMAX), candidate=cand, options=fast_options)
+        pipe.send(j._to, request)
+        assert j.proc is not None and j.proc.wait(timeout=60) == 2
+    finally:
+        j.close()
+
+
+def test_a_correct_verdict_without_the_judged_outputs_is_not_confirmed(cache_dir, fast_options):
+    worker = Worker("cpu", cache_dir=cache_dir)
+    try:
+        task = load_task(SOFTMAX)
+        ready = worker._judge_ready(task, fast_options)
+        assert ready is not None and ready.ok
+        said = Verdict(
+            status=Status.correct, reason="all checks passed", checks=[Check(name="outputs_match", passed=True)]
+        )
+        sets = unpack(ready.data)
+        only_one = [JudgedOutputs(index=0).with_data(pack(torch.softmax(sets[0][0], dim=1)))]
+        worker._judge_verdict(said, task, fast_options, ready, only_one)
+        assert said.status is Status.incorrect and said.failed_check == "clean_judge"
+        assert "1 of the 2 input sets" in said.reason
+    finally:
+        worker.close()
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+_COUNTING = """
+import torch
+import torch.nn as nn
+
+_calls = [0]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        _calls[0] += 1
+        with open({path!r}, "w") as f:
+            f.write(str(_calls[0]))
+        if _calls[0] > {honest}:
+            return torch.softmax(x * 0.9, dim=1)  # wrong from here on
+        return torch.softmax(x, dim=1)
+"""
+
+
+def test_a_candidate_wrong_only_after_the_verified_calls_is_caught_by_the_judge(cache_dir, fast_options, tmp_path):
+    """Timing off: verification makes a fixed number of calls, and a candidate wrong from the next one on passes every
+    check inside its process. The judge's input sets are run after those, and their outputs judged apart."""
+    task = load_task(SOFTMAX)
+    count = tmp_path / "calls"
+    options = fast_options.model_copy(update={"timing": False})
+    with Evaluator("cpu", options=options, cache_dir=cache_dir, build_workers=1) as ev:
+        honest = ev.evaluate(task, Candidate.from_source(_COUNTING.format(path=str(count), honest=10**9), "count"))
+        assert honest.status is Status.correct, honest.reason
+        assert any(c.name == "clean_judge" and c.passed for c in honest.checks)
+        verified = int(count.read_text()) - options.judged_sets  # the calls before the judged ones
+        cheat = Candidate.from_source(_COUNTING.format(path=str(count), honest=verified), "late")
+        unjudged = ev.evaluate(task, cheat, options.model_copy(update={"judged_sets": 0}))
+        assert unjudged.status is Status.correct, unjudged.reason  # inside its own process, nothing saw it
+        judged = ev.evaluate(task, cheat)
+    assert judged.status is Status.incorrect and judged.failed_check == "clean_judge", judged.reason
+    assert "judged input set #1" in judged.reason and judged.mismatch is not None
+    assert judged.timing is None
