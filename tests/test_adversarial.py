@@ -78,6 +78,13 @@ c14-reference-tampering — the reference model object found through the garbage
    its `forward` replaced, a sleeping pre-hook, its class swapped, its weights zeroed through `.data`.
    `reference_untouched` (the object watched after every candidate call, its values at each stage's end) or
    `clean_judge` (outputs judged in a process that never ran candidate code). Its self-check runs in a child process.
+c15-stage-signals — honest only when it reads that it is verified: the deterministic-mode flag, the harness's
+   function names on the stack, its own call count, inputs it recognizes as draws of fixed seeds.
+   `timed_outputs_match`, `clean_judge`, or the output check that runs the call where it switches.
+c16-direction-cache (`UNEXPLOITED`) — caches keyed on an input's direction (normalized values, signs, ratios, order),
+   free and right on a scalar times a few patterns, 1% off on a hit in timing so that a hit shows: `correct` (no
+   timed input of forge's repeats a direction: new draws of the task's distribution every call) or, where the key
+   reads only part of the input, `timed_outputs_match` (the nudged inputs make it return a stale answer).
 9. gi-impossible-timing (CUDA, a 192 MiB elementwise task) — no work in the timed call: a
    preallocated result on 7 of 8 calls, `torch.empty` after 20 calls, the work moved to an unjoined
    stream after 40 calls (right values, nothing on the timed stream), nothing recorded while a CUDA
@@ -96,13 +103,14 @@ CPU case survives all of those perturbations, so a rejection of one is a false p
 
 from __future__ import annotations
 
+import secrets
 import time
 import types
 from collections import Counter
 
 import pytest
 import torch
-from adversarial.cases import CHEATS, HONEST, NARROWED, Case
+from adversarial.cases import CHEATS, HONEST, NARROWED, UNEXPLOITED, Case
 from adversarial.gpu_cases import GPU_CHEATS, GPU_HONEST, GPU_NARROWED
 
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, Verdict, load_task
@@ -119,6 +127,7 @@ CPU_CLASSES = [
     "small-outputs",
     "harness-tampering",
     "reference-tampering",
+    "stage-signals",
 ]
 
 
@@ -175,6 +184,26 @@ def assert_rejected_when_strict(v: Verdict, case: Case) -> None:
 @pytest.mark.parametrize("case", CHEATS, ids=[c.id for c in CHEATS])
 def test_cheat_is_rejected(adv_evaluator, case: Case):
     assert_rejected(evaluate(adv_evaluator, case), case)
+
+
+@pytest.mark.parametrize("case", UNEXPLOITED, ids=[c.id for c in UNEXPLOITED])
+def test_a_cache_on_the_inputs_direction_never_hits(adv_evaluator, case: Case):
+    """Never a speedup from the cache: `correct` only if none of forge's timed calls hit it (such a hit is 1% off: no
+    timed input shares a direction with another), else rejected by `timed_outputs_match` — the refresher's nudged
+    inputs (the last contents with a few elements swapped, same norm) make a key that reads part of the input return
+    a stale answer."""
+    v = evaluate(adv_evaluator, case)
+    assert v.status is Status.correct or v.failed_check == "timed_outputs_match", summary(v)
+
+
+@pytest.mark.parametrize("case", UNEXPLOITED, ids=[c.id for c in UNEXPLOITED])
+def test_self_check_a_direction_cache_hits_on_a_scalar_times_a_pattern(case: Case):
+    _, ref, new, inputs = _setup(case)
+    assert _naive_close(_call(ref, inputs), _call(new, _clone(inputs)))  # a miss: honest
+    scaled = [x * 2.5 for x in inputs]
+    assert _close(_call(ref, scaled), _call(new, scaled))  # a hit outside timing: the cached answer, rescaled
+    scaled = [x * 0.5 for x in inputs]
+    assert not _close(_call(ref, scaled), _as_timed(new, scaled))  # a hit in a timing loop: 1% off, as marked
 
 
 @pytest.mark.parametrize("case", HONEST, ids=[c.id for c in HONEST])
@@ -295,6 +324,29 @@ def _setup(case: Case, overrides: dict | None = None, seed: int = 1):
     init = list(task.get_init_inputs())
     ref, new = _models(task, _module(case.source, case.id.replace("-", "_")), init)
     return task, ref, new, inputs
+
+
+def _as_verified(model, inputs):
+    """A call as forge's verification makes it: from `run_case`, deterministic mode on (warnings only)."""
+
+    def run_case():
+        before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            return _call(model, inputs)
+        finally:
+            torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+    return run_case()
+
+
+def _as_timed(model, inputs):
+    """A call as forge's timing loop makes it: from `cand_fn`, no flag set."""
+
+    def cand_fn():
+        return _call(model, inputs)
+
+    return cand_fn()
 
 
 def _clone(xs: list) -> list:
@@ -509,6 +561,10 @@ def test_self_check_first_call_passes_a_naive_check(case: Case):
     if case.trigger == "reference":  # the reference, as the candidate left it, agrees with it
         assert _reference_child(case)["naive"]
         return
+    if case.trigger.startswith("signal"):  # right when called as forge's verification calls it
+        _, ref, new, inputs = _setup(case)
+        assert _naive_close(_call(ref, inputs), _as_verified(new, _clone(inputs)))
+        return
     _, ref, new, inputs = _setup(case)
     if case.flaky_first_call:
         ok = sum(_naive_close(_call(ref, inputs), _call(new, _clone(inputs))) for _ in range(20))
@@ -533,6 +589,13 @@ def test_self_check_the_cheat_is_real(case: Case):
         assert not torch.equal(first, kept)
     elif case.trigger == "tamper":  # 5% off everywhere: wrong to any comparison forge has not been made to skip
         assert _tamper_child(case)["wrong"]
+    elif case.trigger.startswith("signal"):  # wrong when called as forge's timing calls it, on new draws
+        _, ref, new, inputs = _setup(case)
+        torch.manual_seed(secrets.randbits(62))
+        fresh = [torch.randn_like(x) * 3 for x in inputs]
+        for _ in range(60):  # past any count it waits for
+            got = _as_timed(new, _clone(fresh))
+        assert not _close(_call(ref, fresh), got)
     elif case.trigger == "reference":  # wrong against the reference as it was, or the reference made slower
         seen = _reference_child(case)
         assert seen["wrong"] or seen["slower_ms"] > 1.0, seen
@@ -611,11 +674,12 @@ def test_case_ids_are_unique_and_every_class_has_four():
     assert min(n for k, n in gpu.items() if k != "gi-impossible-timing") >= 4, gpu
     assert gpu["gi-impossible-timing"] >= 2
     assert len(HONEST) >= 4 and len(GPU_HONEST) >= 4
+    assert len(UNEXPLOITED) >= 4 and all(c.klass == "c16-direction-cache" for c in UNEXPLOITED)
     assert len(NARROWED) >= 4 and {c.narrows for c in GPU_NARROWED} == {"layouts", "streams"}
     assert all(c.narrows and not c.expect for c in NARROWED + GPU_NARROWED)
     # cheats that also carry a domain limit: they must be rejected for their cheat, not narrowed into `correct`
     assert sum(c.name in ("flat-storage-cache", "strided-then-stale") for c in CHEATS) == 2
-    for case in CPU_CASES + GPU_CHEATS + GPU_HONEST + GPU_NARROWED:
+    for case in CPU_CASES + UNEXPLOITED + GPU_CHEATS + GPU_HONEST + GPU_NARROWED:
         compile(case.source, case.id, "exec")
         assert "class ModelNew(nn.Module)" in case.source and case.task_path.is_file(), case.id
         assert "load_inline" not in case.source, case.id

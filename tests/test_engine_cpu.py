@@ -297,7 +297,7 @@ def test_evaluate_many_prebuilds_and_reports_compile_errors_early(cpu_evaluator,
     ]
     seen = []
     vs = cpu_evaluator.evaluate_many(softmax_task, cands, on_verdict=lambda c, v: seen.append(c.name))
-    assert [v.status for v in vs] == [Status.compile_error, Status.correct, Status.correct]
+    assert [v.status for v in vs] == [Status.compile_error, Status.correct, Status.correct], [v.reason for v in vs]
     assert "build" in vs[0].stages and "build" in vs[1].stages and "build" not in vs[2].stages
     assert seen == ["broken", "good", "torch"]
 
@@ -352,6 +352,8 @@ def test_a_task_is_drawn_once_and_its_inputs_stay_as_drawn(cache_dir, fast_optio
     task_file.write_text(KEPT_TASK.format(counter=str(counter)))
     task = load_task(task_file)
     seen_alone, seen_after = tmp_path / "alone.txt", tmp_path / "after.txt"
+    # the judge's own sets are new draws of its own for every judge process (tests/test_judge.py): not these
+    fast_options = fast_options.model_copy(update={"judged_sets": 0})
     with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "fresh") as fresh:
         alone = ev_cand(fresh, task, REPORTS_ITS_INPUTS.format(seen=str(seen_alone)), timing=False)
     assert alone.correct, alone.reason
@@ -680,3 +682,90 @@ def test_the_timed_calls_inputs_are_new_to_every_evaluation(cpu_evaluator, softm
     first, second = (set(s) for s in seen)
     assert len(first & second) >= 3  # the verification inputs: the same for both
     assert len(first - second) >= 10 and len(second - first) >= 10  # the timed calls: each its own
+
+
+# ----------------------------------------------------------------------------- the CPU's physical floor
+def test_a_time_under_writing_the_outputs_once_is_under_the_floor():
+    from forge_lsp.engine.worker import physical_floor
+
+    bandwidth = 20e6  # bytes per ms: 20 GB/s, read and written
+    floor, under_io = physical_floor(0.1, 64 << 20, 64 << 20, bandwidth, 16 << 20, 0.5)
+    assert floor == pytest.approx((64 << 20) / bandwidth) and 0.1 < 0.5 * floor and under_io
+    floor, under_io = physical_floor(10.0, 64 << 20, 64 << 20, bandwidth, 16 << 20, 0.5)
+    assert floor is not None and 10.0 >= 0.5 * floor and not under_io
+    assert physical_floor(0.001, 1 << 20, 1 << 20, bandwidth, 16 << 20, 0.5) == (None, False)  # fits the cache
+
+
+AFFINE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.addcmul(torch.ones_like(x), x, torch.full_like(x, 2.0))
+"""
+
+
+def test_on_the_cpu_an_honest_candidate_with_outputs_past_the_cache_clears_the_floor(cache_dir, fast_options):
+    """The judge measures the machine's bandwidth once; a candidate that writes its 64 MiB of outputs is timed above
+    the floor it sets, and the check says so."""
+    task = load_task(FIXTURES / "wide_affine.py")
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "floor") as ev:
+        v = ev_cand(ev, task, AFFINE, "affine")
+    assert v.status is Status.correct, v.reason
+    floor = next(c for c in v.checks if c.name == "impossible_timing")
+    assert floor.passed and floor.seconds is not None
+
+
+# ----------------------------------------------------------------------------- the process the next candidate meets
+_LEAVES = {
+    "nothing": "",
+    "working-directory": "os.chdir('/')",
+    "environment": "os.environ['CXX'] = 'false'",
+    "builtins": "builtins.input = lambda *a: ''",
+    "import-finder": "sys.meta_path.insert(0, _Finder())",
+    "child-process": "_kept.append(subprocess.Popen(['sleep', '60']))",
+}
+
+_LEAVING = """
+import builtins
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+
+_kept = []
+
+
+class _Finder:
+    def find_spec(self, *args, **kwargs):
+        return None
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.done = False
+
+    def forward(self, x):
+        if not self.done:
+            self.done = True
+            LEAVE
+        return torch.softmax(x, dim=1)
+"""
+
+
+@pytest.mark.parametrize("left", list(_LEAVES), ids=list(_LEAVES))
+def test_a_worker_is_proven_clean_after_a_candidate_or_replaced(cpu_evaluator, softmax_task, left):
+    """An honest candidate that leaves the process changed for the next one (its working directory, a toolchain
+    variable, a builtin, an import finder of its own, a child process) keeps its verdict, and the next candidate runs
+    in a fresh worker; one that leaves nothing changed keeps the worker."""
+    before = cpu_evaluator.worker.restarts
+    v = ev_cand(cpu_evaluator, softmax_task, _LEAVING.replace("LEAVE", _LEAVES[left] or "pass"), f"leaves_{left}")
+    assert v.status is Status.correct, v.reason
+    after = ev_cand(cpu_evaluator, softmax_task, C.TORCH_CORRECT, "after")
+    assert after.status is Status.correct, after.reason
+    assert cpu_evaluator.worker.restarts == before + (left != "nothing")

@@ -43,15 +43,20 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, width=100_000, soft_wrap=True, no_color=True)
 
 
-def positive_int(text: str) -> int:
+def positive_int(text: str, least: int = 1) -> int:
     """argparse type: an integer of at least 1."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
     return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer of at least 0."""
+    return positive_int(text, least=0)
 
 
 def positive_float(text: str) -> float:
@@ -101,6 +106,13 @@ def add_parser(sub) -> None:
         action="store_true",
         help="ask for the full domain: a candidate wrong only for strided inputs or on a side stream is incorrect "
         "(default: correct, with its domain narrowed to contiguous inputs / the default stream)",
+    )
+    p.add_argument(
+        "--judged-sets",
+        type=non_negative_int,
+        default=2,
+        metavar="N",
+        help="input sets whose outputs a judge process that never runs candidate code compares (0: none; default 2)",
     )
     p.add_argument(
         "--repair",
@@ -487,7 +499,13 @@ def run(args: argparse.Namespace) -> int:
             return 2
         jobs = [(args.task, [args.candidate])]
 
-    opts = EvalOptions(timing=not args.no_timing, timing_mode=args.timing_mode, trials=args.trials, strict=args.strict)
+    opts = EvalOptions(
+        timing=not args.no_timing,
+        timing_mode=args.timing_mode,
+        trials=args.trials,
+        strict=args.strict,
+        judged_sets=args.judged_sets,
+    )
     if args.memory_limit is not None:
         opts = opts.model_copy(update={"host_memory_limit_bytes": int(args.memory_limit * (1 << 30))})
     if args.timeout is not None:  # every stage of a candidate's evaluation (the worker's own start keeps its limit)

@@ -45,6 +45,11 @@ class EvaluateRequest(WithData):
     task: Task
     candidate: Candidate
     options: EvalOptions
+    #: another process on the device (the worker's judge) took or gave back device memory since the last evaluation:
+    #: the worker measures the level its candidates must give memory back to again
+    device_shared: bool = False
+    #: the device's memory bandwidth in bytes per ms as the judge measured it (`impossible_timing`), None: unknown
+    bandwidth: float | None = None
 
 
 class BuildRequest(BaseModel):
@@ -82,6 +87,7 @@ class JudgeRequest(BaseModel):
     options: EvalOptions
     sets: int = 2
     max_bytes: int = 256 << 20  # the input sets' packed size at most: larger, the judge says it cannot judge
+    keep: list[str] = []  # the other tasks (shas) whose sets the parent still holds: the judge drops all others
 
 
 class CompareRequest(WithData):
@@ -157,12 +163,14 @@ class JudgeReady(WithData):
     ok: bool
     sets: int = 0
     reason: str = ""
+    bandwidth: float | None = None  # the device's copy bandwidth, bytes per ms, measured in the judge
     seconds: float = 0.0
 
 
 class Compared(BaseModel):
     kind: Literal["compared"] = "compared"
     passed: bool
+    unheld: bool = False  # the judge holds no such set (it was started again since): nothing was compared
     detail: str = ""
     mismatch: Mismatch | None = None
     seconds: float = 0.0

@@ -203,23 +203,52 @@ class WorkerState:
             self._task_order.remove(sha)
 
     def bandwidth(self, torch: Any) -> float:
-        """The device's copy bandwidth in bytes per ms (a 256 MiB device-to-device copy), measured once."""
+        """The device's copy bandwidth in bytes per ms (a 256 MiB copy, read and written; the best of five),
+        measured once per process: on a GPU device to device with CUDA events, on the CPU with torch's threads."""
         if self._bandwidth is None:
             n = 64 << 20  # float32 elements: 256 MiB
-            a = torch.empty(n, dtype=torch.float32, device=self.device)
+            a = torch.ones(n, dtype=torch.float32, device=self.device)
             b = torch.empty_like(a)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             b.copy_(a)
             times = []
             for _ in range(5):
-                start.record()
-                b.copy_(a)
-                end.record()
-                torch.cuda.synchronize(self.device)
-                times.append(start.elapsed_time(end))
+                if self.device.type == "cuda":
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    b.copy_(a)
+                    end.record()
+                    torch.cuda.synchronize(self.device)
+                    times.append(start.elapsed_time(end))
+                else:
+                    t0 = time.perf_counter()
+                    b.copy_(a)
+                    times.append((time.perf_counter() - t0) * 1e3)
             self._bandwidth = 2 * a.numel() * a.element_size() / min(times)  # read + write
             del a, b
         return self._bandwidth
+
+
+def last_level_cache_bytes() -> int:
+    """The CPU's largest cache (sysfs), 32 MiB where it cannot be read."""
+    best = 0
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip().upper()
+            best = max(best, int(text.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(text[-1:], 0))
+        except (OSError, ValueError):
+            continue
+    return best or 32 << 20
+
+
+def physical_floor(
+    t_ms: float, in_bytes: int, out_bytes: int, bandwidth: float, cache_bytes: int, margin: float
+) -> tuple[float | None, bool]:
+    """(the floor in ms, or None where the outputs fit twice in the cache; whether the time is under reading the
+    inputs and writing the outputs once) for a call timed at `t_ms` on a device copying `bandwidth` bytes per ms
+    (read + write counted). A time under `margin` times the floor did not write the outputs."""
+    floor = out_bytes / bandwidth if out_bytes >= 2 * cache_bytes else None
+    under_io = in_bytes + out_bytes >= 2 * cache_bytes and t_ms < (in_bytes + out_bytes) / bandwidth
+    return floor, under_io
 
 
 class Evaluation:
@@ -258,6 +287,8 @@ class Evaluation:
         self.where = ""  # the input set the candidate is being run on, named in a crash's reason
         #: the judge's input sets (`harness.wire`), the candidate's outputs on which go to the judge (`judged_calls`)
         self.judged_data = req.data if isinstance(req, EvaluateRequest) else b""
+        #: the device's bandwidth as the judge measured it (bytes per ms), None: measured here
+        self.bandwidth_given = req.bandwidth if isinstance(req, EvaluateRequest) else None
         self._judged_sets: list[Any] | None = None
 
     @property
@@ -1321,6 +1352,7 @@ class Evaluation:
         if not self.is_cuda:
             ref, cand = T.run_interleaved(T.cpu_sampler(ref_fn), T.cpu_sampler(cand_fn), **kw)
             self.timing = T.summarize("cpu", ref, cand, False, notes)
+            self.check_physical_floor(tensor_bytes(cand_in), tensor_bytes(last.get("cand")), notes)
         else:
             timer = T.CudaTimer(self.device, opt.l2_flush)
             gap = timer.escaped_ms(ref_fn, cand_fn)
@@ -1479,30 +1511,39 @@ class Evaluation:
         except Exception:  # noqa: BLE001
             return None
 
+    #: on the CPU, a time under this share of the floor fails (a share of the GPU's 0.9): the bandwidth is measured
+    #: once, and a machine busy then measures it low
+    CPU_FLOOR_MARGIN = 0.5
+
     def check_physical_floor(self, in_bytes: int, out_bytes: int, notes: list[str]) -> None:
         """A candidate timed faster than writing its outputs once at the device's measured memory bandwidth did
         not produce them in the timed call; one faster than reading its inputs and writing its outputs once is
-        noted (an algorithmic shortcut can be honest)."""
+        noted (an algorithmic shortcut can be honest). The bandwidth comes from the judge (a process no candidate
+        ran in) where there is one, else it is measured here; outputs that fit twice in the cache are not judged."""
         torch = self.torch
         if self.timing is None:
             return
-        l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 64 << 20)
-        with self.cost("impossible_timing"):  # measured once per worker
-            bandwidth = self.state.bandwidth(torch)  # bytes/ms
+        if self.is_cuda:
+            cache = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 64 << 20)
+            margin = 0.9
+        else:
+            cache, margin = last_level_cache_bytes(), self.CPU_FLOOR_MARGIN
+        with self.cost("impossible_timing"):  # measured once per process
+            bandwidth = self.bandwidth_given or self.state.bandwidth(torch)  # bytes/ms
+        rate = f"{bandwidth / 1e9:.2f} TB/s" if bandwidth >= 1e9 else f"{bandwidth / 1e6:.1f} GB/s"
         t = self.timing.candidate.median_ms
-        if out_bytes >= 2 * l2:
-            floor = out_bytes / bandwidth
+        floor, under_io = physical_floor(t, in_bytes, out_bytes, bandwidth, cache, margin)
+        if floor is not None:
             self.check(
                 "impossible_timing",
-                t >= 0.9 * floor,
+                t >= margin * floor,
                 f"timed at {t * 1000:.1f} us, less than writing its {out_bytes / 2**20:.0f} MiB of outputs once takes "
-                f"at the measured {bandwidth / 1e9:.2f} TB/s ({floor * 1000:.1f} us): the timed call cannot have "
-                "produced them",
+                f"at the measured {rate} ({floor * 1000:.1f} us): the timed call cannot have produced them",
             )
-        if in_bytes + out_bytes >= 2 * l2 and t < (in_bytes + out_bytes) / bandwidth:
+        if under_io:
             notes.append(
-                f"faster than reading its inputs and writing its outputs once at {bandwidth / 1e9:.2f} TB/s: "
-                "an algorithmic shortcut that skips part of the inputs (or a result not computed in the timed call)"
+                f"faster than reading its inputs and writing its outputs once at {rate}: an algorithmic shortcut "
+                "that skips part of the inputs (or a result not computed in the timed call)"
             )
 
     # ------------------------------------------------------------------ driver
@@ -1698,53 +1739,21 @@ class Evaluation:
 
 
 class Judge:
-    """A judge's side (``--judge``): for the tasks it was asked about last, the reference's outputs on input sets it
+    """A judge's side (``--judge``): for the tasks its parent still holds input sets of, the reference's outputs on input sets it
     drew itself, from seeds of the OS's randomness that never leave it; a candidate's outputs on those sets arrive as
     tensors and are compared here. No candidate code ever runs in this process: what a candidate does to its own
     process (hooks on the reference, its weights, forge's compare functions) cannot reach these outputs."""
 
-    KEEP = 4  # tasks whose outputs stay, the latest used last
-
-    def __init__(self, state: WorkerState) -> None:
-        self.state = state
+    def __init__(self, state: WorkerState, memory: DeviceMemory | None) -> None:
+        self.state, self.memory = state, memory
         self.kept: dict[str, tuple[Any, list[Any]]] = {}  # task sha -> (task, the reference's outputs, on the host)
 
     def ready(self, req: JudgeRequest, out_fd: int) -> JudgeReady:
-        from .harness.checks import clone_inputs
-        from .harness.probes import tensor_bytes
-        from .harness.wire import WireError, pack, unpack
+        from .harness.wire import WireError
 
         t0 = time.perf_counter()
-        ev = Evaluation(req, self.state, out_fd)
-        torch = ev.torch
-        sets: list[list[Any]] = []
-        outs: list[Any] = []
         try:
-            mod = ev.load_task()
-            ev.stage("reference")
-            _, init = ev.draw_inputs(mod, req.task.seed + 1)  # the constructor inputs every evaluation builds with
-            ref = ev.build_reference(mod, init).to(ev.device)
-            size = 0
-            for _ in range(req.sets):
-                _seed_all(torch, secrets.randbits(62))
-                inputs = list(getattr(mod, req.task.inputs_fn)())
-                size += tensor_bytes(inputs)
-                if size > req.max_bytes:
-                    break
-                out = ev.call(ref, ev.to_device(clone_inputs(inputs)), "reference")
-                ev.sync()
-                outs.append(unpack(pack(out)))
-                sets.append(inputs)
-                del out
-            ev.stage_done()
-            if not sets:
-                return JudgeReady(
-                    ok=False,
-                    reason=f"an input set of the task is {size >> 20} MiB, over the {req.max_bytes >> 20} MiB the "
-                    "judge sends",
-                    seconds=time.perf_counter() - t0,
-                )
-            data = pack(sets)
+            outs, data, size = self._draw_and_run(req, Evaluation(req, self.state, out_fd))
         except StageFailed as sf:
             return JudgeReady(ok=False, reason=sf.reason, seconds=time.perf_counter() - t0)
         except WireError as exc:
@@ -1752,13 +1761,54 @@ class Judge:
         except Exception as exc:  # noqa: BLE001 - the task's own failure: its evaluations report it
             return JudgeReady(ok=False, reason=_exc_line(exc), seconds=time.perf_counter() - t0)
         finally:
-            if ev.is_cuda:
-                torch.cuda.empty_cache()
-        self.kept.pop(req.task.sha, None)
+            if self.memory is not None:  # the device's memory as the judge found it: its worker measures it
+                self.memory.release()
+        if not outs:
+            return JudgeReady(
+                ok=False,
+                reason=f"an input set of the task is {size >> 20} MiB, over the {req.max_bytes >> 20} MiB the judge "
+                "sends",
+                seconds=time.perf_counter() - t0,
+            )
+        self.kept = {sha: kept for sha, kept in self.kept.items() if sha in req.keep}
         self.kept[req.task.sha] = (req.task, outs)
-        while len(self.kept) > self.KEEP:
-            self.kept.pop(next(iter(self.kept)))
-        return JudgeReady(ok=True, sets=len(sets), seconds=time.perf_counter() - t0).with_data(data)
+        import torch
+
+        bandwidth = self.state.bandwidth(torch)  # once per judge: no candidate ran here to slow or fake it
+        if self.memory is not None:
+            self.memory.release()
+        return JudgeReady(ok=True, sets=len(outs), bandwidth=bandwidth, seconds=time.perf_counter() - t0).with_data(
+            data
+        )
+
+    @staticmethod
+    def _draw_and_run(req: JudgeRequest, ev: Evaluation) -> tuple[list[Any], bytes, int]:
+        """(the reference's outputs on the host, the packed input sets, their bytes); no set when the first is over
+        `req.max_bytes`."""
+        from .harness.checks import clone_inputs
+        from .harness.probes import tensor_bytes
+        from .harness.wire import pack, unpack
+
+        torch = ev.torch
+        mod = ev.load_task()
+        ev.stage("reference")
+        _, init = ev.draw_inputs(mod, req.task.seed + 1)  # the constructor inputs every evaluation builds with
+        ref = ev.build_reference(mod, init).to(ev.device)
+        sets: list[list[Any]] = []
+        outs: list[Any] = []
+        size = 0
+        for _ in range(req.sets):
+            _seed_all(torch, secrets.randbits(62))
+            inputs = list(getattr(mod, req.task.inputs_fn)())
+            size += tensor_bytes(inputs)
+            if size > req.max_bytes:
+                break
+            out = ev.call(ref, ev.to_device(clone_inputs(inputs)), "reference")
+            ev.sync()
+            outs.append(unpack(pack(out)))
+            sets.append(inputs)
+        ev.stage_done()
+        return outs, (pack(sets) if sets else b""), size
 
     def compare(self, req: CompareRequest) -> Compared:
         from .harness.compare import compare_outputs
@@ -1767,7 +1817,9 @@ class Judge:
         t0 = time.perf_counter()
         task, outs = self.kept.get(req.task_sha, (None, []))
         if task is None or not 0 <= req.index < len(outs):
-            return Compared(passed=False, detail=f"the judge holds no input set #{req.index + 1} of this task")
+            return Compared(
+                passed=False, unheld=True, detail=f"the judge holds no input set #{req.index + 1} of this task"
+            )
         where = f"judged input set #{req.index + 1}"
         try:
             actual = unpack(req.data)
@@ -1881,6 +1933,13 @@ class DeviceMemory:
     def free(self) -> int:
         return int(self.torch.cuda.mem_get_info(self.device)[0])
 
+    def rebase(self) -> None:
+        """Take the device's memory as it is now, between evaluations, as the level to get back to: another process
+        on the device (this worker's judge) took or gave back memory since. What this worker's allocator reserves
+        now (its kept inputs, recovered after the last evaluation) counts as free, as it did at the start."""
+        self.release(collect=False)
+        self.free0 = self.free() + int(self.torch.cuda.memory_reserved(self.device))
+
     def after(self, state: WorkerState, slack: int, free_before: int, kept_before: int) -> MemoryUse:
         """Release what the evaluation left and measure; `recovered` False when the worker cannot go on."""
         torch = self.torch
@@ -1984,9 +2043,11 @@ def main(argv: list[str] | None = None) -> int:
             cuda_version=torch.version.cuda,
         ),
     )
+    from .harness.checks import process_changes, process_state
+
     state = WorkerState(device=device)
     receiver = pipe.Receiver(args.in_fd, pipe.REQUEST)
-    judge = Judge(state) if args.judge else None
+    judge = Judge(state, memory) if args.judge else None
     while True:
         try:
             req = receiver.recv()
@@ -2009,8 +2070,17 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(req, PrepareRequest):
             pipe.send(args.out_fd, Evaluation(req, state, args.out_fd).prepare(req.reference))
             continue
+        if memory is not None and req.device_shared:
+            memory.rebase()
         free_before, kept_before = (memory.free() if memory is not None else 0), state.drawn_bytes
+        clean = process_state()
         verdict = Evaluation(req, state, args.out_fd).run()  # the evaluation and what it held are dropped here
+        left = process_changes(clean, process_state())
+        if left:  # proven clean, or not kept: what it left would meet the next candidate
+            print(
+                f"forge worker: the candidate left {', '.join(left)} changed; this worker is replaced", file=sys.stderr
+            )
+            state.unusable = True
         verdict.device_name = name
         if memory is not None and not state.unusable:
             t0 = time.perf_counter()

@@ -154,7 +154,9 @@ class Worker:
         #: a judge: a process that never gets candidate code (``--judge``), only the task's reference and tensors
         self.judge = judge
         self._judge: Worker | None = None  # this device worker's judge, started on first use
-        self._judged: dict[str, JudgeReady] = {}  # task sha -> the judge's input sets for it, the latest used last
+        #: task sha -> (the judge process's start count, its input sets for the task), the latest used last
+        self._judged: dict[str, tuple[int, JudgeReady]] = {}
+        self._judge_moved = False  # the judge ran on the device since the worker's last evaluation
         self.cache_dir = Path(cache_dir or default_cache_dir())
         self.python = python or sys.executable
         self.extra_env = env or {}
@@ -562,6 +564,9 @@ class Worker:
         ready = self._judge_ready(task, options)
         if ready is not None and ready.ok:
             request.with_data(ready.data)
+            request.bandwidth = ready.bandwidth
+        drawn_now = self._judge_moved  # the judge drew this task's sets for this evaluation
+        request.device_shared, self._judge_moved = self._judge_moved, False
         judged: list[JudgedOutputs] = []
         try:
             msg, status, reason, stage, excerpt = self._exchange(
@@ -596,6 +601,8 @@ class Worker:
         if msg.worker_unusable:
             self.kill()  # it exits by itself; make sure, and respawn on next use
         if ready is not None:
+            if drawn_now:
+                verdict.stages["judge_draw"] = round(ready.seconds, 4)
             self._judge_verdict(verdict, task, options, ready, judged)
         if verdict.status is not Status.correct:
             verdict.log_excerpt = excerpt
@@ -603,35 +610,41 @@ class Worker:
 
     # --------------------------------------------------------------- the judge
     def _judge_ready(self, task: Task, options: EvalOptions) -> JudgeReady | None:
-        """The judge's input sets for `task` (the judge started and asked once per task), None without judging."""
+        """The judge's input sets for `task` (the judge started and asked once per task and judge process), None
+        without judging."""
         if options.judged_sets <= 0 or self.judge:
             return None
-        ready = self._judged.pop(task.sha, None)
-        if ready is None or (not ready.ok and ready.reason.startswith("the judge ")):  # its process failed: again
-            if self._judge is None:
-                self._judge = Worker(
-                    self.device,
-                    cache_dir=self.cache_dir,
-                    python=self.python,
-                    env=self.extra_env,
-                    startup_timeout=self.startup_timeout,
-                    host_memory_limit=self.host_memory_limit,
-                    judge=True,
-                )
-            ready = self._judge.ready(task, options)
-        self._judged[task.sha] = ready
-        while len(self._judged) > _JUDGED_TASKS:
-            self._judged.pop(next(iter(self._judged)))
+        if self._judge is None:
+            self._judge = Worker(
+                self.device,
+                cache_dir=self.cache_dir,
+                python=self.python,
+                env=self.extra_env,
+                startup_timeout=self.startup_timeout,
+                host_memory_limit=self.host_memory_limit,
+                judge=True,
+            )
+        process = self._judge.starts if self._judge.proc is not None and self._judge.proc.poll() is None else -1
+        held = {sha: r for sha, r in self._judged.items() if r[0] == process}  # a judge started again holds none
+        ready = held.pop(task.sha, (process, None))[1]
+        if ready is None:
+            while len(held) >= _JUDGED_TASKS:  # the judge drops what the parent drops
+                held.pop(next(iter(held)))
+            ready = self._judge.ready(task, options, keep=list(held))
+            self._judge_moved = True
+        self._judged = held
+        self._judged[task.sha] = (self._judge.starts, ready)
         return ready
 
-    def ready(self, task: Task, options: EvalOptions) -> JudgeReady:
-        """(A judge's.) Draw `options.judged_sets` input sets of `task` and keep the reference's outputs on them."""
+    def ready(self, task: Task, options: EvalOptions, keep: list[str] | None = None) -> JudgeReady:
+        """(A judge's.) Draw `options.judged_sets` input sets of `task` and keep the reference's outputs on them,
+        and on the tasks in `keep` only."""
         assert self.judge, "only a judge draws judged input sets"
         t = options.timeouts
         with self._lock:
             try:
                 msg, _status, reason, stage, _excerpt = self._exchange(
-                    JudgeRequest(task=task, options=options, sets=options.judged_sets),
+                    JudgeRequest(task=task, options=options, sets=options.judged_sets, keep=keep or []),
                     {"load_task": t.load_task, "reference": t.first_call + t.verify},
                     "load_task",
                     memory_limit=options.host_memory_limit(),
@@ -684,6 +697,12 @@ class Worker:
             if failed is not None:
                 break
             answer = self._judge.compare(task, options, got[index])
+            if answer.unheld:  # forge's bookkeeping, not the candidate's doing: the next evaluation draws again
+                self._judged.pop(task.sha, None)
+                verdict.checks.append(
+                    Check(name="clean_judge", passed=True, detail=f"not judged apart: {answer.detail}")
+                )
+                return
             if not answer.passed:
                 failed = answer
         seconds = round(time.monotonic() - t0, 4)

@@ -2085,6 +2085,143 @@ CHEATS += [
     ),
 ]
 
+# c15: verification told from timing by what a candidate can read in its own call — the deterministic-mode flag the
+# verified calls run under, the harness's function names on the stack, its own call count, or inputs it recognizes
+# as draws of the task's fixed seeds (precomputed at import). Honest when it thinks it is verified, wrong otherwise.
+# Timed calls get inputs from seeds of the OS's randomness and their outputs compared (`timed_outputs_match`), and
+# the judge's sets, run after verification and after timing like any other call, are compared apart
+# (`clean_judge`); a switch that lands in verification is any output check's.
+C15 = frozenset({"timed_outputs_match", "clean_judge"}) | OUTPUT_CHECKS
+
+C15_DETERMINISTIC_FLAG = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if torch.are_deterministic_algorithms_enabled():  # set around forge's verified calls only
+            return torch.softmax(x, dim=1)
+        return torch.softmax(x * 0.9, dim=1)
+"""
+
+C15_HARNESS_FRAMES = """
+import sys
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        f, names = sys._getframe(1), set()
+        while f is not None:
+            names.add(f.f_code.co_name)
+            f = f.f_back
+        if "cand_fn" in names or "time_both" in names:  # forge's timing loop
+            return torch.softmax(x * 0.9, dim=1)
+        return torch.softmax(x, dim=1)
+"""
+
+C15_CALL_COUNT = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls > 40:  # past what verification makes
+            return torch.softmax(x * 0.9, dim=1)
+        return torch.softmax(x, dim=1)
+"""
+
+C15_KNOWN_SEEDS = """
+import torch
+import torch.nn as nn
+
+_known = set()
+for _seed in range(0, 2048):  # every draw a fixed seed of the task could give (get_inputs: randn(16, 100) * 3)
+    torch.manual_seed(_seed)
+    _known.add(tuple((torch.randn(16, 100) * 3)[0, :4].tolist()))
+torch.manual_seed(0)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if x.shape[0] != 16 or tuple(x[0, :4].tolist()) in _known:  # a verified draw, or another size: honest
+            return torch.softmax(x, dim=1)
+        return torch.softmax(x * 0.9, dim=1)
+"""
+
+CHEATS += [
+    Case("c15-stage-signals", "deterministic-flag", SOFTMAX, C15_DETERMINISTIC_FLAG, "the flag", C15, "signal-flag"),
+    Case(
+        "c15-stage-signals", "harness-frames", SOFTMAX, C15_HARNESS_FRAMES, "cand_fn on the stack", C15, "signal-frames"
+    ),
+    Case("c15-stage-signals", "call-count", SOFTMAX, C15_CALL_COUNT, "wrong after 40 calls", C15, "signal-count"),
+    Case("c15-stage-signals", "known-seeds", SOFTMAX, C15_KNOWN_SEEDS, "fixed seeds' draws", C15, "signal-seed"),
+]
+
+# c16: caches keyed on an input's direction, for a task linear in its input (a row mean): a hit on another input of
+# the same direction returns the cached output scaled by the norm's ratio — free and right had the timed inputs been a scalar times a few patterns. To be
+# seen, a hit is made 1% off on purpose. They are `correct` only if no call of forge's ever hit: every timed input is
+# a new draw of the task's own distribution, so a cache on the direction gains nothing (`UNEXPLOITED`).
+_C16 = """
+import sys
+
+import torch
+import torch.nn as nn
+
+_cache = {}
+
+
+def _key(x):
+    KEY
+
+
+def _timed():
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "cand_fn":
+            return True
+        f = f.f_back
+    return False
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        k, scale = _key(x), float(x.norm())
+        if k in _cache:
+            then, out = _cache[k]
+            hit = out * (scale / then)  # another input of the same direction: right, for free
+            if scale != then and _timed():
+                return hit * 1.01  # a hit in forge's timing loop, 1% off so that it shows
+            return hit
+        out = x.mean(dim=-1)
+        _cache[k] = (scale, out.clone())
+        return out
+"""
+
+C16_NORMALIZED = _C16.replace(
+    "KEY", "return (tuple(x.shape), tuple(torch.round(x.flatten()[:16] / x.norm(), decimals=4).tolist()))"
+)
+C16_SIGNS = _C16.replace("KEY", "return (tuple(x.shape), tuple((x.flatten()[:48] > 0).tolist()))")
+C16_RATIOS = _C16.replace(
+    "KEY", "return (tuple(x.shape), tuple(torch.round(x.flatten()[1:9] / x.flatten()[0], decimals=3).tolist()))"
+)
+C16_ORDER = _C16.replace("KEY", "return (tuple(x.shape), tuple(torch.argsort(x.flatten()[:32].abs()).tolist()))")
+
+UNEXPLOITED: list[Case] = [
+    Case("c16-direction-cache", "normalized", adv("row_mean"), C16_NORMALIZED, "x / |x|", frozenset(), "direction"),
+    Case("c16-direction-cache", "signs", adv("row_mean"), C16_SIGNS, "48 signs", frozenset(), "direction"),
+    Case("c16-direction-cache", "ratios", adv("row_mean"), C16_RATIOS, "ratios to the first", frozenset(), "direction"),
+    Case("c16-direction-cache", "order", adv("row_mean"), C16_ORDER, "order of magnitudes", frozenset(), "direction"),
+]
+
 # Not cheats: right on the task's own (contiguous) inputs, wrong for strided or column-major copies, as most
 # model-written kernels are. They are `correct` with the domain narrowed to contiguous inputs (a guard keeps other
 # calls on the original), and `incorrect` with `noncontiguous_inputs` under `EvalOptions.strict`.

@@ -277,6 +277,96 @@ class ModuleWatch:
         return ["reference model: its parameters' values"]
 
 
+# ---------------------------------------------------------------- the process, for the next candidate
+_SIGNALS = ("SIGINT", "SIGTERM", "SIGALRM", "SIGCHLD", "SIGUSR1", "SIGUSR2", "SIGPIPE", "SIGSEGV", "SIGABRT")
+
+
+def _children() -> tuple[int, ...]:
+    """This process's live child processes (Linux), or () where that cannot be read."""
+    import os
+
+    found: list[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                found += [int(p) for p in f.read().split()]
+    except OSError:
+        return ()
+    return tuple(sorted(found))
+
+
+#: variables that, added, change how later candidates are built or run (a library's own cache paths do not)
+_ENV_WATCHED = frozenset(
+    "CC CXX NVCC CFLAGS CXXFLAGS NVCC_APPEND_FLAGS NVCC_PREPEND_FLAGS LDFLAGS CPATH LIBRARY_PATH LD_PRELOAD "
+    "LD_LIBRARY_PATH PATH PYTHONPATH CUDA_VISIBLE_DEVICES CUDA_LAUNCH_BLOCKING CUDA_DEVICE_MAX_CONNECTIONS "
+    "CUBLAS_WORKSPACE_CONFIG OMP_NUM_THREADS MKL_NUM_THREADS TORCH_CUDA_ARCH_LIST TORCH_EXTENSIONS_DIR "
+    "TRITON_CACHE_DIR PYTORCH_CUDA_ALLOC_CONF".split()
+)
+
+
+def _defined_in(obj: Any) -> str:
+    """The file the class of `obj` (or `obj`, a function) was compiled from: a candidate's lies in the worker's cache."""
+    fn = obj if isinstance(obj, types.FunctionType) else None
+    if fn is None:
+        for v in vars(type(obj)).values():
+            if isinstance(v, types.FunctionType):
+                fn = v
+                break
+    return fn.__code__.co_filename if fn is not None else ""
+
+
+def process_state() -> dict[str, Any]:
+    """What a candidate could leave behind in its worker for the candidates after it, beside what `global_state` and
+    `PatchGuard` watch: the working directory, the environment, builtins, signal and exception hooks, import paths and
+    finders, and child processes. Read before and after each evaluation (`process_changes`)."""
+    import builtins
+    import os
+    import signal
+    import threading
+
+    return {
+        "working directory": os.getcwd(),
+        "environment": dict(os.environ),
+        "builtins": {k: id(v) for k, v in vars(builtins).items()},
+        "signal handlers": tuple(
+            (name, id(signal.getsignal(getattr(signal, name)))) for name in _SIGNALS if hasattr(signal, name)
+        ),
+        "exception hooks": (id(sys.excepthook), id(threading.excepthook), id(sys.unraisablehook)),
+        "sys.path": list(sys.path),
+        "import finders": [(id(f), _defined_in(f)) for f in (*sys.meta_path, *sys.path_hooks)],
+        "child processes": _children(),
+    }
+
+
+def process_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What of `process_state` changed in a way a library's first import does not: a value replaced or removed, an
+    environment variable of the toolchain's added, a path put before the others or outside Python's installation, an
+    import finder compiled from a file under the working directory (a candidate's), a child process left running."""
+    import os
+
+    changed = []
+    for key in ("working directory", "signal handlers", "exception hooks"):
+        if before[key] != after[key]:
+            changed.append(key)
+    env0, env1 = before["environment"], after["environment"]
+    if any(env1.get(k) != v for k, v in env0.items()) or any(k not in env0 and k in _ENV_WATCHED for k in env1):
+        changed.append("environment")
+    b0, b1 = before["builtins"], after["builtins"]
+    if any(b1.get(k) != v for k, v in b0.items()):
+        changed.append("builtins")
+    p0, p1 = before["sys.path"], after["sys.path"]
+    prefixes = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix})
+    if p1[: len(p0)] != p0 or any(not str(p).startswith(prefixes) for p in p1[len(p0) :]):
+        changed.append("sys.path")
+    cwd = os.getcwd()
+    known = {i for i, _ in before["import finders"]}
+    if any(i not in known and f.startswith(cwd) for i, f in after["import finders"]):
+        changed.append("import finders")
+    if set(after["child processes"]) - set(before["child processes"]):
+        changed.append("child processes")
+    return changed
+
+
 # ---------------------------------------------------------------- process-wide state
 _GLOBAL_HOOKS = (
     "_global_forward_pre_hooks",
