@@ -211,3 +211,55 @@ def test_a_candidate_wrong_only_after_the_verified_calls_is_caught_by_the_judge(
     assert judged.status is Status.incorrect and judged.failed_check == "clean_judge", judged.reason
     assert "judged input set #1" in judged.reason and judged.mismatch is not None
     assert judged.timing is None
+
+
+_MATMUL = FIXTURES / "matmul_cpu.py"
+
+_MM = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return torch.mm(a, b)
+"""
+
+#: processes, not threads (no thread of the worker's is busy): running only while the reference runs
+_BURNERS = """
+import os
+import signal
+import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+
+_burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        for p in _burners:
+            os.kill(p.pid, signal.SIGSTOP)
+        try:
+            return torch.mm(a, b)
+        finally:
+            for p in _burners:
+                os.kill(p.pid, signal.SIGCONT)
+"""
+
+
+def test_a_reference_slowed_beside_the_candidate_fails_reference_timing(cache_dir, fast_options):
+    """The judge times the reference alone; beside a candidate whose processes take the CPU only while the reference
+    runs, it is several times slower, and the judge, timing it again once the worker is gone, says so. An honest
+    candidate's reference times the same in both processes."""
+    task = load_task(_MATMUL)
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "reftime", build_workers=1) as ev:
+        honest = ev.evaluate(task, Candidate.from_source(_MM, "mm"))
+        slowed = ev.evaluate(task, Candidate.from_source(_BURNERS, "burners"))
+    assert honest.status is Status.correct, honest.reason
+    timed = next(c for c in honest.checks if c.name == "reference_timing")
+    assert timed.passed and timed.detail.startswith("the reference beside the candidate"), timed.detail
+    assert slowed.status is Status.incorrect and slowed.failed_check == "reference_timing", slowed.reason
+    assert "slower beside the candidate" in slowed.reason and slowed.timing is None

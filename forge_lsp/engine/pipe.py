@@ -90,6 +90,19 @@ class JudgeRequest(BaseModel):
     keep: list[str] = []  # the other tasks (shas) whose sets the parent still holds: the judge drops all others
 
 
+class TimeReferenceRequest(BaseModel):
+    """To a judge: time the reference of a task it holds alone, now (replied to with `ReferenceTimes`)."""
+
+    kind: Literal["time_reference"] = "time_reference"
+    task_sha: str
+    l2_flush: bool = True
+
+
+class ReferenceTimes(BaseModel):
+    kind: Literal["reference_times"] = "reference_times"
+    ms: list[float] = []  # empty: the judge holds no such task
+
+
 class CompareRequest(WithData):
     """To a judge: a candidate's outputs (data) on judged input set `index`; replied to with `Compared`."""
 
@@ -99,7 +112,13 @@ class CompareRequest(WithData):
 
 
 Request = Annotated[
-    EvaluateRequest | BuildRequest | PrepareRequest | ShutdownRequest | JudgeRequest | CompareRequest,
+    EvaluateRequest
+    | BuildRequest
+    | PrepareRequest
+    | ShutdownRequest
+    | JudgeRequest
+    | CompareRequest
+    | TimeReferenceRequest,
     Field(discriminator="kind"),
 ]
 
@@ -164,6 +183,7 @@ class JudgeReady(WithData):
     sets: int = 0
     reason: str = ""
     bandwidth: float | None = None  # the device's copy bandwidth, bytes per ms, measured in the judge
+    ref_ms: list[float] = []  # the reference timed alone on the first set (ms per call), with the worker's timer
     seconds: float = 0.0
 
 
@@ -177,7 +197,15 @@ class Compared(BaseModel):
 
 
 Reply = Annotated[
-    Hello | StageStarted | EvaluateResult | BuildResult | Prepared | JudgedOutputs | JudgeReady | Compared,
+    Hello
+    | StageStarted
+    | EvaluateResult
+    | BuildResult
+    | Prepared
+    | JudgedOutputs
+    | JudgeReady
+    | Compared
+    | ReferenceTimes,
     Field(discriminator="kind"),
 ]
 

@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 from ..sandbox import children_die_with_this_process
 from . import pipe
 from .candidate import Candidate
+from .options import EvalOptions
 from .pipe import (
     BuildRequest,
     BuildResult,
@@ -46,8 +47,10 @@ from .pipe import (
     JudgeRequest,
     Prepared,
     PrepareRequest,
+    ReferenceTimes,
     ShutdownRequest,
     StageStarted,
+    TimeReferenceRequest,
 )
 from .verdict import Check, Domain, InputSpec, MemoryUse, Mismatch, Narrowing, RepairKind, Status, Timing, Verdict
 
@@ -1738,22 +1741,35 @@ class Evaluation:
         )
 
 
+@dataclass
+class Judged:
+    """What a judge keeps of a task: the reference's outputs on its sets (on the host), and for timing it alone again,
+    the model (on the host between requests) and the first set's inputs."""
+
+    task: Any
+    outs: list[Any]
+    ref: Any
+    inputs: list[Any]
+
+
 class Judge:
-    """A judge's side (``--judge``): for the tasks its parent still holds input sets of, the reference's outputs on input sets it
-    drew itself, from seeds of the OS's randomness that never leave it; a candidate's outputs on those sets arrive as
-    tensors and are compared here. No candidate code ever runs in this process: what a candidate does to its own
-    process (hooks on the reference, its weights, forge's compare functions) cannot reach these outputs."""
+    """A judge's side (``--judge``): for the tasks its parent still holds input sets of, the reference's outputs on
+    input sets it drew itself, from seeds of the OS's randomness that never leave it; a candidate's outputs on those
+    sets arrive as tensors and are compared here, and the reference is timed here alone. No candidate code ever runs
+    in this process: what a candidate does to its own process (hooks on the reference, its weights, forge's compare
+    functions, what slows the reference's calls) cannot reach these outputs and times."""
 
     def __init__(self, state: WorkerState, memory: DeviceMemory | None) -> None:
         self.state, self.memory = state, memory
-        self.kept: dict[str, tuple[Any, list[Any]]] = {}  # task sha -> (task, the reference's outputs, on the host)
+        self.kept: dict[str, Judged] = {}
 
     def ready(self, req: JudgeRequest, out_fd: int) -> JudgeReady:
         from .harness.wire import WireError
 
         t0 = time.perf_counter()
+        ev = Evaluation(req, self.state, out_fd)
         try:
-            outs, data, size = self._draw_and_run(req, Evaluation(req, self.state, out_fd))
+            judged, data, size, ref_ms = self._draw_and_run(req, ev)
         except StageFailed as sf:
             return JudgeReady(ok=False, reason=sf.reason, seconds=time.perf_counter() - t0)
         except WireError as exc:
@@ -1763,7 +1779,7 @@ class Judge:
         finally:
             if self.memory is not None:  # the device's memory as the judge found it: its worker measures it
                 self.memory.release()
-        if not outs:
+        if judged is None:
             return JudgeReady(
                 ok=False,
                 reason=f"an input set of the task is {size >> 20} MiB, over the {req.max_bytes >> 20} MiB the judge "
@@ -1771,20 +1787,18 @@ class Judge:
                 seconds=time.perf_counter() - t0,
             )
         self.kept = {sha: kept for sha, kept in self.kept.items() if sha in req.keep}
-        self.kept[req.task.sha] = (req.task, outs)
-        import torch
-
-        bandwidth = self.state.bandwidth(torch)  # once per judge: no candidate ran here to slow or fake it
+        self.kept[req.task.sha] = judged
+        bandwidth = self.state.bandwidth(ev.torch)  # once per judge: no candidate ran here to slow or fake it
         if self.memory is not None:
             self.memory.release()
-        return JudgeReady(ok=True, sets=len(outs), bandwidth=bandwidth, seconds=time.perf_counter() - t0).with_data(
-            data
-        )
+        return JudgeReady(
+            ok=True, sets=len(judged.outs), bandwidth=bandwidth, ref_ms=ref_ms, seconds=time.perf_counter() - t0
+        ).with_data(data)
 
     @staticmethod
-    def _draw_and_run(req: JudgeRequest, ev: Evaluation) -> tuple[list[Any], bytes, int]:
-        """(the reference's outputs on the host, the packed input sets, their bytes); no set when the first is over
-        `req.max_bytes`."""
+    def _draw_and_run(req: JudgeRequest, ev: Evaluation) -> tuple[Judged | None, bytes, int, list[float]]:
+        """(what the judge keeps, the packed input sets, their bytes, the reference's times alone); nothing kept when
+        the first set is over `req.max_bytes`."""
         from .harness.checks import clone_inputs
         from .harness.probes import tensor_bytes
         from .harness.wire import pack, unpack
@@ -1807,16 +1821,42 @@ class Judge:
             ev.sync()
             outs.append(unpack(pack(out)))
             sets.append(inputs)
+        if not sets:
+            return None, b"", size, []
+        ref_ms = Judge.time_reference(ev, ref, sets[0], req.options.l2_flush) if req.options.timing else []
         ev.stage_done()
-        return outs, (pack(sets) if sets else b""), size
+        return Judged(req.task, outs, ref.to("cpu"), sets[0]), pack(sets), size, ref_ms
+
+    @staticmethod
+    def time_reference(ev: Evaluation, ref: Any, inputs: list[Any], l2_flush: bool) -> list[float]:
+        """The reference alone on `inputs`, with the timer the worker's interleaved timing uses (ms per call)."""
+        from .harness.loading import call_model
+        from .harness.timing import time_alone
+
+        on_device = ev.to_device([x.clone() if isinstance(x, ev.torch.Tensor) else x for x in inputs])
+        return time_alone(lambda: call_model(ref, on_device), ev.device, l2_flush)
+
+    def retime(self, req: TimeReferenceRequest, out_fd: int) -> ReferenceTimes:
+        judged = self.kept.get(req.task_sha)
+        if judged is None:
+            return ReferenceTimes()
+        ev = Evaluation(JudgeRequest(task=judged.task, options=EvalOptions()), self.state, out_fd)
+        ref = judged.ref.to(ev.device)
+        try:
+            return ReferenceTimes(ms=self.time_reference(ev, ref, judged.inputs, req.l2_flush))
+        finally:
+            judged.ref = ref.to("cpu")
+            del ref
+            if self.memory is not None:
+                self.memory.release()
 
     def compare(self, req: CompareRequest) -> Compared:
         from .harness.compare import compare_outputs
         from .harness.wire import WireError, unpack
 
         t0 = time.perf_counter()
-        task, outs = self.kept.get(req.task_sha, (None, []))
-        if task is None or not 0 <= req.index < len(outs):
+        judged = self.kept.get(req.task_sha)
+        if judged is None or not 0 <= req.index < len(judged.outs):
             return Compared(
                 passed=False, unheld=True, detail=f"the judge holds no input set #{req.index + 1} of this task"
             )
@@ -1825,7 +1865,7 @@ class Judge:
             actual = unpack(req.data)
         except WireError as exc:
             return Compared(passed=False, detail=f"[{where}] its outputs did not arrive as tensors: {exc}")
-        mismatch, _ = compare_outputs(outs[req.index], actual, task.tolerance_for, where)
+        mismatch, _ = compare_outputs(judged.outs[req.index], actual, judged.task.tolerance_for, where)
         return Compared(
             passed=mismatch is None,
             detail=(
@@ -2055,12 +2095,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if isinstance(req, ShutdownRequest):
             return 0
-        if (judge is not None) != isinstance(req, JudgeRequest | CompareRequest):
+        if (judge is not None) != isinstance(req, JudgeRequest | CompareRequest | TimeReferenceRequest):
             print(f"forge worker: a {req.kind} request to a {'judge' if judge else 'worker'}: refused", file=sys.stderr)
             return 2
         if judge is not None:
             if isinstance(req, JudgeRequest):
                 pipe.send(args.out_fd, judge.ready(req, args.out_fd))
+            elif isinstance(req, TimeReferenceRequest):
+                pipe.send(args.out_fd, judge.retime(req, args.out_fd))
             else:
                 pipe.send(args.out_fd, judge.compare(req))
             continue

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -43,7 +44,9 @@ from .pipe import (
     JudgeRequest,
     Prepared,
     PrepareRequest,
+    ReferenceTimes,
     StageStarted,
+    TimeReferenceRequest,
 )
 from .task import Task
 from .verdict import Check, MemoryUse, Status, Verdict
@@ -672,6 +675,72 @@ class Worker:
             assert isinstance(msg, Compared)
             return msg
 
+    def time_reference(self, task: Task, options: EvalOptions) -> list[float]:
+        """(A judge's.) The reference of `task` timed alone now (ms per call); empty where it cannot be."""
+        assert self.judge, "only a judge times the reference alone"
+        with self._lock:
+            try:
+                msg, _status, _reason, _stage, _excerpt = self._exchange(
+                    TimeReferenceRequest(task_sha=task.sha, l2_flush=options.l2_flush),
+                    {"time_reference": options.timeouts.time},
+                    "time_reference",
+                    memory_limit=options.host_memory_limit(),
+                )
+            except WorkerStartError:
+                return []
+            return msg.ms if isinstance(msg, ReferenceTimes) else []
+
+    @staticmethod
+    def _median_upper(xs: list[float], n_boot: int = 1000) -> float:
+        """The upper end of the 95% bootstrap interval of the median of `xs` (here, no numpy: the parent's side)."""
+        import random
+
+        rng = random.Random(0)
+        meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n_boot))
+        return meds[int(0.975 * n_boot)]
+
+    #: the reference's median beside the candidate may be this many times its time alone in the judge (the slower end
+    #: of that median's interval) before the candidate is said to have slowed it
+    REFERENCE_SLOWER = 1.3
+    #: the shortest reference (alone, ms) compared: below it, per-call overheads of the interleaved loop dominate
+    REFERENCE_TIMED_FROM_MS = {"cpu": 1.0, "events": 0.05}
+
+    def _check_reference_timing(self, verdict: Verdict, task: Task, options: EvalOptions, ready: JudgeReady) -> Check:
+        """`reference_timing`: the reference timed beside the candidate, in its process, against the reference timed
+        alone in the judge. Slower beside it by more than `REFERENCE_SLOWER` (the judge timing it again now, so that
+        the machine's load is the same), the candidate's process slowed the reference and its speedup is not one."""
+        timing = verdict.timing
+        if timing is None or timing.mode not in ("cpu", "events") or not ready.ref_ms:
+            return Check(name="reference_timing", passed=True, detail="not compared: no timing of the reference alone")
+        shortest = self.REFERENCE_TIMED_FROM_MS[timing.mode]
+        if statistics.median(ready.ref_ms) < shortest:
+            return Check(
+                name="reference_timing",
+                passed=True,
+                detail=f"not compared: the reference takes {statistics.median(ready.ref_ms):.3g} ms alone, under the "
+                f"{shortest:g} ms from which calls in two processes compare (the interleaving's own overheads differ)",
+            )
+        beside, alone = timing.reference.median_ms, self._median_upper(ready.ref_ms)
+        if beside <= self.REFERENCE_SLOWER * alone:
+            return Check(
+                name="reference_timing",
+                passed=True,
+                detail=f"the reference beside the candidate ({timing.reference.median_ms:.4g} ms) as alone in the "
+                f"judge ({statistics.median(ready.ref_ms):.4g} ms)",
+            )
+        assert self._judge is not None
+        again = self._judge.time_reference(task, options)  # now, under the load the worker's timing saw
+        alone = self._median_upper(again) if again else alone
+        slower = beside / alone
+        return Check(
+            name="reference_timing",
+            passed=slower <= self.REFERENCE_SLOWER,
+            detail=f"the reference ran {slower:.2f}x slower beside the candidate (median {beside:.4g} ms) than alone "
+            "in the judge, timed again just after "
+            f"(median {statistics.median(again or ready.ref_ms):.4g} ms): something of the candidate's slowed it in its "
+            "process (its settings, hooks, threads, processes or memory), and the speedup against it is not one",
+        )
+
     def _judge_verdict(
         self, verdict: Verdict, task: Task, options: EvalOptions, ready: JudgeReady, judged: list[JudgedOutputs]
     ) -> None:
@@ -708,6 +777,11 @@ class Worker:
         seconds = round(time.monotonic() - t0, 4)
         verdict.stages["judge"] = seconds
         if failed is None:
+            timed = self._check_reference_timing(verdict, task, options, ready)
+            verdict.checks.append(timed)
+            if not timed.passed:
+                verdict.status, verdict.reason, verdict.failed_check = Status.incorrect, timed.detail, timed.name
+                verdict.timing = None
             verdict.checks.append(
                 Check(
                     name="clean_judge",

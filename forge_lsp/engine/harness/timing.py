@@ -228,6 +228,33 @@ def cpu_sampler(fn: Callable[[], Any]) -> Callable[[Samples], None]:
     return sample
 
 
+def time_alone(
+    fn: Callable[[], Any], device: torch.device, l2_flush: bool, budget_s: float = 0.3, min_n: int = 10, max_n: int = 60
+) -> list[float]:
+    """`fn` timed on its own with the timer the interleaved timing uses on `device` (ms per call): after two warm-up
+    calls, until `budget_s` has passed and `min_n` samples are in, at most `max_n`."""
+    samples = Samples()
+    if device.type == "cuda":
+        timer = CudaTimer(device, l2_flush)
+        timer.hide_host_overhead(fn)
+
+        def sample() -> None:
+            timer.sample(fn, samples)
+
+    else:
+        cpu = cpu_sampler(fn)
+
+        def sample() -> None:
+            cpu(samples)
+
+    for _ in range(2):
+        fn()
+    end = time.perf_counter() + budget_s
+    while len(samples.device_ms) < max_n and (len(samples.device_ms) < min_n or time.perf_counter() < end):
+        sample()
+    return samples.device_ms
+
+
 def summarize(mode: str, ref: Samples, cand: Samples, l2_flush: bool, notes: list[str]) -> Timing:
     r, c = stats(ref.device_ms), stats(cand.device_ms)
     ref_host, cand_host = statistics.median(ref.host_ms), statistics.median(cand.host_ms)
