@@ -226,13 +226,16 @@ _MODULE_HOOKS = tuple(k for k in vars(torch.nn.Module()) if "hooks" in k)
 
 def _module_structure(m: torch.nn.Module) -> tuple:
     d = vars(m)
+    params = d.get("_parameters", {})
     return (
         id(type(m)),
-        tuple(k for k in d if not k.startswith("_")),  # an instance `forward` or `__call__`, a new attribute
-        tuple(len(d[k]) for k in _MODULE_HOOKS if k in d),
-        tuple((k, id(t), t.data_ptr()) for k, t in d.get("_parameters", {}).items() if t is not None),
-        tuple((k, id(t)) for k, t in d.get("_buffers", {}).items() if t is not None),
-        tuple((k, id(v)) for k, v in d.get("_modules", {}).items()),
+        tuple(d),  # an instance `forward` or `__call__`, a new attribute
+        tuple([len(d[k]) for k in _MODULE_HOOKS if k in d]),
+        tuple(params),
+        tuple(map(id, params.values())),
+        tuple([t.data_ptr() for t in params.values() if t is not None]),
+        tuple(map(id, d.get("_buffers", {}).values())),
+        tuple(map(id, d.get("_modules", {}).values())),
     )
 
 
@@ -240,17 +243,33 @@ class ModuleWatch:
     """What a candidate could change about the reference model object in its own process: per submodule its class,
     its hooks (a hook on the instance, not process-wide), its own attributes (a `forward` set on the instance), its
     parameters', buffers' and submodules' identities and the parameters' storage — compared after every candidate call
-    (`changes`, microseconds) — and the parameters' values, compared at the end of each stage (`value_changes`: a
-    weight scaled to subnormal numbers slows the reference without a single new object). The reference's own calls
-    move the structure's baseline (`rebase`): what the model does to itself is its own."""
+    (`changes`) — and the parameters' values, compared at the end of each stage (`value_changes`: a weight zeroed or
+    made subnormal through `.data` slows the reference without a new object or a version bump), at up to `SAMPLED`
+    positions per parameter picked by the OS's randomness. The reference's own calls move the structure's baseline
+    (`rebase`): what the model does to itself is its own."""
+
+    SAMPLED = 256
 
     def __init__(self, model: torch.nn.Module) -> None:
+        import secrets
+
         self.model = model
+        self._modules = list(model.named_modules(remove_duplicate=False))
         self._structure = self._take()
-        self._values = bits_digest(list(model.parameters()))
+        self._values = []
+        with torch.no_grad():
+            for p in model.parameters():
+                flat = p.detach().reshape(-1)
+                if flat.numel() == 0:
+                    continue
+                at = torch.tensor(
+                    [secrets.randbelow(flat.numel()) for _ in range(min(self.SAMPLED, flat.numel()))],
+                    device=flat.device,
+                )
+                self._values.append((p, at, flat[at].clone()))
 
     def _take(self) -> list[tuple[str, tuple]]:
-        return [(name, _module_structure(m)) for name, m in self.model.named_modules(remove_duplicate=False)]
+        return [(name, _module_structure(m)) for name, m in self._modules]
 
     def rebase(self) -> None:
         self._structure = self._take()
@@ -259,22 +278,28 @@ class ModuleWatch:
         now = self._take()
         if now == self._structure:
             return []
-        before = dict(self._structure)
-        what = ("its class", "its attributes", "its hooks", "its parameters", "its buffers", "its submodules")
+        what = (
+            "its class",
+            "its attributes",
+            "its hooks",
+            "its parameters",
+            "its parameters",
+            "its parameters' storage",
+            "its buffers",
+            "its submodules",
+        )
         changed = []
-        for name, parts in now:
-            old = before.get(name)
+        for (name, old), (_, parts) in zip(self._structure, now, strict=True):
             label = f"reference model{'.' + name if name else ''}"
-            if old is None:
-                changed.append(f"{label} (added)")
-                continue
             changed += [f"{label}: {w}" for w, a, b in zip(what, old, parts, strict=True) if a != b]
-        return changed or ["reference model: its submodules"]
+        return list(dict.fromkeys(changed))
 
     def value_changes(self) -> list[str]:
-        if bits_digest(list(self.model.parameters())) == self._values:
-            return []
-        return ["reference model: its parameters' values"]
+        with torch.no_grad():
+            for p, at, before in self._values:
+                if not same_bits(p.detach().reshape(-1)[at], before):
+                    return ["reference model: its parameters' values"]
+        return []
 
 
 # ---------------------------------------------------------------- the process, for the next candidate
