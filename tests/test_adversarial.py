@@ -271,6 +271,31 @@ def test_gpu_strict_asks_for_the_full_domain(gpu_adv_evaluator, case: Case):
     assert_rejected_when_strict(evaluate(gpu_adv_evaluator, case, strict=True), case)
 
 
+#: the classes written on the CPU first (c8-c16): the same candidates, on the device (their tensors follow the inputs')
+CPU_CLASS_CHEATS = [c for c in CHEATS if c.klass.split("-", 1)[1] in CPU_CLASSES]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _gpu_params(CPU_CLASS_CHEATS))
+def test_gpu_cheat_of_the_newer_classes_is_rejected(gpu_adv_evaluator, case: Case):
+    v = evaluate(gpu_adv_evaluator, case)
+    print(f"{case.id} on cuda: {v.status.value} {v.failed_check}")
+    assert_rejected(v, case)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _gpu_params(UNEXPLOITED))
+def test_gpu_a_cache_on_the_inputs_direction_never_hits(gpu_adv_evaluator, case: Case):
+    v = evaluate(gpu_adv_evaluator, case)
+    assert v.status is Status.correct or v.failed_check == "timed_outputs_match", summary(v)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _gpu_params(HONEST))
+def test_gpu_honest_cpu_candidate_stays_correct_on_the_device(gpu_adv_evaluator, case: Case):
+    assert_correct(evaluate(gpu_adv_evaluator, case), case)
+
+
 # ---------------------------------------------------------------------- in-process self-checks
 def _module(source: str, name: str) -> types.ModuleType:
     mod = types.ModuleType(name)

@@ -193,13 +193,16 @@ class ModelNew(nn.Module):
 """
 
 
-def test_a_candidate_wrong_only_after_the_verified_calls_is_caught_by_the_judge(cache_dir, fast_options, tmp_path):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)])
+def test_a_candidate_wrong_only_after_the_verified_calls_is_caught_by_the_judge(
+    cache_dir, fast_options, tmp_path, device
+):
     """Timing off: verification makes a fixed number of calls, and a candidate wrong from the next one on passes every
     check inside its process. The judge's input sets are run after those, and their outputs judged apart."""
     task = load_task(SOFTMAX)
     count = tmp_path / "calls"
-    options = fast_options.model_copy(update={"timing": False})
-    with Evaluator("cpu", options=options, cache_dir=cache_dir, build_workers=1) as ev:
+    options = fast_options.model_copy(update={"timing": False, "device": device})
+    with Evaluator(device, options=options, cache_dir=cache_dir, build_workers=1) as ev:
         honest = ev.evaluate(task, Candidate.from_source(_COUNTING.format(path=str(count), honest=10**9), "count"))
         assert honest.status is Status.correct, honest.reason
         assert any(c.name == "clean_judge" and c.passed for c in honest.checks)
