@@ -467,9 +467,11 @@ def run_model_wide(args: argparse.Namespace) -> int:
             out.print(f"  not judged against fp32: {check.fp32_note}", highlight=False)
         if check.speedup is not None and check.ci:
             out.print(
-                f"speedup {check.speedup:.3f}x (95% CI {check.ci[0]:.3f}-{check.ci[1]:.3f}, {check.reps} forwards each way)",
+                f"speedup {check.speedup:.3f}x (99% CI {check.ci[0]:.3f}-{check.ci[1]:.3f}, {check.reps} forwards each way)",
                 highlight=False,
             )
+        elif check.decision:
+            out.print(f"replacements: {check.decision.get('says')}", highlight=False)
         for r in check.reverted:
             out.print(f"reverted {r.cls}: {r.why}", highlight=False)
         if check.model_modes:
@@ -477,8 +479,8 @@ def run_model_wide(args: argparse.Namespace) -> int:
             out.print(f"whole forward compiled on top (replacements alone: {mods}):", highlight=False)
             for row in check.model_modes:
                 said = (
-                    f"{row['speedup']:.3f}x (95% CI {row['ci'][0]:.3f}-{row['ci'][1]:.3f}), compiled in {row.get('compile_s')} s"
-                    if row.get("ok") and row.get("ci")
+                    f"{row.get('says') or row['decision']}, compiled in {row.get('compile_s')} s"
+                    if row.get("ok") and row.get("decision")
                     else row.get("why", "not measured")
                 )
                 chosen = "  <- chosen" if row["mode"] == check.model_mode else ""
@@ -495,4 +497,9 @@ def run_model_wide(args: argparse.Namespace) -> int:
                 out.print(f"rewrote {e.name} in {e.path} (guarded: other calls run the original)", highlight=False)
             else:
                 out.print(f"{e.name}: not rewritten: {e.why}", highlight=False)
-    return 0
+    out.print(f"outcome: {result.outcome.replace('_', ' ')}", highlight=False)
+    return MODEL_WIDE_EXIT[result.outcome]
+
+
+#: `forge optimize --model-wide`'s exit status: a patch written, nothing faster kept, or the timing undecided
+MODEL_WIDE_EXIT = {"kept": 0, "nothing_kept": 1, "inconclusive": 3}

@@ -7,21 +7,24 @@ call), computes its outputs on the entry's inputs, then installs the patches
 (`patching.install`) and compares the outputs again (tolerances per output dtype, ``atol`` scaled by the
 reference's RMS as the engine does). When they differ, each patch is tried alone and the ones that make the
 outputs differ are reverted (`reverted`, with the worst mismatch), the rest kept and checked together again.
-Then the forward is timed with and without the kept patches, alternating, and the speedup given with a 95%
-bootstrap interval. Writes ``result.json`` (or ``error.txt``) in the request's folder.
+Then the forward is timed with and without the kept patches, alternating, in rounds until the speedup's 99%
+interval decides (`decide`): the patches stay only when it lies above 1; slower, each is timed alone and the ones
+not faster alone go; undecided at the time budget, none stays and the result says "inconclusive" with the noise.
+Writes ``result.json`` (or ``error.txt``) in the request's folder.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .decide import FASTER, INCONCLUSIVE, SLOWER, Decision, decide
 from .patching import PatchError, compile_model, install, instances_by_name, uncompile_model, uninstall
 from .runner import _flat_tensors, _sync, build_entry, build_script_entry
 
@@ -155,18 +158,6 @@ def _label(patch: dict[str, Any]) -> str:
     return str(patch.get("label") or patch["cls"])
 
 
-def _bootstrap(before: list[float], after: list[float]) -> tuple[float | None, list[float] | None]:
-    """The speedup of medians and its 95% bootstrap interval."""
-    n = len(after)
-    b, a = statistics.median(before), statistics.median(after)
-    rng = random.Random(0)
-    ratios = sorted(
-        statistics.median(rng.choices(before, k=len(before))) / max(statistics.median(rng.choices(after, k=n)), 1e-12)
-        for _ in range(2000)
-    )
-    return (b / a if a > 0 else None), [ratios[50], ratios[1949]]
-
-
 def run(req: dict[str, Any]) -> dict[str, Any]:
     import copy
 
@@ -253,69 +244,89 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
             kept, rows = [], []
     uninstall(model)
     reps = int(req.get("reps", 30))
+    budget_s = float(req.get("timing_budget_s", 30.0))
 
-    def timed(chosen: list[dict[str, Any]], n: int) -> tuple[float, float, float | None, list[float] | None]:
-        """(ms without, ms with, speedup, 95% interval), alternating one forward without and one with."""
-        before: list[float] = []
-        after: list[float] = []
-        for _ in range(3):  # warm both ways (compiled candidates compile on their first calls)
-            uninstall(model)
-            _time(torch, model, args, kwargs, device)
-            if chosen:
-                install(model, chosen)
-                _time(torch, model, args, kwargs, device)
-        for _ in range(n):
-            uninstall(model)
-            before.append(_time(torch, model, args, kwargs, device))
-            if chosen:
-                install(model, chosen)
-                after.append(_time(torch, model, args, kwargs, device))
-        uninstall(model)
-        _sync(torch, device)
-        b = statistics.median(before)
-        if not after:
-            return b, b, None, None
-        speedup, ci = _bootstrap(before, after)
-        return b, statistics.median(after), speedup, ci
+    def pairs(chosen: list[dict[str, Any]]) -> Callable[[int], tuple[list[float], list[float]]]:
+        """n forwards without and with `chosen`, alternating (ms each), warmed both ways first."""
+        warm = [True]
 
-    before_ms, after_ms, speedup, ci = timed(kept, reps)
-    if kept and ci is not None and ci[1] < 1.0:  # the model is slower with them: keep only those that are not
-        slower = []
-        for patch in kept if len(kept) > 1 else []:
-            _, _, s_alone, ci_alone = timed([patch], max(10, reps // 2))
-            if ci_alone is not None and ci_alone[1] < 1.0:
-                slower.append((patch, s_alone))
-        if len(kept) == 1:
-            slower = [(kept[0], speedup)]
-        for patch, s_alone in slower:
-            how = f"{s_alone:.2f}x" if s_alone is not None else "slower"
-            reverted.append({"cls": _label(patch), "why": f"the whole model is slower with it ({how} end to end)"})
-        if slower:
-            gone = {id(p) for p, _ in slower}
-            kept = [p for p in kept if id(p) not in gone]
-        else:  # none is slower alone, all are together: keep none
-            how = f"{speedup:.2f}x" if speedup is not None else "slower"
-            reverted += [{"cls": _label(p), "why": f"the whole model is slower with them ({how})"} for p in kept]
-            kept = []
-        before_ms, after_ms, speedup, ci = timed(kept, reps)
+        def sample(n: int) -> tuple[list[float], list[float]]:
+            before: list[float] = []
+            after: list[float] = []
+            for i in range((3 if warm[0] else 0) + n):  # compiled candidates compile on their first calls
+                uninstall(model)
+                b = _time(torch, model, args, kwargs, device)
+                install(model, chosen)
+                a = _time(torch, model, args, kwargs, device)
+                if i >= (3 if warm[0] else 0):
+                    before.append(b)
+                    after.append(a)
+            warm[0] = False
+            uninstall(model)
+            _sync(torch, device)
+            return before, after
+
+        return sample
+
+    def timed(chosen: list[dict[str, Any]], n: int, budget: float) -> Decision:
+        return decide(pairs(chosen), n, budget)
+
+    decision = timed(kept, reps, budget_s) if kept else None
+    if kept and decision is not None and decision.outcome == SLOWER and len(kept) > 1:
+        # which of them: each alone, on half the budget; one not faster alone goes, and the rest is decided again
+        gone = []
+        for patch in kept:
+            alone = timed([patch], max(10, reps // 2), budget_s / 2)
+            if not alone.faster:
+                gone.append(patch)
+                reverted.append({"cls": _label(patch), "why": f"the whole model is not faster with it: {alone.says()}"})
+        kept = [p for p in kept if all(p is not g for g in gone)]
+        decision = timed(kept, reps, budget_s) if kept and gone else decision
+    if kept and decision is not None and not decision.faster:  # slower, or undecided: nothing is kept
+        them = "it" if len(kept) == 1 else "them"
+        what = "slower" if decision.outcome == SLOWER else "not decidedly faster"
+        reverted += [
+            {"cls": _label(p), "why": f"the whole model is {what} with {them}: {decision.says()}"} for p in kept
+        ]
+        kept = []
+    outcome = (
+        "kept"
+        if kept
+        else (INCONCLUSIVE if decision is not None and decision.outcome == INCONCLUSIVE else "nothing_kept")
+    )
+    if decision is None:
+        base = pairs([])(max(5, reps // 3))[0]
+        before_ms, after_ms, speedup, ci = statistics.median(base), statistics.median(base), None, None
+    else:
+        before_ms, after_ms = decision.before_ms, decision.after_ms
+        speedup, ci = (decision.speedup, decision.ci) if kept else (None, None)
+        if not kept:
+            after_ms = before_ms
     result: dict[str, Any] = {"kept": [_label(p) for p in kept], "reverted": reverted, "outputs": rows}
     result["before_ms"], result["after_ms"], result["speedup"], result["ci"] = before_ms, after_ms, speedup, ci
     result["modules_speedup"], result["modules_ci"] = speedup, ci
-    result["reps"] = reps
+    result["reps"] = decision.pairs if decision is not None else reps
+    result["outcome"] = outcome
+    result["decision"] = decision.to_json() if decision is not None else None
     if truth is None and truth_note != "no low-precision output":
         result["fp32_note"] = truth_note
     if modes and original is not None:
-        result["model_modes"] = _model_modes(torch, req, original, model, kept, args, kwargs, ref, modes, reps, truth)
+        result["model_modes"] = _model_modes(
+            torch, req, original, model, kept, args, kwargs, ref, modes, reps, truth, budget_s
+        )
         best = max(
-            (m for m in result["model_modes"] if m.get("ok") and m.get("ci")),
+            (m for m in result["model_modes"] if m.get("ok") and m.get("decision") == FASTER),
             key=lambda m: m["speedup"],
             default=None,
         )
-        if best is not None and best["ci"][0] > 1.0 and best["speedup"] > (speedup or 1.0):
+        if best is not None and best["speedup"] > (speedup or 1.0):
             result["model_mode"] = best["mode"]
             result["after_ms"], result["speedup"], result["ci"] = best["after_ms"], best["speedup"], best["ci"]
             result["before_ms"] = best["before_ms"]
             result["outputs"] = best["outputs"]
+            result["outcome"] = "kept"
+        elif outcome != "kept" and any(m.get("decision") == INCONCLUSIVE for m in result["model_modes"]):
+            result["outcome"] = INCONCLUSIVE
     return result
 
 
@@ -331,9 +342,11 @@ def _model_modes(
     modes: list[str],
     reps: int,
     truth: list[Any] | None = None,
+    budget_s: float = 30.0,
 ) -> list[dict[str, Any]]:
     """The whole forward (the kept replacements in place) compiled in each mode: its outputs against the
-    original's, and its time against the original model's (an untouched copy), alternating."""
+    original's, and its time against the original model's (an untouched copy), alternating, decided as the
+    replacements are (`decide`: faster only when the interval lies above 1)."""
     device, tolerances = req["device"], req.get("tolerances", {})
     rows = []
     install(model, kept)
@@ -353,15 +366,20 @@ def _model_modes(
             if not row["ok"]:
                 row["why"] = differ("the model's outputs differ", out)
                 continue
-            before, after = [], []
             for _ in range(3):
                 _time(torch, original, args, kwargs, device)
                 _time(torch, model, args, kwargs, device)
-            for _ in range(reps):
-                before.append(_time(torch, original, args, kwargs, device))
-                after.append(_time(torch, model, args, kwargs, device))
-            row["before_ms"], row["after_ms"] = statistics.median(before), statistics.median(after)
-            row["speedup"], row["ci"] = _bootstrap(before, after)
+
+            def sample(n: int) -> tuple[list[float], list[float]]:
+                pairs = [
+                    (_time(torch, original, args, kwargs, device), _time(torch, model, args, kwargs, device))
+                    for _ in range(n)
+                ]
+                return [b for b, _ in pairs], [a for _, a in pairs]
+
+            d = decide(sample, reps, budget_s)
+            row["before_ms"], row["after_ms"], row["speedup"], row["ci"] = d.before_ms, d.after_ms, d.speedup, d.ci
+            row["decision"], row["says"] = d.outcome, d.says()
         except Exception as exc:  # noqa: BLE001 - a mode that does not compile this model: said, not fatal
             row["ok"], row["why"] = (
                 False,

@@ -44,6 +44,11 @@ class ModelCheck(BaseModel):
     model_mode: str | None = None
     #: why the model's bf16/fp16 outputs could not also be judged against the model run in fp32 (when it could not)
     fp32_note: str | None = None
+    #: "kept" (replacements or a mode decidedly faster), "nothing_kept" (none faster, or they changed the outputs),
+    #: "inconclusive" (the 99% interval still held 1 at the time budget: nothing kept)
+    outcome: str = "nothing_kept"
+    #: the decision on the replacements (`decide.Decision`): outcome, speedup, ci, pairs, rounds, noise_pct, outliers
+    decision: dict[str, Any] | None = None
 
     @property
     def outputs_match(self) -> bool:
@@ -62,6 +67,7 @@ def check_model(
     tolerances: dict[str, list[float]],
     *,
     reps: int = 30,
+    timing_budget_s: float = 30.0,
     timeout: float = 1800.0,
     cancel: threading.Event | None = None,
     cache_dir: Path | None = None,
@@ -89,6 +95,7 @@ def check_model(
         "patches": patches,
         "tolerances": tolerances,
         "reps": reps,
+        "timing_budget_s": timing_budget_s,
         "model_modes": list(model_modes),
         "root": root,
         "out": str(out),

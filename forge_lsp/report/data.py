@@ -177,7 +177,8 @@ class ModelWideSection(BaseModel):
     iterations: int = 0
     hot_classes: list[dict[str, Any]] = []  # name, file, line, library, instances, calls, total/self ms and %
     modules: list[ModelWideModule] = []
-    #: kept, reverted, outputs, before_ms, after_ms, speedup, ci, reps, modules_speedup, model_modes, model_mode
+    #: kept, reverted, outputs, before_ms, after_ms, speedup, ci, reps, modules_speedup, model_modes, model_mode,
+    #: outcome (kept, nothing_kept, inconclusive) and decision (`hotspots.decide.Decision`, with `says`)
     check: dict[str, Any] | None = None
     notes: list[str] = []
     patch_file: str | None = None

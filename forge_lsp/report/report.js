@@ -461,7 +461,10 @@
       const ok = (C.outputs || []).every((o) => o.ok);
       box.append(h("p", {}, h("span", { class: ok ? "ok" : "bad", text: ok ? "outputs match" : "outputs DIFFER" }),
         ` · ${num(C.before_ms, 3)} ms → ${num(C.after_ms, 3)} ms per forward`,
-        C.speedup !== null && C.speedup !== undefined ? ` · ${fx(C.speedup)} ${C.ci ? `(95% CI ${fci(C.ci)}, ${C.reps} forwards each way)` : ""}` : ""));
+        C.speedup !== null && C.speedup !== undefined ? ` · ${fx(C.speedup)} ${C.ci ? `(99% CI ${fci(C.ci)}, ${C.reps} forwards each way)` : ""}` : ""));
+      const outcome = C.outcome || (((C.kept || []).length || C.model_mode) ? "kept" : "nothing_kept");
+      box.append(h("p", { class: "outcome" }, h("span", { class: `state st-${outcome === "kept" ? "correct" : "cancelled"}`, text: outcome.replace("_", " ") }),
+        C.decision && C.decision.says ? ` · replacements: ${C.decision.says}` : ""));
       if ((C.outputs || []).length) box.append(h("table", {}, h("thead", {}, h("tr", {}, ["output", "", "dtype", "shape", "max abs error", "atol", "rtol"].map((t) => h("th", { text: t })))),
         h("tbody", {}, C.outputs.map((o, i) => h("tr", {}, h("td", { text: o.path || String(i) }), h("td", { class: o.ok ? "ok" : "bad", text: o.ok ? "✓" : "✗" }),
           h("td", { text: o.dtype || "" }), h("td", { text: o.shape ? `[${o.shape.join(", ")}]` : "" }), h("td", { class: "num", text: o.max_abs !== undefined && o.max_abs !== null ? Number(o.max_abs).toPrecision(3) : "" }),
@@ -471,14 +474,15 @@
       if ((C.model_modes || []).length) {
         box.append(h("h4", { text: "Whole forward compiled on top" }));
         box.append(h("p", { class: "muted", text: `the replacements alone: ${C.modules_speedup ? fx(C.modules_speedup) : "none kept"}; ` +
-          "each mode checked end to end and timed against an untouched copy of the model; chosen only when faster with its 95% interval above 1" }));
+          "each mode checked end to end and timed against an untouched copy of the model, in rounds until its 99% interval decides; chosen only when above 1" }));
         box.append(h("table", { class: "modes" },
-          h("thead", {}, h("tr", {}, ["torch.compile mode", "outputs", "compile s", "speedup", "95% CI", ""].map((t) => h("th", { text: t })))),
+          h("thead", {}, h("tr", {}, ["torch.compile mode", "outputs", "compile s", "speedup", "99% CI", "decision", ""].map((t) => h("th", { text: t })))),
           h("tbody", {}, C.model_modes.map((m) => h("tr", {}, h("td", { text: m.mode }),
             h("td", { class: m.ok ? "ok" : "bad", text: m.ok ? "match" : (m.why || "failed") }),
             h("td", { class: "num", text: m.compile_s !== undefined && m.compile_s !== null ? String(m.compile_s) : "" }),
             h("td", { class: "num", text: m.speedup ? fx(m.speedup) : "–" }),
             h("td", { class: "num", text: m.ci ? fci(m.ci) : "" }),
+            h("td", { text: m.decision || "" }),
             h("td", { text: m.mode === C.model_mode ? "chosen" : "" }))))));
       }
     }

@@ -6,7 +6,9 @@
    faster after re-timing) becomes a patch for the instances the task was captured from.
 3. The whole model checked end to end with the patches in place (`hotspots.verify.check_model`): outputs
    against the original's on the entry's inputs, per-dtype tolerances; a patch that makes them differ is
-   reverted and said; then the forward timed with and without, with a 95% interval.
+   reverted and said; then the forward timed with and without, alternating, in rounds until the speedup's 99%
+   interval decides (`hotspots.decide`): kept only above 1; undecided at the time budget, nothing is kept and the
+   result is "inconclusive" with the timing noise. A model that would be slower is never patched.
 4. The kept patches written as ``.forge/model_wide/<run>/forge_patch.py`` (``apply(model)``) for the user to
    import: the model's own code is not edited.
 
@@ -41,7 +43,9 @@ class ModelWideRequest:
     top: int = 3
     overrides: dict[str, Any] = field(default_factory=dict)  # configuration keys for each module's run
     offline: bool = True
-    reps: int = 30  # end-to-end timings, each way
+    reps: int = 30  # end-to-end timings, each way, in the first round
+    #: seconds the end-to-end timing may go on while its interval holds 1 (more rounds of forwards), per decision
+    timing_budget_s: float = 30.0
     cache_dir: Path | None = None
     #: torch.compile modes tried on the whole forward with the kept replacements in place, each checked end to end
     #: like them; None: "default" and "reduce-overhead" on a GPU, "default" on the CPU, when offline (else none)
@@ -83,9 +87,19 @@ class ModelWideResult:
     report_workspace: Path | None = None  # the workspace the run was in
     created: float = field(default_factory=time.time)
 
+    @property
+    def outcome(self) -> str:
+        """ "kept" (a patch was written), "inconclusive" (nothing kept: the timing could not decide), "nothing_kept"."""
+        if self.patch_file is not None:
+            return "kept"
+        if self.check is not None and self.check.outcome == "inconclusive":
+            return "inconclusive"
+        return "nothing_kept"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "version": RESULT_VERSION,
+            "outcome": self.outcome,
             "created": self.created,
             "report": self.report.model_dump(mode="json"),
             "modules": [{**asdict(m), "task": str(m.task) if m.task else None} for m in self.modules],
@@ -286,6 +300,7 @@ def optimize_model(
             patches,
             tolerances,
             reps=request.reps,
+            timing_budget_s=request.timing_budget_s,
             cancel=cancel,
             cache_dir=request.cache_dir,
             model_modes=tuple(modes),
@@ -308,7 +323,14 @@ def optimize_model(
             elif p["label"] in check.kept:
                 mo.carried += p["instances"]
     kept = [p for p in patches if p["label"] in check.kept]
-    if patches and not kept:
+    if check.outcome == "inconclusive" and not check.model_mode:
+        said = (check.decision or {}).get("noise_pct")
+        out.notes.append(
+            "inconclusive: the end-to-end timing could not decide"
+            + (f" (timing noise of {said:.0f}%)" if said is not None else "")
+            + " within its budget; nothing is kept (time again on a quieter machine, or raise timing_budget_s)"
+        )
+    elif patches and not kept:
         out.notes.append("no replacement survived the end-to-end check")
     if check.model_mode:
         out.notes.append(
