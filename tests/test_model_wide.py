@@ -293,7 +293,7 @@ def test_a_model_wide_outcome_is_kept_only_with_a_patch_and_inconclusive_is_said
     assert kept.outcome == "kept" and kept.to_json()["outcome"] == "kept"
     from forge_lsp.cli.optimize_cmd import MODEL_WIDE_EXIT
 
-    assert MODEL_WIDE_EXIT == {"kept": 0, "nothing_kept": 1, "inconclusive": 3}
+    assert MODEL_WIDE_EXIT == {"kept": 0, "nothing_kept": 1, "inconclusive": 3, "interrupted": 130}
 
 
 def test_model_wide_optimizes_the_hot_module_checks_the_model_and_writes_a_patch(workspace, fake_openai):
@@ -550,11 +550,13 @@ def test_a_mode_that_does_not_apply_is_said_not_fatal(tmp_path):
 
 def test_cancel_stops_the_module_run_in_flight(workspace, fake_openai):
     """Cancel while a module is being optimized (its model call in flight): the module's run is stopped at once
-    (the call is not waited for, no candidate is evaluated), the model-wide run says cancelled and checks nothing."""
+    (the call is not waited for, no candidate is evaluated), marked interrupted in the run store, and the model-wide
+    run saves what it has (state "interrupted") without checking anything."""
     import threading
     import time
 
-    from forge_lsp.usecases.hotspots import EntryFailed
+    from forge_lsp.usecases.model_wide import RunInterrupted
+    from forge_lsp.usecases.runs import workspace_store
 
     # a model that does not answer before the cancel
     fake_openai.script({"delay": 8.0, "content": json.dumps({"summary": "one vectorized softmax", "source": FAST})})
@@ -572,7 +574,7 @@ def test_cancel_stops_the_module_run_in_flight(workspace, fake_openai):
         if line.startswith("  SlowBlock:") and not cancelled_at:
             threading.Timer(1.0, cancel_now).start()
 
-    with pytest.raises(EntryFailed, match="cancelled"):
+    with pytest.raises(RunInterrupted, match="interrupted: 0 of 1") as stopped:
         optimize_model(
             _scripted(fake_openai, workspace),
             say=cancel_once_optimizing,
@@ -582,6 +584,127 @@ def test_cancel_stops_the_module_run_in_flight(workspace, fake_openai):
     assert cancel.is_set() and time.monotonic() - cancelled_at[0] < 6, said
     assert not any(line.startswith("checking the whole model") for line in said), said
     assert not (workspace / ".forge" / "model_wide" / "checks").exists()
+    (saved,) = load_model_wide_results(workspace)
+    assert saved.state == "interrupted" and saved.outcome == "interrupted" and saved.patch_file is None
+    (module,) = saved.modules
+    assert module.status == "interrupted" and module.run_id is None  # its run id is the store's
+    store = workspace_store(workspace)
+    assert store is not None and [r.status for r in store.list_runs()] == ["interrupted"]
+    assert stopped.value.result.folder == saved.folder
+
+
+TWO_HOT = MODEL.replace("        self.head = nn.Linear(dim, 4)", "        self.head = SlowHead(dim)").replace(
+    "class Net(nn.Module):",
+    '''class SlowHead(nn.Module):
+    """A projection to 4, then a ReLU of each row in a Python loop: slow on purpose too."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, 4)
+
+    def forward(self, h):
+        rows = self.proj(h).reshape(-1, 4)
+        return torch.stack([torch.relu(r) for r in rows]).reshape(*h.shape[:-1], 4)
+
+
+class Net(nn.Module):''',
+)
+
+
+def test_an_interrupted_run_is_resumed_without_redoing_its_finished_modules(tmp_path, fake_openai):
+    """Two hot classes; the run is stopped as the second's run starts. Saved: the first module's answer and patch,
+    the second marked interrupted. `resume` takes the first as it is (no model call, the same run) and runs the
+    second, then checks the whole model, in the same folder."""
+    import threading
+
+    from forge_lsp.usecases.model_wide import RunInterrupted
+    from forge_lsp.usecases.runs import workspace_store
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "slownet.py").write_text(TWO_HOT)
+    fake_openai.script(json.dumps({"summary": "one vectorized softmax", "source": FAST}))
+    cancel = threading.Event()
+
+    def stop_at_the_second(line: str) -> None:
+        if line.startswith("optimizing SlowHead"):
+            cancel.set()
+
+    request = _scripted(fake_openai, tmp_path, reps=10)
+    request = ModelWideRequest(**{**request.__dict__, "top": 2})
+    with pytest.raises(RunInterrupted, match="interrupted: 1 of 2"):
+        optimize_model(request, say=stop_at_the_second, cancel=cancel)
+    (saved,) = load_model_wide_results(tmp_path)
+    assert saved.state == "interrupted" and [m.name for m in saved.modules] == ["SlowBlock", "SlowHead"]
+    first, second = saved.modules
+    assert first.status == "kept" and first.run_id and second.status == "interrupted"
+    assert len(saved.patches) == 1 and saved.patches[0]["cls"] == first.cls
+    store = workspace_store(tmp_path)
+    assert store is not None and sorted(r.status for r in store.list_runs()) == ["done", "interrupted"]
+
+    fake_openai.script("not json: no candidate this time")
+    said: list[str] = []
+    resumed = ModelWideRequest(**{**request.__dict__, "entry": None, "resume": "latest"})
+    result = optimize_model(resumed, say=said.append)
+    assert "SlowBlock: kept (finished before the interruption)" in said, said
+    assert result.folder == saved.folder and result.state == "finished"
+    again, head = result.modules
+    assert again.run_id == first.run_id and again.status == "kept"  # not redone
+    assert head.status != "interrupted" and head.run_id, head
+    assert result.check is not None and first.cls in result.check.kept
+    assert len(store.list_runs()) == 3  # the first module's run, the interrupted one, and the second's new run
+    (final,) = load_model_wide_results(tmp_path)
+    assert final.state == "finished" and final.outcome == "kept"
+    with pytest.raises(Exception, match="no interrupted model-wide run"):
+        optimize_model(resumed, say=said.append)  # a finished run is not resumed
+
+
+def test_cli_sigterm_saves_the_run_says_how_to_resume_and_resume_finishes_it(workspace, fake_openai):
+    """`forge optimize --model-wide` stopped by SIGTERM while its module's model call is in flight: exit status 130,
+    the resume command said, the run saved as interrupted (`forge report --model-wide latest` renders it); then
+    `--resume latest` finishes it."""
+    import signal
+    import time
+
+    fake_openai.script({"delay": 30.0, "content": json.dumps({"summary": "one vectorized softmax", "source": FAST})})
+    cli = [sys.executable, "-m", "forge_lsp.cli.main", "optimize"]
+    flags = ["--model-wide", "--device", "cpu", "--no-offline", "--top", "1", "--model", "scripted"]
+    flags += ["--base-url", fake_openai.base_url, "--search", "linear", "--rounds", "1"]
+    proc = subprocess.Popen(
+        [*cli, "slownet.py:build", *flags], cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    lines = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        lines.append(line)
+        if line.startswith("optimizing SlowBlock") or not line:
+            break
+    time.sleep(2.0)  # its model call is in flight
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    err = "".join(lines) + err
+    assert proc.returncode == 130, err[-3000:]
+    assert "--resume" in err and "interrupted: 0 of 1 hot module(s) finished" in err, err[-3000:]
+    (saved,) = load_model_wide_results(workspace)
+    assert saved.state == "interrupted" and saved.modules[0].status == "interrupted"
+    report = subprocess.run(
+        [sys.executable, "-m", "forge_lsp.cli.main", "report", "--model-wide", "latest", "--output", "mw.html"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0 and (workspace / "mw.html").is_file(), report.stderr[-2000:]
+
+    fake_openai.script("not json: no candidate")
+    done = subprocess.run(
+        [*cli, *flags, "--resume", "latest"], cwd=workspace, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    assert "resuming" in done.stderr and "outcome:" in done.stdout, done.stdout[-2000:]
+    (final,) = load_model_wide_results(workspace)
+    assert final.state == "finished" and final.folder == saved.folder
 
 
 def test_a_module_run_over_its_budget_is_stopped_and_the_model_still_checked(workspace, fake_openai):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +26,11 @@ def add_parsers(sub) -> None:
         "built-in Triton kernels only.",
     )
     p.add_argument("target", nargs="?", help="FILE.py or FILE.py::ClassName (KernelBench-style task file)")
-    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run")
+    p.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="continue an interrupted run (with --model-wide: its folder under .forge/model_wide, or 'latest')",
+    )
     p.add_argument("--search", choices=["mcts", "linear"])
     p.add_argument("--rounds", type=positive_int)
     p.add_argument("--budget-usd", type=positive_float)
@@ -411,7 +417,7 @@ def _model_modes(text: str | None) -> tuple[str, ...] | None:
 def run_model_wide(args: argparse.Namespace) -> int:
     from ..usecases import UseCaseError
     from ..usecases.hotspots import EntryFailed
-    from ..usecases.model_wide import ModelWideRequest, optimize_model
+    from ..usecases.model_wide import ModelWideRequest, RunInterrupted, optimize_model
 
     err = console(stderr=True)
     overrides = _overrides(args)
@@ -425,12 +431,30 @@ def run_model_wide(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         model_modes=_model_modes(args.model_modes),
         module_budget_s=args.module_budget,
+        resume=args.resume,
     )
+    cancel = threading.Event()
+
+    def stop(signum: int, frame: object) -> None:  # the first Ctrl-C or SIGTERM stops the run and saves it
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        err.print(f"[yellow]{signal.Signals(signum).name}[/]: stopping; what finished is saved", highlight=False)
+        cancel.set()
+
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = optimize_model(request, say=None if args.quiet else lambda text: err.print(text, highlight=False))
+        result = optimize_model(
+            request, say=None if args.quiet else lambda text: err.print(text, highlight=False), cancel=cancel
+        )
+    except RunInterrupted as exc:
+        print(f"forge optimize --model-wide: {exc}", file=sys.stderr)
+        return 130
     except UseCaseError as exc:
         print(f"forge optimize --model-wide: {exc}", file=sys.stderr)
         return 1 if isinstance(exc, EntryFailed) else 2
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     out = console()
     report = result.report
     table = Table(title=f"{report.model}: hot modules", box=None, header_style="bold", title_justify="left")
@@ -502,4 +526,4 @@ def run_model_wide(args: argparse.Namespace) -> int:
 
 
 #: `forge optimize --model-wide`'s exit status: a patch written, nothing faster kept, or the timing undecided
-MODEL_WIDE_EXIT = {"kept": 0, "nothing_kept": 1, "inconclusive": 3}
+MODEL_WIDE_EXIT = {"kept": 0, "nothing_kept": 1, "inconclusive": 3, "interrupted": 130}

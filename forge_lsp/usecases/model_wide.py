@@ -53,6 +53,9 @@ class ModelWideRequest:
     #: seconds each hot module's run may take: at the budget its run is stopped (its worker killed) and the module
     #: is left as it is, said as "over_budget"; None: no limit
     module_budget_s: float | None = None
+    #: an interrupted model-wide run to go on with (its folder's name under .forge/model_wide, or "latest"): its hot
+    #: spots and its finished modules are taken as they are, the rest is run
+    resume: str | None = None
 
 
 @dataclass
@@ -86,10 +89,18 @@ class ModelWideResult:
     folder: Path | None = None  # .forge/model_wide/<run>/, where result.json is
     report_workspace: Path | None = None  # the workspace the run was in
     created: float = field(default_factory=time.time)
+    #: "finished", or "interrupted" (Ctrl-C, SIGTERM, a cancel): what finished is kept, `--resume` goes on
+    state: str = "finished"
+    #: the patches of the modules kept so far (before the end-to-end check), for a resumed run to go on with
+    patches: list[dict[str, Any]] = field(default_factory=list)
+    top: int = 0  # how many hot classes the run optimizes
 
     @property
     def outcome(self) -> str:
-        """ "kept" (a patch was written), "inconclusive" (nothing kept: the timing could not decide), "nothing_kept"."""
+        """'kept' (a patch was written), 'inconclusive' (nothing kept: the timing could not decide), 'nothing_kept',
+        or 'interrupted' (stopped before the end: resume it)."""
+        if self.state == "interrupted":
+            return "interrupted"
         if self.patch_file is not None:
             return "kept"
         if self.check is not None and self.check.outcome == "inconclusive":
@@ -99,7 +110,10 @@ class ModelWideResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "version": RESULT_VERSION,
+            "state": self.state,
             "outcome": self.outcome,
+            "patches": self.patches,
+            "top": self.top,
             "created": self.created,
             "report": self.report.model_dump(mode="json"),
             "modules": [{**asdict(m), "task": str(m.task) if m.task else None} for m in self.modules],
@@ -125,6 +139,9 @@ class ModelWideResult:
             notes=list(data.get("notes", [])),
             folder=folder,
             created=float(data.get("created", 0.0)),
+            state=str(data.get("state", "finished")),
+            patches=list(data.get("patches", [])),
+            top=int(data.get("top", len(modules))),
         )
 
 
@@ -164,6 +181,37 @@ def load_model_wide_results(workspace: Path) -> list[ModelWideResult]:
 
 Say = Callable[[str], None]
 
+#: a module outcome that a resumed run takes as it is
+FINISHED = frozenset({"kept", "not_faster", "not_extracted", "not_replaceable", "failed", "over_budget"})
+
+
+class RunInterrupted(EntryFailed):
+    """The model-wide run was stopped from outside (a cancel, Ctrl-C, SIGTERM): what finished is saved in `result`
+    (state "interrupted"), the module run in flight is marked interrupted in the run store, and the run goes on
+    with `ModelWideRequest(resume=result.folder.name)`."""
+
+    def __init__(self, result: ModelWideResult) -> None:
+        assert result.folder is not None
+        done = sum(1 for m in result.modules if m.status in FINISHED)
+        super().__init__(
+            f"interrupted: {done} of {result.top} hot module(s) finished and saved; resume with "
+            f"`forge optimize --model-wide --resume {result.folder.name}`"
+        )
+        self.result = result
+
+
+def _resumed(request: ModelWideRequest, workspace: Path) -> ModelWideResult:
+    """The interrupted run `request.resume` names (or the latest one), as saved."""
+    runs = [r for r in load_model_wide_results(workspace) if r.state == "interrupted"]
+    if request.resume != "latest":
+        runs = [r for r in runs if r.folder is not None and r.folder.name == request.resume]
+    if not runs:
+        raise UseCaseError(
+            f"no interrupted model-wide run {request.resume!r} under {workspace / '.forge' / 'model_wide'}"
+            + " (finished runs are not resumed: start a new one)"
+        )
+    return runs[0]
+
 
 def optimize_model(
     request: ModelWideRequest,
@@ -175,27 +223,69 @@ def optimize_model(
     from .optimize import ModuleOptimization, OptimizeRequest
 
     tell = say or (lambda text: None)
-    hot = find_model_hotspots(
-        HotspotsRequest(
-            entry=request.entry,
-            workspace=request.workspace,
-            device=request.device,
-            top=request.top,
-            extract=True,
-            cache_dir=request.cache_dir,
-        ),
-        on_progress=lambda step, done, of: tell(f"hot spots: {step}" + (f" {done}/{of}" if done and of else "")),
-        cancel=cancel,
-    )
-    report, workspace = hot.report, hot.workspace
-    assert hot.extraction is not None
-    tasks = {t.cls: t for t in hot.extraction.tasks}
-    skipped = dict(hot.extraction.skipped)
+    prior: ModelWideResult | None = None
+    if request.resume:
+        from ..hotspots.extract import extract_tasks
+        from .common import find_workspace
+
+        workspace = request.workspace or find_workspace(Path.cwd())
+        prior = _resumed(request, workspace)
+        report, top = prior.report, prior.top or request.top
+        assert prior.folder is not None
+        tell(f"resuming {prior.folder.name}: {sum(m.status in FINISHED for m in prior.modules)} module(s) finished")
+        hot_entry = None
+        extraction = extract_tasks(report, workspace)
+    else:
+        hot = find_model_hotspots(
+            HotspotsRequest(
+                entry=request.entry,
+                workspace=request.workspace,
+                device=request.device,
+                top=request.top,
+                extract=True,
+                cache_dir=request.cache_dir,
+            ),
+            on_progress=lambda step, done, of: tell(f"hot spots: {step}" + (f" {done}/{of}" if done and of else "")),
+            cancel=cancel,
+        )
+        report, workspace, top, hot_entry = hot.report, hot.workspace, request.top, hot.entry
+        assert hot.extraction is not None
+        extraction = hot.extraction
+    tasks = {t.cls: t for t in extraction.tasks}
+    skipped = dict(extraction.skipped)
+    done = {m.cls: m for m in prior.modules if m.status in FINISHED} if prior is not None else {}
     modules: list[ModuleOutcome] = []
-    patches: list[dict[str, Any]] = []
-    for key in report.targets[: request.top]:
+    patches: list[dict[str, Any]] = [p for p in prior.patches if p["cls"] in done] if prior is not None else []
+    out = ModelWideResult(
+        report=report,
+        modules=modules,
+        folder=prior.folder if prior is not None else _run_folder(workspace),
+        report_workspace=workspace,
+        top=top,
+        patches=patches,
+    )
+
+    def interrupted(mo: ModuleOutcome | None = None, run: Any = None) -> RunInterrupted:
+        """Save what finished (the module in flight marked, its run too) and say how to go on."""
+        if mo is not None:
+            mo.status, mo.reason = "interrupted", "stopped from outside; resume to run it again"
+        if run is not None and getattr(run, "run_id", None):
+            run.store.set_run_status(run.run_id, "interrupted", "the model-wide run was interrupted")
+        for key in report.targets[len(modules) : top]:  # the ones not reached
+            c = report.cls(key)
+            if c is not None:
+                modules.append(ModuleOutcome(cls=key, name=c.name, total_pct=c.total_pct, status="interrupted"))
+        out.state = "interrupted"
+        out.notes.append("interrupted before the end-to-end check: nothing is patched yet")
+        return RunInterrupted(_save(out, workspace))
+
+    for key in report.targets[:top]:
         c = report.cls(key)
         assert c is not None
+        if key in done:
+            modules.append(done[key])
+            tell(f"{c.name}: {done[key].status} (finished before the interruption)")
+            continue
         mo = ModuleOutcome(cls=key, name=c.name, total_pct=c.total_pct)
         modules.append(mo)
         task = tasks.get(key)
@@ -209,9 +299,10 @@ def optimize_model(
             mo.reason = f"its calls return a {captured.output if captured else '?'}, which cannot be rebuilt"
             continue
         if cancel is not None and cancel.is_set():
-            raise EntryFailed("cancelled")
+            raise interrupted(mo)
         tell(f"optimizing {c.name} ({c.total_pct:.1f}% of the model) on its captured inputs")
         relay = _Relay(c.name, tell, request.module_budget_s)
+        run = None
         try:
             run = ModuleOptimization(
                 OptimizeRequest(
@@ -226,10 +317,12 @@ def optimize_model(
             )
             result = relay.run(run, request.offline, cancel)
             if cancel is not None and cancel.is_set():
-                raise EntryFailed("cancelled")
+                raise interrupted(mo, run)
+        except RunInterrupted:
+            raise
         except UseCaseError as exc:
             if cancel is not None and cancel.is_set():
-                raise EntryFailed("cancelled") from None
+                raise interrupted(mo, run) from None
             mo.status, mo.reason, mo.seconds = "failed", str(exc), relay.seconds()
             continue
         mo.run_id, mo.seconds = result.run_id, relay.seconds()
@@ -278,19 +371,18 @@ def optimize_model(
             if request.offline
             else ()
         )
-    out = ModelWideResult(report=report, modules=modules, folder=_run_folder(workspace), report_workspace=workspace)
     if not patches:
         out.notes.append("no hot module got a verified candidate faster than its reference")
         if not modes:
             out.notes[-1] += ": the model is unchanged"
             return _save(out, workspace)
     if cancel is not None and cancel.is_set():
-        raise EntryFailed("cancelled")
+        raise interrupted()
     tell(
         f"checking the whole model with {len(patches)} replacement(s)"
         + (f", then compiled whole ({', '.join(modes)})" if modes else "")
     )
-    entry = hot.entry or parse_entry(report.entry, workspace)
+    entry = hot_entry or parse_entry(report.entry, workspace)
     tolerances = {k: [t.atol, t.rtol] for k, t in DEFAULT_TOLERANCES.items()}
     try:
         check = check_model(
@@ -307,6 +399,8 @@ def optimize_model(
             root=report.model,
         )
     except ModelCheckError as exc:
+        if cancel is not None and cancel.is_set():
+            raise interrupted() from None
         out.notes.append(f"the end-to-end check failed: {exc}")
         _save(out, workspace)
         raise EntryFailed(str(exc)) from exc
