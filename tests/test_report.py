@@ -344,7 +344,7 @@ def test_a_model_wide_result_is_reported_with_its_module_runs(runs, browser, tmp
     assert module_report == main.parent / f"{run}.html" and module_report.is_file()
     page = Page(browser, main)
     body = page.page.text_content("#model-wide")
-    assert "Hot spots" in body and "1.25×" in body and "(95% CI [1.20, 1.30], 30 forwards each way)" in body
+    assert "Hot spots" in body and "1.25×" in body and "(99% CI [1.20, 1.30], 30 forwards each way)" in body
     # the whole forward compiled on top: each mode, its outcome, the one chosen; the instances carried over
     modes = page.page.text_content("#model-wide table.modes")
     assert "default" in modes and "chosen" in modes and "no CUDA graphs on the CPU" in modes, modes
@@ -354,6 +354,57 @@ def test_a_model_wide_result_is_reported_with_its_module_runs(runs, browser, tmp
     page.page.wait_for_selector("body[data-ready]")
     assert run in page.page.title()
     assert [m for m in page.console if m[0] in ("error", "pageerror")] == []
+
+
+def _model_wide_page(ws: Path, stamp: str, result) -> Path:
+    folder = ws / ".forge" / "model_wide" / stamp
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps(result.to_json()))
+    r = forge("report", "--model-wide", stamp, cwd=ws, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return Path(r.stdout.splitlines()[0].split()[0])
+
+
+def test_a_model_wide_page_describes_the_model_wide_run_and_every_link_lands(browser, tmp_path):
+    """The page of a model-wide result alone (no run of its own): its cards are the model-wide run's — outcome,
+    modules kept of those run, end to end, compile mode, device — not a search's; every navigation link points at
+    a section on the page; an end-to-end result under 1x (as runs before the interval rule could keep) is flagged;
+    an interrupted run says so."""
+    from forge_lsp.hotspots import HotspotReport
+    from forge_lsp.hotspots.verify import ModelCheck
+    from forge_lsp.usecases.model_wide import ModelWideResult, ModuleOutcome
+
+    ws = tmp_path / "ws"
+    hot = HotspotReport.model_validate(
+        {"entry": "tiny_decoder.py:build", "device": "cpu", "model": "TinyDecoder", "model_ms": 28.6, "iterations": 5}
+    )
+    modules = [
+        ModuleOutcome(cls=f"m.{n}", name=n, total_pct=p, status=st)
+        for n, p, st in (("DecoderBlock", 60.0, "kept"), ("GatedMLP", 25.0, "kept"), ("Attention", 10.0, "not_faster"))
+    ]
+    slower = ModelWideResult(
+        report=hot,
+        modules=modules,
+        check=ModelCheck(
+            kept=["m.DecoderBlock", "m.GatedMLP"], before_ms=28.595, after_ms=98.782, speedup=0.289, ci=[0.116, 4.07]
+        ),
+        patch_file=ws / "forge_patch.py",
+    )
+    page = Page(browser, _model_wide_page(ws, "20261205-010000", slower))
+    cards = page.page.text_content("#summary") or ""
+    assert "outcome" in cards and "2 of 3 kept" in cards and "0.29" in cards, cards
+    assert "best (search)" not in cards and "candidates" not in cards and "rounds" not in cards, cards
+    assert page.page.locator("#summary .card.bad").count() == 1
+    links = page.page.eval_on_selector_all("#nav a", "as => as.map((a) => a.getAttribute('href'))")
+    assert links and all(page.page.locator(href).count() == 1 for href in links), links
+    assert "slower than the original: 0.29" in (page.page.text_content("#model-wide") or "")
+    page.no_errors_and_no_network()
+
+    stopped = ModelWideResult(report=hot, modules=[modules[0]], state="interrupted", top=3)
+    page = Page(browser, _model_wide_page(ws, "20261205-020000", stopped))
+    cards = page.page.text_content("#summary") or ""
+    assert "interrupted" in cards and "--resume" in cards and "not checked" in cards, cards
+    assert "interrupted" in (page.page.text_content("header") or "")
 
 
 def test_forge_report_says_what_is_missing(tmp_path):

@@ -183,6 +183,9 @@ class ModelWideSection(BaseModel):
     notes: list[str] = []
     patch_file: str | None = None
     created: float = 0.0
+    #: "finished" or "interrupted"; and what came of it: kept, nothing_kept, inconclusive, interrupted
+    state: str = "finished"
+    outcome: str = "nothing_kept"
 
 
 class ReportData(BaseModel):

@@ -59,6 +59,7 @@
   function summary() {
     const box = document.getElementById("summary");
     if (!box) return;
+    if (!D.run_id && !D.candidates.length && D.model_wide) return modelWideSummary(box, D.model_wide);
     const counts = {};
     for (const c of D.candidates) counts[c.state] = (counts[c.state] || 0) + 1;
     const best = D.best ? byId.get(D.best) : null;
@@ -77,6 +78,25 @@
       card("evaluation time", fs(evalS), "worker stages, all candidates"),
       card("device", D.device || "–", D.backend ? `backend: ${D.backend}` : ""),
       card("wall time", fs(D.updated - D.created), new Date(D.created * 1000).toLocaleString()),
+    );
+  }
+
+  /** The cards of a model-wide result's own page: what the model-wide run did, not a run's search. */
+  function modelWideSummary(box, M) {
+    const card = (k, v, n, cls) => h("div", { class: `card${cls ? " " + cls : ""}` }, h("div", { class: "k", text: k }), h("div", { class: "v", text: v }), n ? h("div", { class: "n", text: n }) : null);
+    const C = M.check;
+    const kept = M.modules.filter((m) => m.status === "kept").length;
+    const slower = C && C.speedup !== null && C.speedup !== undefined && C.speedup < 1;
+    const outcome = (M.outcome || "nothing_kept").replace("_", " ");
+    box.append(
+      card("outcome", outcome, M.state === "interrupted" ? "interrupted: resume with forge optimize --model-wide --resume" : (M.patch_file ? "a patch was written" : "the model is unchanged"),
+        M.outcome === "kept" ? "good" : (M.outcome === "inconclusive" || M.state === "interrupted" ? "warn" : "")),
+      card("modules", `${kept} of ${M.modules.length} kept`, M.modules.map((m) => `${m.name}: ${m.status}`).join(" · ")),
+      card("end to end", C && C.speedup ? fx(C.speedup) : "–", C ? (C.ci ? `99% CI ${fci(C.ci)} · ${num(C.before_ms, 3)} → ${num(C.after_ms, 3)} ms` : (C.decision && C.decision.says) || "nothing kept") : "not checked",
+        slower ? "bad" : ""),
+      card("compile mode", C && C.model_mode ? C.model_mode : "none", C && (C.model_modes || []).length ? `${C.model_modes.length} tried` : "none tried"),
+      card("device", M.device || "–", M.timer ? `${M.timer} time` : ""),
+      card("hot spots", `${M.hot_classes.length} classes`, `${num(M.model_ms, 3)} ms per forward · ${M.iterations} profiled`),
     );
   }
 
@@ -454,7 +474,7 @@
           m.run_status ? h("div", { class: "muted", text: `${m.run_status} · ${m.run_candidates} candidates${m.run_best ? ` · best ${fx(m.run_best)} (search)` : ""}` }) : null),
         h("td", { class: "num", text: fx(m.speedup) }), h("td", {}, h("span", { class: `state st-${m.status === "kept" ? "correct" : "cancelled"}`, text: m.status })),
         h("td", { text: m.reason }))))));
-    box.append(h("h4", { text: "End to end" }));
+    box.append(h("h4", { id: "end-to-end", text: "End to end" }));
     const C = M.check;
     if (!C) box.append(h("p", { class: "muted", text: "No end-to-end check: no module had a faster verified candidate." }));
     else {
@@ -463,6 +483,7 @@
         ` · ${num(C.before_ms, 3)} ms → ${num(C.after_ms, 3)} ms per forward`,
         C.speedup !== null && C.speedup !== undefined ? ` · ${fx(C.speedup)} ${C.ci ? `(99% CI ${fci(C.ci)}, ${C.reps} forwards each way)` : ""}` : ""));
       const outcome = C.outcome || (((C.kept || []).length || C.model_mode) ? "kept" : "nothing_kept");
+      if (C.speedup !== null && C.speedup !== undefined && C.speedup < 1) box.append(h("p", { class: "bad flag", text: `slower than the original: ${fx(C.speedup)} end to end` }));
       box.append(h("p", { class: "outcome" }, h("span", { class: `state st-${outcome === "kept" ? "correct" : "cancelled"}`, text: outcome.replace("_", " ") }),
         C.decision && C.decision.says ? ` · replacements: ${C.decision.says}` : ""));
       if ((C.outputs || []).length) box.append(h("table", {}, h("thead", {}, h("tr", {}, ["output", "", "dtype", "shape", "max abs error", "atol", "rtol"].map((t) => h("th", { text: t })))),

@@ -148,6 +148,8 @@ def model_wide_section(result: ModelWideResult, store: RunStore | None) -> Model
         notes=list(result.notes),
         patch_file=str(result.patch_file) if result.patch_file else None,
         created=result.created,
+        state=result.state,
+        outcome=result.outcome,
     )
 
 
@@ -238,8 +240,8 @@ def model_wide_report_data(workspace: Path, stamp: str = LATEST) -> ReportData:
         generated=time.time(),
         forge_version=__version__,
         run_id="",
-        status="done",
-        message=f"{len(section.modules)} hot modules; model-wide result {section.stamp}",
+        status="done" if result.state == "finished" else "interrupted",
+        message=f"{len(section.modules)} hot modules; model-wide result {section.stamp}: {result.outcome.replace('_', ' ')}",
         in_progress=False,
         task_path=section.entry,
         model_class=section.model,
