@@ -352,15 +352,17 @@ def _setup(case: Case, overrides: dict | None = None, seed: int = 1):
 
 
 def _as_verified(model, inputs):
-    """A call as forge's verification makes it: from `run_case`, deterministic mode on (warnings only)."""
+    """A call as forge's verification makes it: from `run_case`, deterministic mode on (warnings only), set through
+    torch._C as the worker sets it (the public setter imports torch._inductor into this process, which then breaks
+    Triton's interpreter for the tests after)."""
 
     def run_case():
         before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch._C._set_deterministic_algorithms(True, warn_only=True)
         try:
             return _call(model, inputs)
         finally:
-            torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+            torch._C._set_deterministic_algorithms(before[0], warn_only=before[1])
 
     return run_case()
 

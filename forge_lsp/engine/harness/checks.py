@@ -340,6 +340,15 @@ def _defined_in(obj: Any) -> str:
     return fn.__code__.co_filename if fn is not None else ""
 
 
+def _torch_compile_worker(pid: int) -> bool:
+    """A process of torch.compile's own pool of compile workers (inductor keeps it for the next compile)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"torch/_inductor/compile_worker" in f.read()
+    except OSError:
+        return False
+
+
 def process_state() -> dict[str, Any]:
     """What a candidate could leave behind in its worker for the candidates after it, beside what `global_state` and
     `PatchGuard` watch: the working directory, the environment, builtins, signal and exception hooks, import paths and
@@ -387,7 +396,7 @@ def process_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     known = {i for i, _ in before["import finders"]}
     if any(i not in known and f.startswith(cwd) for i, f in after["import finders"]):
         changed.append("import finders")
-    if set(after["child processes"]) - set(before["child processes"]):
+    if any(not _torch_compile_worker(pid) for pid in set(after["child processes"]) - set(before["child processes"])):
         changed.append("child processes")
     return changed
 
