@@ -82,6 +82,7 @@ class Evaluator:
             startup_timeout=self.options.timeouts.startup,
             log_limit_bytes=self.options.log_limit_bytes,
             host_memory_limit=self.options.host_memory_limit(),
+            judged=self.options.judged_sets > 0,
         )
         self.n_builders = build_workers if build_workers is not None else max(1, min(4, (os.cpu_count() or 2) // 2))
         self._builders: list[Worker] = []

@@ -152,10 +152,13 @@ class Worker:
         host_memory_limit: int | None = None,
         standby: bool = False,
         judge: bool = False,
+        judged: bool = False,
     ) -> None:
         self.device = device
         #: a judge: a process that never gets candidate code (``--judge``), only the task's reference and tensors
         self.judge = judge
+        #: a device worker whose evaluations are judged apart: its judge starts beside it (its start-up overlapped)
+        self.judged = judged and not judge
         self._judge: Worker | None = None  # this device worker's judge, started on first use
         #: task sha -> (the judge process's start count, its input sets for the task), the latest used last
         self._judged: dict[str, tuple[int, JudgeReady]] = {}
@@ -280,10 +283,40 @@ class Worker:
                 return hello
             if waiting is not None:  # it died while it waited
                 waiting.end()
+        if self.judged:
+            self._start_judge()
         hello = self._adopt(self._spawn())
         if self.standby and self.starts > 1:
             self._start_spare()
         return hello
+
+    def _new_judge(self) -> Worker:
+        if self._judge is None:
+            self._judge = Worker(
+                self.device,
+                cache_dir=self.cache_dir,
+                python=self.python,
+                env=self.extra_env,
+                startup_timeout=self.startup_timeout,
+                host_memory_limit=self.host_memory_limit,
+                judge=True,
+            )
+        return self._judge
+
+    def _start_judge(self) -> None:
+        """Start this worker's judge in the background, if it is not running: its start-up (torch's import, a CUDA
+        context) then overlaps the worker's own."""
+        judge = self._new_judge()
+        if judge.proc is not None and judge.proc.poll() is None:
+            return
+
+        def start() -> None:
+            try:
+                judge.ensure_started()
+            except Exception:  # noqa: BLE001 - said when it is asked for its sets (`ready`)
+                pass
+
+        threading.Thread(target=start, name=f"forge-judge-{self.device}", daemon=True).start()
 
     def _start_spare(self) -> None:
         """Start the next standby process in the background: a respawn after a crash then costs no start-up."""
@@ -617,26 +650,17 @@ class Worker:
         without judging."""
         if options.judged_sets <= 0 or self.judge:
             return None
-        if self._judge is None:
-            self._judge = Worker(
-                self.device,
-                cache_dir=self.cache_dir,
-                python=self.python,
-                env=self.extra_env,
-                startup_timeout=self.startup_timeout,
-                host_memory_limit=self.host_memory_limit,
-                judge=True,
-            )
-        process = self._judge.starts if self._judge.proc is not None and self._judge.proc.poll() is None else -1
+        judge = self._new_judge()
+        process = judge.starts if judge.proc is not None and judge.proc.poll() is None else -1
         held = {sha: r for sha, r in self._judged.items() if r[0] == process}  # a judge started again holds none
         ready = held.pop(task.sha, (process, None))[1]
         if ready is None:
             while len(held) >= _JUDGED_TASKS:  # the judge drops what the parent drops
                 held.pop(next(iter(held)))
-            ready = self._judge.ready(task, options, keep=list(held))
+            ready = judge.ready(task, options, keep=list(held))
             self._judge_moved = True
         self._judged = held
-        self._judged[task.sha] = (self._judge.starts, ready)
+        self._judged[task.sha] = (judge.starts, ready)
         return ready
 
     def ready(self, task: Task, options: EvalOptions, keep: list[str] | None = None) -> JudgeReady:
