@@ -253,10 +253,11 @@ class ModelNew(nn.Module):
 """
 
 
-def test_a_reference_slowed_beside_the_candidate_fails_reference_timing(cache_dir, fast_options):
+def test_a_reference_slowed_beside_the_candidate_gets_no_speedup(cache_dir, fast_options):
     """The judge times the reference alone; beside a candidate whose processes take the CPU only while the reference
-    runs, it is several times slower, and the judge, timing it again once the worker is gone, says so. An honest
-    candidate's reference times the same in both processes."""
+    runs, it is several times slower, and the judge, timing it again once the worker is gone, says so: the timing is
+    withheld as inconclusive (no speedup claimed; a busy machine would look the same). An honest candidate's
+    reference times the same in both processes, and its speedup stands."""
     task = load_task(_MATMUL)
     with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "reftime", build_workers=1) as ev:
         honest = ev.evaluate(task, Candidate.from_source(_MM, "mm"))
@@ -264,5 +265,7 @@ def test_a_reference_slowed_beside_the_candidate_fails_reference_timing(cache_di
     assert honest.status is Status.correct, honest.reason
     timed = next(c for c in honest.checks if c.name == "reference_timing")
     assert timed.passed and timed.detail.startswith("the reference beside the candidate"), timed.detail
-    assert slowed.status is Status.incorrect and slowed.failed_check == "reference_timing", slowed.reason
-    assert "slower beside the candidate" in slowed.reason and slowed.timing is None
+    assert honest.timing is not None
+    timed = next(c for c in slowed.checks if c.name == "reference_timing")
+    assert timed.detail.startswith("inconclusive, timing withheld: the reference ran"), timed.detail
+    assert slowed.timing is None and "slower beside the candidate" in slowed.reason, slowed.reason
