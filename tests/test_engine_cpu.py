@@ -713,9 +713,14 @@ def test_on_the_cpu_an_honest_candidate_with_outputs_past_the_cache_clears_the_f
     task = load_task(FIXTURES / "wide_affine.py")
     with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "floor") as ev:
         v = ev_cand(ev, task, AFFINE, "affine")
+    from forge_lsp.engine.worker import last_level_cache_bytes
+
     assert v.status is Status.correct, v.reason
-    floor = next(c for c in v.checks if c.name == "impossible_timing")
-    assert floor.passed and floor.seconds is not None
+    floor = next((c for c in v.checks if c.name == "impossible_timing"), None)
+    if (64 << 20) >= 2 * last_level_cache_bytes():
+        assert floor is not None and floor.passed and floor.seconds is not None
+    else:  # a machine whose cache holds twice these outputs: the floor does not apply, and is not claimed
+        assert floor is None
 
 
 # ----------------------------------------------------------------------------- the process the next candidate meets
