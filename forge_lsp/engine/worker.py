@@ -1568,16 +1568,13 @@ class Evaluation:
         """The candidate on the judge's input sets, each output sent to the parent (`JudgedOutputs`) as soon as the
         call returned and the usual checks after a call passed, before any more candidate code runs: the judge, a
         process that never ran candidate code, compares it with the reference's output computed there."""
+        from .harness.checks import clone_inputs
         from .harness.wire import WireError, pack
 
         for index, inputs in sets:
             with self.cost("clean_judge"):
                 self.where = f"judged input set #{index + 1} (the task's own sizes)"
-                out = self.call(
-                    models.cand,
-                    self.to_device([x.clone() if isinstance(x, self.torch.Tensor) else x for x in inputs]),
-                    "candidate",
-                )
+                out = self.call(models.cand, self.to_device(clone_inputs(inputs)), "candidate")
                 self.sync()
                 try:
                     data = pack(out)
@@ -1830,10 +1827,11 @@ class Judge:
     @staticmethod
     def time_reference(ev: Evaluation, ref: Any, inputs: list[Any], l2_flush: bool) -> list[float]:
         """The reference alone on `inputs`, with the timer the worker's interleaved timing uses (ms per call)."""
+        from .harness.checks import clone_inputs
         from .harness.loading import call_model
         from .harness.timing import time_alone
 
-        on_device = ev.to_device([x.clone() if isinstance(x, ev.torch.Tensor) else x for x in inputs])
+        on_device = ev.to_device(clone_inputs(inputs))
         return time_alone(lambda: call_model(ref, on_device), ev.device, l2_flush)
 
     def retime(self, req: TimeReferenceRequest, out_fd: int) -> ReferenceTimes:

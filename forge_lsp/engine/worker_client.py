@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..sandbox import child_env, default_cache_dir, kill_tree, spawn, tree_rss
 from . import pipe
@@ -668,51 +668,38 @@ class Worker:
         and on the tasks in `keep` only."""
         assert self.judge, "only a judge draws judged input sets"
         t = options.timeouts
-        with self._lock:
-            try:
-                msg, _status, reason, stage, _excerpt = self._exchange(
-                    JudgeRequest(task=task, options=options, sets=options.judged_sets, keep=keep or []),
-                    {"load_task": t.load_task, "reference": t.first_call + t.verify},
-                    "load_task",
-                    memory_limit=options.host_memory_limit(),
-                )
-            except WorkerStartError as exc:
-                return JudgeReady(ok=False, reason=f"the judge could not start: {exc}".splitlines()[0])
-            if msg is None:
-                return JudgeReady(ok=False, reason=f"the judge failed in stage {stage!r}: {reason}")
-            assert isinstance(msg, JudgeReady)
-            return msg
+        msg, why = self._ask(
+            JudgeRequest(task=task, options=options, sets=options.judged_sets, keep=keep or []),
+            {"load_task": t.load_task, "reference": t.first_call + t.verify},
+            "load_task",
+            options,
+        )
+        return msg if isinstance(msg, JudgeReady) else JudgeReady(ok=False, reason=why)
 
     def compare(self, task: Task, options: EvalOptions, judged: JudgedOutputs) -> Compared:
         """(A judge's.) A candidate's outputs on a judged input set against the reference's."""
         assert self.judge, "only a judge compares judged outputs"
         request = CompareRequest(task_sha=task.sha, index=judged.index).with_data(judged.data)
-        with self._lock:
-            try:
-                msg, _status, reason, stage, _excerpt = self._exchange(
-                    request, {"compare": options.timeouts.verify}, "compare", memory_limit=options.host_memory_limit()
-                )
-            except WorkerStartError as exc:
-                return Compared(passed=False, detail=f"the judge could not start: {exc}".splitlines()[0])
-            if msg is None:
-                return Compared(passed=False, detail=f"the judge failed to compare: {reason}")
-            assert isinstance(msg, Compared)
-            return msg
+        msg, why = self._ask(request, {"compare": options.timeouts.verify}, "compare", options)
+        return msg if isinstance(msg, Compared) else Compared(passed=False, detail=why)
 
     def time_reference(self, task: Task, options: EvalOptions) -> list[float]:
         """(A judge's.) The reference of `task` timed alone now (ms per call); empty where it cannot be."""
         assert self.judge, "only a judge times the reference alone"
+        request = TimeReferenceRequest(task_sha=task.sha, l2_flush=options.l2_flush)
+        msg, _ = self._ask(request, {"time_reference": options.timeouts.time}, "time_reference", options)
+        return msg.ms if isinstance(msg, ReferenceTimes) else []
+
+    def _ask(self, request, timeouts: dict[str, float], first_stage: str, options: EvalOptions) -> tuple[Any, str]:
+        """(A judge's.) One request: (its reply, "") or (None, why there is none: it could not start, or failed)."""
         with self._lock:
             try:
-                msg, _status, _reason, _stage, _excerpt = self._exchange(
-                    TimeReferenceRequest(task_sha=task.sha, l2_flush=options.l2_flush),
-                    {"time_reference": options.timeouts.time},
-                    "time_reference",
-                    memory_limit=options.host_memory_limit(),
+                msg, _status, reason, stage, _excerpt = self._exchange(
+                    request, timeouts, first_stage, memory_limit=options.host_memory_limit()
                 )
-            except WorkerStartError:
-                return []
-            return msg.ms if isinstance(msg, ReferenceTimes) else []
+            except WorkerStartError as exc:
+                return None, f"the judge could not start: {exc}".splitlines()[0]
+        return (msg, "") if msg is not None else (None, f"the judge failed in stage {stage!r}: {reason}")
 
     @staticmethod
     def _median_upper(xs: list[float], n_boot: int = 1000) -> float:
