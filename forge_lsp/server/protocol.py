@@ -33,6 +33,10 @@ COMMANDS = (
     "forge.hotspots",
     "forge.optimizeCaptured",
     "forge.openReport",
+    "forge.optimizeModelWide",
+    "forge.acceptModelWide",
+    "forge.rejectModelWide",
+    "forge.undoModelWide",
 )
 PROGRESS_TOKEN_PREFIX = "forge/"  # `$/progress` tokens are "forge/<jobId>"
 
@@ -77,7 +81,7 @@ def wire(model: Message) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ forge/runs
-JobKind = Literal["optimize", "profile", "explain", "hotspots"]
+JobKind = Literal["optimize", "profile", "explain", "hotspots", "model-wide"]
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
@@ -308,6 +312,22 @@ class EntryArgs(Message):
 
     uri: str
     function: str
+
+
+class ModelWideArgs(Message):
+    """forge.optimizeModelWide: ``[uri, function, resume?]``; forge.acceptModelWide / forge.rejectModelWide /
+    forge.undoModelWide: ``[uri, function]``."""
+
+    uri: str
+    function: str
+    resume: str | None = None  # an interrupted run's folder name under .forge/model_wide/, or "latest"
+
+
+class ModelWideEditResult(Message):
+    applied: bool  # accept / undo: the edit is in every file; reject: the offer is dropped
+    files: list[str] = []  # the documents edited (URIs)
+    classes: list[str] = []  # the classes rewritten (accept) or restored (undo)
+    message: str | None = None
 
 
 class CandidateArgs(Message):

@@ -439,10 +439,10 @@ class ForgeServer(LanguageServer):
 
 
 def create_server() -> ForgeServer:
-    from .features import actions, documents, hotspots, hover, jobs, lifecycle, report
+    from .features import actions, documents, hotspots, hover, jobs, lifecycle, model_wide, report
 
     ls = ForgeServer()
-    for feature in (lifecycle, documents, actions, jobs, hotspots, hover, report):
+    for feature in (lifecycle, documents, actions, jobs, hotspots, model_wide, hover, report):
         feature.register(ls)
     return ls
 

@@ -113,6 +113,34 @@ class Proposal:
         return speedup_label(self.speedup, self.search_speedup)
 
 
+@dataclass
+class FileChange:
+    """One file of a model-wide offer: its text when the offer was made and with the kept classes rewritten."""
+
+    uri: str
+    before: str
+    after: str
+    classes: list[str]
+
+
+@dataclass
+class ModelWideOffer:
+    """The kept replacements of a finished model-wide run, offered as guarded rewrites of the user's classes
+    (one edit over every file), then, once accepted, kept for one undo."""
+
+    uri: str  # the entry's document
+    function: str
+    stamp: str  # the run's folder under .forge/model_wide/
+    summary: str  # what the run found end to end
+    files: list[FileChange]
+    job_id: str | None = None
+    accepted: bool = False  # accepted: the lens offers the undo
+
+    @property
+    def classes(self) -> list[str]:
+        return [c for f in self.files for c in f.classes]
+
+
 class ServerState:
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -125,6 +153,7 @@ class ServerState:
         # (uri, target) -> why the last run's answer was not offered: the file changed while it ran
         self.stale_runs: dict[tuple[str, str], str] = {}
         self.hotspots: HotspotView | None = None  # the latest hot-spot report, for lenses and hover
+        self.model_wide: dict[tuple[str, str], ModelWideOffer] = {}  # (entry uri, function) -> its offer or undo
 
     def result_for(self, uri: str, target: str) -> list[Result]:
         with self.lock:

@@ -180,6 +180,7 @@ def load_model_wide_results(workspace: Path) -> list[ModelWideResult]:
 
 
 Say = Callable[[str], None]
+Progress = Callable[[str, int], None]  # a line of what the run does, and how far the whole run is (0-99)
 
 #: a module outcome that a resumed run takes as it is
 FINISHED = frozenset({"kept", "not_faster", "not_extracted", "not_replaceable", "failed", "over_budget"})
@@ -218,11 +219,24 @@ def optimize_model(
     *,
     say: Say | None = None,
     cancel: threading.Event | None = None,
+    on_progress: Progress | None = None,
 ) -> ModelWideResult:
-    """Raises `UseCaseError` for a request that cannot run (`EntryFailed` when the entry itself fails)."""
+    """Raises `UseCaseError` for a request that cannot run (`EntryFailed` when the entry itself fails).
+    `say` gets each line of what the run does; `on_progress` the same line with how far the whole run is (0-99:
+    the hot spots to 15, each hot module an equal share to 85, then the end-to-end check)."""
     from .optimize import ModuleOptimization, OptimizeRequest
 
-    tell = say or (lambda text: None)
+    pct = [0]
+
+    def tell(text: str) -> None:
+        if say is not None:
+            say(text)
+        if on_progress is not None:
+            on_progress(text, pct[0])
+
+    def hot_step(step: str, done: int | None, of: int | None) -> None:
+        pct[0] = max(pct[0], 2 + (13 * done // of if done is not None and of else 0))
+        tell(f"hot spots: {step}" + (f" {done}/{of}" if done and of else ""))
     prior: ModelWideResult | None = None
     if request.resume:
         from ..hotspots.extract import extract_tasks
@@ -245,10 +259,11 @@ def optimize_model(
                 extract=True,
                 cache_dir=request.cache_dir,
             ),
-            on_progress=lambda step, done, of: tell(f"hot spots: {step}" + (f" {done}/{of}" if done and of else "")),
+            on_progress=hot_step,
             cancel=cancel,
         )
-        report, workspace, top, hot_entry = hot.report, hot.workspace, request.top, hot.entry
+        report, workspace, hot_entry = hot.report, hot.workspace, hot.entry
+        top = min(request.top, len(report.targets))  # the hot modules this run optimizes
         assert hot.extraction is not None
         extraction = hot.extraction
     tasks = {t.cls: t for t in extraction.tasks}
@@ -279,9 +294,10 @@ def optimize_model(
         out.notes.append("interrupted before the end-to-end check: nothing is patched yet")
         return RunInterrupted(_save(out, workspace))
 
-    for key in report.targets[:top]:
+    for i, key in enumerate(report.targets[:top]):
         c = report.cls(key)
         assert c is not None
+        pct[0] = max(pct[0], 15 + 70 * i // max(top, 1))
         if key in done:
             modules.append(done[key])
             tell(f"{c.name}: {done[key].status} (finished before the interruption)")
@@ -378,6 +394,7 @@ def optimize_model(
             return _save(out, workspace)
     if cancel is not None and cancel.is_set():
         raise interrupted()
+    pct[0] = max(pct[0], 85)
     tell(
         f"checking the whole model with {len(patches)} replacement(s)"
         + (f", then compiled whole ({', '.join(modes)})" if modes else "")
@@ -550,22 +567,28 @@ class ClassEdit:
     path: Path | None  # the file that defines the class
     new_text: str | None = None  # None: not rewritable, `why` says why
     why: str = ""
+    old_text: str | None = None  # the file's text the rewrite was made from (before this run's edits)
 
 
-def class_edits(result: ModelWideResult, workspace: Path) -> list[ClassEdit]:
+def class_edits(
+    result: ModelWideResult, workspace: Path, texts: Callable[[Path], str | None] | None = None
+) -> list[ClassEdit]:
     """For each module kept by the end-to-end check whose class is defined in a file of the workspace: that file
     with the class rewritten (`usecases.apply.rewrite_for`, the guarded, weight-sharing rewrite) to run the
     answer for calls like the verified ones and the original forward for anything else. The answer goes in as
     it was verified: a ``ModelNew`` subclassing the class (the task's source plus its own part, as forge's
     offline candidates are), with the task's ``Model`` read as the class itself. A class of a library
     (torchvision, transformers), or an answer written otherwise, gets a `ClassEdit` with the reason: the patch
-    file stays the way to use it."""
+    file stays the way to use it. `texts` gives a file's text as the caller has it (an editor's unsaved
+    document), None for the file on disk; a file with two rewritten classes gets both, each `ClassEdit` of it
+    carrying the file's text before the first and after its own."""
     from .apply import rewrite_for
 
     workspace = workspace.resolve()
     kept = set(result.check.kept) if result.check is not None else set()
     edits: list[ClassEdit] = []
     current: dict[Path, str] = {}  # a file's text with the edits before this one (two classes of one file)
+    first: dict[Path, str] = {}  # a file's text before any
     for mo in result.modules:
         if mo.status != "kept" or mo.cls not in kept or mo.source_file is None or mo.task is None:
             continue
@@ -576,7 +599,12 @@ def class_edits(result: ModelWideResult, workspace: Path) -> list[ClassEdit]:
         if path is None or not path.is_relative_to(workspace) or ".forge" in path.parts or not path.is_file():
             edit.why = "its class is not defined in a file of the workspace (the patch file applies it)"
             continue
-        text = current.get(path) or path.read_text(encoding="utf-8")
+        if path not in current:
+            given = texts(path) if texts is not None else None
+            current[path] = given if given is not None else path.read_text(encoding="utf-8")
+            first[path] = current[path]
+        text = current[path]
+        edit.old_text = first[path]
         source = class_source(Path(mo.source_file).read_text(), Path(mo.task).read_text(), mo.name, text)
         if source is None:
             edit.why = NOT_A_SUBCLASS
@@ -596,6 +624,32 @@ def class_edits(result: ModelWideResult, workspace: Path) -> list[ClassEdit]:
             continue
         edit.new_text = current[path] = rewrite.new_text
     return edits
+
+
+def file_edits(edits: list[ClassEdit]) -> dict[Path, tuple[str, str, list[str]]]:
+    """The rewritten files of `class_edits`: path -> (text before, text after every rewrite, the classes)."""
+    out: dict[Path, tuple[str, str, list[str]]] = {}
+    for e in edits:
+        if e.new_text is None or e.path is None or e.old_text is None:
+            continue
+        names = out[e.path][2] if e.path in out else []
+        out[e.path] = (e.old_text, e.new_text, [*names, e.name])
+    return out
+
+
+def interrupted_runs(workspace: Path, entry: str) -> list[ModelWideResult]:
+    """The workspace's interrupted model-wide runs of `entry` (``file.py:function``, or a script), newest first."""
+    from ..hotspots.entry import EntryError
+
+    def key(text: str) -> tuple[str, str, tuple[str, ...]] | None:
+        try:
+            e = parse_entry(text, workspace)
+        except EntryError:
+            return None
+        return str(e.path.resolve()) if e.path else e.module or "", e.function or "", tuple(e.argv)
+
+    want = key(entry)
+    return [r for r in load_model_wide_results(workspace) if r.state == "interrupted" and key(r.report.entry) == want]
 
 
 def apply_class_edits(result: ModelWideResult, workspace: Path) -> list[ClassEdit]:

@@ -9,7 +9,7 @@ from lsprotocol import types as t
 
 from ..protocol import CancelResult, CandidateArgs, InsertInputsResult, ProtocolError, TargetArgs, positional, wire
 from ..server import ForgeServer
-from . import accept, hotspots, jobs
+from . import accept, hotspots, jobs, model_wide
 
 
 def _lens(line: int, title: str, command: str, args: list[Any]) -> t.CodeLens:
@@ -22,6 +22,7 @@ def register(ls: ForgeServer) -> None:
     def code_lens(ls: ForgeServer, params: t.CodeLensParams) -> list[t.CodeLens]:
         uri = params.text_document.uri
         lenses = hotspots.lenses(ls, uri)  # Find hot spots on entry functions; a hot class's share, first
+        lenses += model_wide.lenses(ls, uri)  # and on the entry functions, the model-wide run, its offer or undo
         entry = _file_entry(ls, uri)
         if entry is None:
             return lenses
