@@ -783,6 +783,31 @@ def test_a_kept_answer_rewrites_the_users_own_class_guarded(workspace, fake_open
     assert "ran [False, False]" in outs["original"][0], outs["original"][0]
     torch.testing.assert_close(outs["forge"][1], outs["original"][1], atol=1e-5, rtol=1e-5)
 
+    # undo is one step: refused while the file holds an edit of its own (nothing changed), then every file put back
+    from forge_lsp.usecases import UseCaseError
+    from forge_lsp.usecases.model_wide import undo_applied
+
+    (workspace / "slownet.py").write_text(after + "\n# mine\n")
+    with pytest.raises(UseCaseError, match="changed since run .* rewrote it; nothing was undone"):
+        undo_applied(workspace)
+    assert (workspace / "slownet.py").read_text() == after + "\n# mine\n"
+    (workspace / "slownet.py").write_text(after)
+    cli = [
+        sys.executable,
+        "-m",
+        "forge_lsp.cli.main",
+        "optimize",
+        "--undo-apply",
+        "latest",
+        "--workspace",
+        str(workspace),
+    ]
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "put back" in proc.stdout and "slownet.py" in proc.stdout, proc.stdout + proc.stderr
+    assert (workspace / "slownet.py").read_text() == before
+    again = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1 and "has edits to undo" in again.stderr, again.stderr
+
 
 def test_a_library_class_is_not_rewritten_and_says_why(workspace):
     """A kept module of a class outside the workspace (torchvision's, transformers'): no edit, the reason."""

@@ -93,7 +93,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   context.subscriptions.push(server, review, sbs, runsView, panels);
   context.subscriptions.push(server.onDidRunCommand((command) => {
-    if (command === COMMANDS.accept || command === COMMANDS.reject || command === COMMANDS.cancel) runsView.kick();
+    const edits: string[] = [COMMANDS.accept, COMMANDS.reject, COMMANDS.cancel, COMMANDS.acceptModelWide, COMMANDS.rejectModelWide, COMMANDS.undoModelWide];
+    if (edits.includes(command)) runsView.kick();
   }));
 
   // every finished optimize run says how it ended; profile/explain put their results in hover and diagnostics
@@ -105,6 +106,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       return;
     }
     if (job.status === "failed") return; // the server has shown the error
+    if (job.kind === "model-wide") { // its offer (Accept into the classes, Reject) is a lens on the entry function
+      const pick = await vscode.window.showInformationMessage(`Forge: model-wide ${where}: ${job.message || job.status}`, "Details");
+      if (pick === "Details") await panels.show(runsView.job(job.id) ?? job);
+      return;
+    }
     if (job.kind !== "optimize") {
       const look = job.kind === "hotspots" ? "see the lenses on the hot classes" : `hover the ${job.kind === "explain" ? "line" : "class"} for the numbers`;
       vscode.window.setStatusBarMessage(`forge: ${job.kind} ${where}: ${job.message || "done"} — ${look}`, 10000);

@@ -8,6 +8,8 @@
 //   forge.showDiff [uri, className, runId, candidateId, {show}?] -> {original, proposed, diff, speedup, summary, stale,
 //                  proposedUri, diffUri} | {error}   (show: false = texts only, no window/showDocument)
 //   forge.cancel  [jobId?]                                                            -> {cancelled: [ids]}
+//   forge.optimizeModelWide [uri, function, resume?] -> {job} | {error}; forge.acceptModelWide |
+//   forge.rejectModelWide | forge.undoModelWide [uri, function] -> {applied, files, classes, message?}
 // Requests: forge/runs -> {runs: [Job]} (a finished optimize job carries its open `proposal`);
 //           forge/run {runId} -> {run, candidates} | {error}
 // The whole protocol, with every type: docs/lsp-extensions.md.
@@ -25,6 +27,10 @@ export const COMMANDS = {
   hotspots: "forge.hotspots",
   optimizeCaptured: "forge.optimizeCaptured",
   openReport: "forge.openReport",
+  optimizeModelWide: "forge.optimizeModelWide",
+  acceptModelWide: "forge.acceptModelWide",
+  rejectModelWide: "forge.rejectModelWide",
+  undoModelWide: "forge.undoModelWide",
 } as const;
 
 export const RUNS_REQUEST = "forge/runs";
@@ -32,7 +38,7 @@ export const PROPOSAL_CODE = "faster-candidate";
 export const PROGRESS_PREFIX = "forge/";
 
 export type JobStatus = "queued" | "running" | "done" | "failed" | "cancelled";
-export type JobKind = "optimize" | "profile" | "explain" | "hotspots" | string;
+export type JobKind = "optimize" | "profile" | "explain" | "hotspots" | "model-wide" | string;
 
 /** The verified faster candidate a finished optimize job offers (until accepted, rejected or stale). */
 export interface JobProposal extends CandidateRef {

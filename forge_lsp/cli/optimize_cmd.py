@@ -55,6 +55,12 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--top", type=positive_int, default=3, help="--model-wide: how many hot module classes")
     p.add_argument(
+        "--undo-apply",
+        metavar="RUN",
+        help="--model-wide: put back every file a run's --apply rewrote, in one step (its folder under "
+        ".forge/model_wide, or 'latest'); refused, changing nothing, when a file was edited since",
+    )
+    p.add_argument(
         "--model-modes",
         metavar="MODES",
         help="--model-wide: torch.compile modes to try on the whole forward, the replacements in place, each checked "
@@ -117,7 +123,7 @@ def _split_target(target: str) -> tuple[Path, str | None]:
 
 
 def run_optimize(args: argparse.Namespace) -> int:
-    if args.model_wide:
+    if args.model_wide or args.undo_apply:
         return run_model_wide(args)
     from ..agent.config import HOW_TO_CONFIGURE
     from ..usecases import UseCaseError
@@ -420,6 +426,18 @@ def run_model_wide(args: argparse.Namespace) -> int:
     from ..usecases.model_wide import ModelWideRequest, RunInterrupted, optimize_model
 
     err = console(stderr=True)
+    if args.undo_apply:
+        from ..usecases.common import find_workspace
+        from ..usecases.model_wide import undo_applied
+
+        try:
+            back = undo_applied(args.workspace or find_workspace(Path.cwd()), args.undo_apply)
+        except UseCaseError as exc:
+            print(f"forge optimize --model-wide --undo-apply: {exc}", file=sys.stderr)
+            return 1
+        for path in back:
+            console().print(f"put back {path}", highlight=False)
+        return 0
     overrides = _overrides(args)
     request = ModelWideRequest(
         entry=args.target,
@@ -516,11 +534,14 @@ def run_model_wide(args: argparse.Namespace) -> int:
     if args.apply:  # the kept answers of classes in the workspace's own files: the guarded rewrite, in place
         from ..usecases.model_wide import apply_class_edits
 
-        for e in apply_class_edits(result, result.report_workspace or Path.cwd()):
+        edits = apply_class_edits(result, result.report_workspace or Path.cwd())
+        for e in edits:
             if e.new_text is not None:
                 out.print(f"rewrote {e.name} in {e.path} (guarded: other calls run the original)", highlight=False)
             else:
                 out.print(f"{e.name}: not rewritten: {e.why}", highlight=False)
+        if any(e.new_text is not None for e in edits) and result.folder is not None:
+            out.print(f"undo: forge optimize --model-wide --undo-apply {result.folder.name}", highlight=False)
     out.print(f"outcome: {result.outcome.replace('_', ' ')}", highlight=False)
     return MODEL_WIDE_EXIT[result.outcome]
 

@@ -237,6 +237,7 @@ def optimize_model(
     def hot_step(step: str, done: int | None, of: int | None) -> None:
         pct[0] = max(pct[0], 2 + (13 * done // of if done is not None and of else 0))
         tell(f"hot spots: {step}" + (f" {done}/{of}" if done and of else ""))
+
     prior: ModelWideResult | None = None
     if request.resume:
         from ..hotspots.extract import extract_tasks
@@ -653,10 +654,46 @@ def interrupted_runs(workspace: Path, entry: str) -> list[ModelWideResult]:
 
 
 def apply_class_edits(result: ModelWideResult, workspace: Path) -> list[ClassEdit]:
-    """Write `class_edits` into the user's files (a file with two rewritten classes gets both)."""
+    """Write `class_edits` into the user's files (a file with two rewritten classes gets both), keeping each file's
+    text before and after in the run's folder (``applied.json``) for `undo_applied`."""
     edits = class_edits(result, workspace)
-    last = {e.path: e.new_text for e in edits if e.new_text is not None and e.path is not None}
-    for path, text in last.items():
-        assert path is not None and text is not None
-        path.write_text(text, encoding="utf-8")
+    files = file_edits(edits)
+    if files and result.folder is not None:
+        record = [{"path": str(p), "before": b, "after": a, "classes": c} for p, (b, a, c) in files.items()]
+        (result.folder / "applied.json").write_text(json.dumps(record, indent=1))
+    for path, (_, after, _) in files.items():
+        path.write_text(after, encoding="utf-8")
     return edits
+
+
+def undo_applied(workspace: Path, stamp: str = "latest") -> list[Path]:
+    """Put back every file a model-wide run's ``--apply`` rewrote (`apply_class_edits`), in one step: each file must
+    still hold the rewritten text (or already the original); a file edited since refuses the whole undo, and
+    nothing is changed. The files put back; raises `UseCaseError` for a run with nothing to undo."""
+    runs = [r for r in load_model_wide_results(workspace) if r.folder and (r.folder / "applied.json").is_file()]
+    if stamp != "latest":
+        runs = [r for r in runs if r.folder is not None and r.folder.name == stamp]
+    if not runs:
+        raise UseCaseError(
+            f"no model-wide run {stamp!r} under {workspace / '.forge' / 'model_wide'} has edits to undo "
+            "(only --apply writes them)"
+        )
+    folder = runs[0].folder
+    assert folder is not None
+    record = json.loads((folder / "applied.json").read_text())
+    now = {
+        r["path"]: Path(r["path"]).read_text(encoding="utf-8") if Path(r["path"]).is_file() else None for r in record
+    }
+    edited = [r["path"] for r in record if now[r["path"]] not in (r["after"], r["before"])]
+    if edited:
+        raise UseCaseError(
+            f"{', '.join(edited)} changed since run {folder.name} rewrote it; nothing was undone (your version "
+            "control still can)"
+        )
+    back = []
+    for r in record:
+        if now[r["path"]] == r["after"]:
+            Path(r["path"]).write_text(r["before"], encoding="utf-8")
+            back.append(Path(r["path"]))
+    (folder / "applied.json").rename(folder / "applied.undone.json")
+    return back

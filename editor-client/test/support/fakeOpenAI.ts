@@ -12,7 +12,8 @@ export interface Recorded {
   body: unknown;
 }
 
-export type Entry = string | { content?: string; delay?: number; status?: number; error?: string };
+/** A reply: its text, or a function giving it when the request comes (e.g. from a file the run wrote by then). */
+export type Entry = string | { content?: string | (() => string); delay?: number; status?: number; error?: string };
 
 export class FakeOpenAI {
   readonly requests: Recorded[] = [];
@@ -91,7 +92,7 @@ export class FakeOpenAI {
           object: "chat.completion",
           created: Math.floor(Date.now() / 1000),
           model,
-          choices: [{ index: 0, message: { role: "assistant", content: e.content ?? "{}", refusal: null }, finish_reason: "stop", logprobs: null }],
+          choices: [{ index: 0, message: { role: "assistant", content: (typeof e.content === "function" ? e.content() : e.content) ?? "{}", refusal: null }, finish_reason: "stop", logprobs: null }],
           usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
         });
       };
