@@ -537,6 +537,145 @@ def test_the_whole_forward_compiled_on_top_is_checked_timed_and_written_into_the
     assert proc.returncode == 0 and "compiled in place" in proc.stdout, proc.stderr[-3000:]
 
 
+CONVNET = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class ConvBlock(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.conv = nn.Conv2d(c, c, 3, padding=1)
+            self.bn = nn.BatchNorm2d(c)
+
+        def forward(self, x):
+            return torch.relu(self.bn(self.conv(x))) + x
+
+
+    class ConvNet(nn.Module):
+        def __init__(self, c=16):
+            super().__init__()
+            self.stem = nn.Conv2d(3, c, 3, padding=1)
+            self.blocks = nn.Sequential(*[ConvBlock(c) for _ in range(2)])
+            self.head = nn.Linear(c, 10)
+
+        def forward(self, x):
+            h = self.blocks(self.stem(x))
+            return self.head(h.mean(dim=(2, 3)))
+
+
+    def build():
+        torch.manual_seed(0)
+        return ConvNet().eval(), (torch.randn(4, 3, 32, 32),)
+    """
+)
+
+
+def test_mode_names_join_known_parts_and_refuse_conflicts():
+    from forge_lsp.hotspots.patching import mode_error
+
+    for ok in (
+        "default",
+        "channels_last",
+        "channels_last+default",
+        "cuda_graphs",
+        "blocks",
+        "channels_last+blocks",
+        "cuda_graphs+default",
+        "channels_last+cuda_graphs+max-autotune-no-cudagraphs",
+    ):
+        assert mode_error(ok) is None, ok
+    assert "unknown mode 'fast'" in mode_error("channels_last+fast")
+    assert "two torch.compile modes" in mode_error("default+reduce-overhead")
+    assert "not with a whole-forward compile" in mode_error("blocks+default")
+    assert "records CUDA graphs itself" in mode_error("cuda_graphs+reduce-overhead")
+    assert "names a part twice" in mode_error("blocks+blocks")
+
+
+def test_whole_model_transforms_are_checked_end_to_end_and_written_into_the_patch(tmp_path):
+    """channels_last, the hot blocks compiled one by one, and both, on a small convolutional model on the CPU: each
+    mode's outputs against the original's and its time decided as any replacement's; a mode that does not apply
+    (CUDA graphs on the CPU; channels_last without a convolution) is said with its reason. The patch file puts the
+    chosen transform on the user's own model object (same parameters, same outputs) and remove() undoes it."""
+    from forge_lsp.hotspots.verify import write_patch_file
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "convnet.py").write_text(CONVNET)
+    entry = parse_entry("convnet.py:build", tmp_path)
+    blocks = ("ConvNet.blocks.0", "ConvNet.blocks.1")
+    modes = ("channels_last", "blocks", "channels_last+blocks", "cuda_graphs")
+    check = check_model(entry, tmp_path, "cpu", [], TOL, reps=5, timing_budget_s=5, model_modes=modes, blocks=blocks)
+    rows = {r["mode"]: r for r in check.model_modes}
+    assert list(rows) == list(modes), rows
+    for mode in ("channels_last", "blocks", "channels_last+blocks"):
+        row = rows[mode]
+        assert row["ok"] and all(o["ok"] for o in row["outputs"]), row
+        assert row["decision"] in ("faster", "slower", "inconclusive") and row["says"], row
+    assert not rows["cuda_graphs"]["ok"] and "not on a CUDA device" in rows["cuda_graphs"]["why"], rows["cuda_graphs"]
+    if check.model_mode is not None:  # chosen only when decidedly faster
+        assert rows[check.model_mode]["decision"] == "faster" and rows[check.model_mode]["ci"][0] > 1.0
+
+    # no convolution: channels_last does not apply, and says so
+    (tmp_path / "chain.py").write_text(FUSABLE.replace("range(20)", "range(2)").replace("(512, 8192)", "(8, 64)"))
+    plain = check_model(
+        parse_entry("chain.py:build", tmp_path), tmp_path, "cpu", [], TOL, reps=3, model_modes=("channels_last",)
+    )
+    (row,) = plain.model_modes
+    assert not row["ok"] and "has no 2-D convolution" in row["why"], row
+
+    patch = write_patch_file(tmp_path / "out", entry, [], "channels_last+blocks", blocks)
+    probe = textwrap.dedent(
+        f"""
+        import sys, torch
+        sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(patch.parent)!r})
+        import convnet, forge_patch
+        model, (x,) = convnet.build()
+        with torch.no_grad():
+            ref = model(x)
+            params = [id(p) for p in model.parameters()]
+            forge_patch.apply(model)
+            assert model.stem.weight.is_contiguous(memory_format=torch.channels_last)
+            assert all("forward" in b.__dict__ for b in model.blocks), "each block compiled on its own"
+            torch.testing.assert_close(model(x), ref, atol=1e-4, rtol=1e-4)
+            assert [id(p) for p in model.parameters()] == params, "the same parameters"
+            forge_patch.remove(model)
+            assert "forward" not in model.__dict__ and not any("forward" in b.__dict__ for b in model.blocks)
+            assert model.stem.weight.is_contiguous()
+            torch.testing.assert_close(model(x), ref)
+        print("transformed in place and back")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "transformed in place and back" in proc.stdout, proc.stderr[-3000:]
+
+
+@pytest.mark.gpu
+def test_cuda_graphs_replay_the_forward_per_input_signature_and_match_eager():
+    """On a GPU: the forward recorded once per input signature and replayed (outputs copied out, so a later replay
+    does not overwrite them), the same outputs as eager for each signature, eager when autograd records."""
+    import torch
+
+    from forge_lsp.hotspots.patching import compile_model, uncompile_model
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(8)]).cuda().eval()
+    xs = [torch.randn(8, 256, device="cuda"), torch.randn(16, 256, device="cuda")]
+    with torch.no_grad():
+        refs = [model(x) for x in xs]
+        compile_model(model, "cuda_graphs")
+        graphed = model.__dict__["_forge_graphed"]
+        outs = [model(x) for x in xs] + [model(x) for x in xs]
+        assert len(graphed.graphs) == 2 and all(g is not None for g in graphed.graphs.values()), graphed.failures
+    for out, ref in zip(outs, refs + refs, strict=True):
+        torch.testing.assert_close(out, ref)
+    assert outs[0].data_ptr() != outs[2].data_ptr()  # copied out of the graph's memory
+    y = model(xs[0].requires_grad_())  # autograd records: eager
+    assert y.grad_fn is not None and len(graphed.graphs) == 2
+    uncompile_model(model)
+    assert "forward" not in model.__dict__
+
+
 def test_a_mode_that_does_not_apply_is_said_not_fatal(tmp_path):
     """reduce-overhead wants CUDA graphs: on the CPU it either runs (torch falls back) or is said with the reason;
     the check finishes either way."""

@@ -101,7 +101,7 @@ const UI = {
   modelWide: {
     findHotSpots: "forge: Find hot spots",
     hotSpotsDone: /forge: hotspots build \(slownet\.py\)/,
-    hotClass: /^forge: \d+\.\d% of model time/,
+    hotClass: /forge: \d+\.\d% of model time/,
     optimize: "forge: Optimize model-wide",
     ended: /Forge: model-wide build \(slownet\.py\): .*× end to end \(99% CI .*Accept into SlowBlock/,
     accept: /^forge: model-wide .*× end to end .* — Accept into SlowBlock$/,
@@ -693,8 +693,9 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       await s.soft("the hot-spot run ends (status bar)", () => until("the hot-spot run's end", async () =>
         M.hotSpotsDone.test(await wb.statusBarText()) || undefined, { timeoutMs: 180_000, intervalMs: 500, lastSeen: () => wb.statusBarText() }));
       await wb.openFile(BLOCKS_FILE);
-      await s.soft("the hot class's share of the model's time is a lens on SlowBlock", () =>
-        wb.waitForCodeLens(M.hotClass, 20_000));
+      await s.soft("the hot class's share of the model's time is a lens on SlowBlock", () => until("the hot class's lens",
+        async () => (await wb.codeLenses()).find((l) => M.hotClass.test(l.text) && l.aboveLine.startsWith("class SlowBlock")),
+        { timeoutMs: 20_000, lastSeen: () => wb.codeLenses().then((l) => JSON.stringify(l)) }));
       await s.shot("k-hot-spots");
       await wb.openFile(NET_FILE);
       await wb.clearNotifications();

@@ -63,9 +63,11 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--model-modes",
         metavar="MODES",
-        help="--model-wide: torch.compile modes to try on the whole forward, the replacements in place, each checked "
-        "end to end (comma-separated; 'none' for none; default: default,reduce-overhead on a GPU, default on the CPU, "
-        "when offline candidates are on)",
+        help="--model-wide: whole-model modes to try, the replacements in place, each checked end to end "
+        "(comma-separated: torch.compile modes default, max-autotune-no-cudagraphs, reduce-overhead; channels_last; "
+        "cuda_graphs; blocks (the hot blocks compiled one by one); several joined with '+', e.g. "
+        "channels_last+default; 'none' for none; default with offline candidates on: default, reduce-overhead, "
+        "channels_last, channels_last+default, cuda_graphs, blocks on a GPU; default, channels_last on the CPU)",
     )
     p.add_argument(
         "--module-budget",
@@ -410,13 +412,12 @@ def _model_modes(text: str | None) -> tuple[str, ...] | None:
     if text is None:
         return None
     modes = tuple(m.strip() for m in text.split(",") if m.strip() and m.strip() != "none")
-    from ..usecases.model_wide import MODEL_MODES
+    from ..usecases.model_wide import mode_error
 
     for m in modes:
-        if m not in MODEL_MODES:
-            raise SystemExit(
-                f"forge optimize: --model-modes: unknown mode {m!r} (one of {', '.join(MODEL_MODES)}, none)"
-            )
+        why = mode_error(m)
+        if why is not None:
+            raise SystemExit(f"forge optimize: --model-modes: {why}; or none")
     return modes
 
 

@@ -356,10 +356,13 @@ def _model_modes(
         torch._dynamo.reset()
         t0 = time.perf_counter()
         try:
-            compile_model(model, mode)
+            compile_model(model, mode, req.get("blocks") or ())
             for _ in range(3):  # compiles on the first call; CUDA graphs are recorded on later ones
                 _outputs(torch, model, args, kwargs)
             _sync(torch, device)
+            graphed = model.__dict__.get("_forge_graphed")
+            if graphed is not None and graphed.failures:
+                raise PatchError(f"cuda_graphs: the forward cannot be recorded: {graphed.failures[0]}")
             row["compile_s"] = round(time.perf_counter() - t0, 1)
             out = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances, truth)
             row["outputs"], row["ok"] = out, all(r["ok"] for r in out)

@@ -82,33 +82,161 @@ def install(model: Any, patches: list[dict[str, Any]]) -> list[str]:
     return done
 
 
-MODEL_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
+#: torch.compile modes of the whole forward
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
+#: whole-model transforms beside them: the model's parameters and 4-D inputs in channels_last (convolutional
+#: models), the forward replayed as a CUDA graph per input signature (launch-bound forwards), and each instance of
+#: the hot block classes compiled on its own (a region per block, rather than the whole forward)
+TRANSFORMS = ("channels_last", "cuda_graphs", "blocks")
+#: the single modes; a mode may join several with "+" (e.g. "channels_last+default"), see `mode_error`
+MODEL_MODES = COMPILE_MODES + TRANSFORMS
 
 
-def compile_model(model: Any, mode: str) -> None:
-    """The model's own forward (with whatever replacements are in place) compiled by ``torch.compile(mode=...)``,
-    in place: the model object, its modules and its ``state_dict`` stay the same; `uncompile_model` undoes it.
-    With "reduce-overhead" (CUDA graphs) each call's outputs are copied out, since the next replay reuses the
-    graph's output memory."""
+def mode_error(mode: str) -> str | None:
+    """Why `mode` is not a whole-model mode, or None: "+"-joined parts, each known and given once, at most one
+    torch.compile mode, not both "blocks" and a whole-forward compile, no "cuda_graphs" with "reduce-overhead"
+    (it records graphs itself)."""
+    parts = mode.split("+")
+    unknown = [p for p in parts if p not in MODEL_MODES]
+    if unknown:
+        return f"unknown mode {unknown[0]!r} (one of {', '.join(MODEL_MODES)}, or several joined with '+')"
+    if len(set(parts)) != len(parts):
+        return f"{mode!r} names a part twice"
+    compiled = [p for p in parts if p in COMPILE_MODES]
+    if len(compiled) > 1:
+        return f"{mode!r} names two torch.compile modes"
+    if compiled and "blocks" in parts:
+        return f"{mode!r}: 'blocks' compiles regions, not with a whole-forward compile"
+    if "cuda_graphs" in parts and "reduce-overhead" in parts:
+        return f"{mode!r}: reduce-overhead records CUDA graphs itself"
+    return None
+
+
+def compile_model(model: Any, mode: str, blocks: list[str] | tuple[str, ...] = ()) -> None:
+    """The model's own forward (with whatever replacements are in place) transformed by `mode`, in place: the
+    model object, its modules, its parameters' identities and its ``state_dict`` stay the same;
+    `uncompile_model` undoes it. A torch.compile mode compiles the forward. "channels_last" puts the parameters in
+    channels_last and each 4-D tensor argument too (the conversion is part of every call). "cuda_graphs" replays
+    the forward as a CUDA graph recorded per input signature (`_GraphedForward`). "blocks" compiles each instance
+    of the classes `blocks` names (``module.QualName`` keys) on its own. With "reduce-overhead" or "cuda_graphs"
+    each call's outputs are copied out, since the next replay reuses the graph's output memory. Raises
+    `PatchError` for a mode that does not apply to this model (no convolution, not on a GPU, no such block)."""
     torch = _torch()
-    if mode not in MODEL_MODES:
-        raise PatchError(f"unknown compile mode {mode!r} (one of {', '.join(MODEL_MODES)})")
-    compiled = torch.compile(type(model).forward.__get__(model), mode=mode)
-    if mode == "reduce-overhead":
+    why = mode_error(mode)
+    if why is not None:
+        raise PatchError(why)
+    parts = mode.split("+")
+    device = next((p.device for p in model.parameters()), None)
+    if "cuda_graphs" in parts and (device is None or device.type != "cuda"):
+        raise PatchError("cuda_graphs: the model is not on a CUDA device")
+    if "channels_last" in parts and not any(isinstance(m, torch.nn.Conv2d) for m in model.modules()):
+        raise PatchError("channels_last: the model has no 2-D convolution")
+    compiled_blocks = []
+    if "blocks" in parts:
+        named = instances_by_name(model)
+        compiled_blocks = [named[n] for n in blocks if n in named and named[n] is not model]
+        if not compiled_blocks:
+            raise PatchError("blocks: the model has none of the hot blocks' instances")
+    if "channels_last" in parts:
+        model.to(memory_format=torch.channels_last)
+    for m in compiled_blocks:
+        m.__dict__["forward"] = torch.compile(type(m).forward.__get__(m))
+    forward = type(model).forward.__get__(model)
+    compile_mode = next((p for p in parts if p in COMPILE_MODES), None)
+    if compile_mode is not None:
+        forward = torch.compile(forward, mode=compile_mode)
+    if compile_mode == "reduce-overhead":
+        inner = forward
 
         def forward(*args: Any, **kwargs: Any) -> Any:
             torch.compiler.cudagraph_mark_step_begin()
-            return torch.utils._pytree.tree_map_only(torch.Tensor, torch.clone, compiled(*args, **kwargs))
+            return torch.utils._pytree.tree_map_only(torch.Tensor, torch.clone, inner(*args, **kwargs))
 
-    else:
-        forward = compiled
+    if "cuda_graphs" in parts:
+        forward = model.__dict__["_forge_graphed"] = _GraphedForward(torch, forward)
+    if "channels_last" in parts:
+        inner_cl = forward
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            def cl(x: Any) -> Any:
+                return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
+
+            args, kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, cl, (args, kwargs))
+            return inner_cl(*args, **kwargs)
+
     model.__dict__["_forge_compiled_mode"] = mode
+    model.__dict__["_forge_compiled_blocks"] = compiled_blocks
     model.__dict__["forward"] = forward
 
 
 def uncompile_model(model: Any) -> None:
-    if model.__dict__.pop("_forge_compiled_mode", None) is not None:
-        model.__dict__.pop("forward", None)
+    mode = model.__dict__.pop("_forge_compiled_mode", None)
+    if mode is None:
+        return
+    model.__dict__.pop("forward", None)
+    model.__dict__.pop("_forge_graphed", None)
+    for m in model.__dict__.pop("_forge_compiled_blocks", []):
+        m.__dict__.pop("forward", None)
+    if "channels_last" in mode.split("+"):
+        model.to(memory_format=_torch().contiguous_format)
+
+
+class _GraphedForward:
+    """A forward replayed as a CUDA graph, one recorded per input signature (each tensor's shape, dtype, device and
+    strides, every other argument's value), at most `MAX` of them; a call in another signature past that, with
+    autograd recording, or whose recording failed runs the forward as it is (`failures` says why). Inputs are
+    copied into the graph's own buffers, outputs copied out of them."""
+
+    MAX = 8
+
+    def __init__(self, torch: Any, forward: Any) -> None:
+        self.torch, self.forward = torch, forward
+        self.graphs: dict[Any, Any] = {}  # signature -> (graph, static inputs, static outputs), or None: eager
+        self.failures: list[str] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        torch = self.torch
+        flat, spec = torch.utils._pytree.tree_flatten((args, kwargs))
+        if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in flat):
+            return self.forward(*args, **kwargs)
+        key = (
+            str(spec),
+            tuple(
+                (tuple(x.shape), x.dtype, str(x.device), x.stride()) if isinstance(x, torch.Tensor) else repr(x)
+                for x in flat
+            ),
+        )
+        if key not in self.graphs:
+            self.graphs[key] = None
+            if len(self.graphs) <= self.MAX:
+                try:
+                    self.graphs[key] = self._record(flat, spec)
+                except Exception as exc:  # noqa: BLE001 - a forward that cannot be recorded runs as it is
+                    self.failures.append(f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+        entry = self.graphs[key]
+        if entry is None:
+            return self.forward(*args, **kwargs)
+        graph, static_in, static_out = entry
+        for buf, x in zip(static_in, flat, strict=True):
+            if isinstance(x, torch.Tensor):
+                buf.copy_(x)
+        graph.replay()
+        return torch.utils._pytree.tree_map_only(torch.Tensor, torch.clone, static_out)
+
+    def _record(self, flat: list[Any], spec: Any) -> Any:
+        torch = self.torch
+        static_in = [x.clone() if isinstance(x, torch.Tensor) else x for x in flat]
+        args, kwargs = torch.utils._pytree.tree_unflatten(static_in, spec)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.no_grad(), torch.cuda.stream(side):
+            for _ in range(3):  # warm up off the default stream (lazy inits, autotuning) before recording
+                self.forward(*args, **kwargs)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(graph):
+            static_out = self.forward(*args, **kwargs)
+        return graph, static_in, static_out
 
 
 def uninstall(model: Any) -> None:

@@ -74,9 +74,11 @@ def check_model(
     python: str | None = None,
     model_modes: tuple[str, ...] = (),
     root: str | None = None,
+    blocks: tuple[str, ...] = (),
 ) -> ModelCheck:
     """Runs `model_check` in a sandboxed child. `model_modes`: torch.compile modes to try on the whole forward,
-    the kept replacements in place (none: the replacements only). `root`: for a script entry, the class name of
+    the kept replacements in place (none: the replacements only); `blocks`: the hot block classes' instances (by
+    their names in the hot-spot report) a "blocks" mode compiles one by one. `root`: for a script entry, the class name of
     its model (the hot-spot report's `model`): the check takes that model's first forward in the script."""
     import sys
 
@@ -97,6 +99,7 @@ def check_model(
         "reps": reps,
         "timing_budget_s": timing_budget_s,
         "model_modes": list(model_modes),
+        "blocks": list(blocks),
         "root": root,
         "out": str(out),
     }
@@ -131,14 +134,16 @@ from forge_lsp.hotspots.patching import compile_model, install, uncompile_model,
 
 HERE = pathlib.Path(__file__).resolve().parent
 PATCHES = {patches}
-#: torch.compile mode of the whole forward, the replacements in place (None: not compiled)
+#: the whole-model mode on top of the replacements (a torch.compile mode, channels_last, cuda_graphs, blocks, or
+#: several joined with "+"; None: none), and the instances a "blocks" mode compiles one by one
 MODEL_MODE = {mode!r}
+BLOCKS = {blocks!r}
 
 
 def apply(model):
     names = install(model, [dict(p, source_file=str(HERE / p["source_file"])) for p in PATCHES])
     if MODEL_MODE is not None:
-        compile_model(model, MODEL_MODE)
+        compile_model(model, MODEL_MODE, BLOCKS)
     return names
 
 
@@ -148,9 +153,15 @@ def remove(model):
 '''
 
 
-def write_patch_file(folder: Path, entry: Entry, patches: list[dict[str, Any]], model_mode: str | None = None) -> Path:
-    """``forge_patch.py`` and the candidates it installs, in `folder`; `model_mode`: the whole forward is then
-    compiled in that torch.compile mode. Each patch goes in as it is, its ``domain`` (what its candidate was
+def write_patch_file(
+    folder: Path,
+    entry: Entry,
+    patches: list[dict[str, Any]],
+    model_mode: str | None = None,
+    blocks: tuple[str, ...] = (),
+) -> Path:
+    """``forge_patch.py`` and the candidates it installs, in `folder`; `model_mode`: the whole-model mode then put on
+    top (`patching.compile_model`; `blocks` for a "blocks" mode). Each patch goes in as it is, its ``domain`` (what its candidate was
     verified on, which `patching.install` keeps its calls inside) included."""
     folder.mkdir(parents=True, exist_ok=True)
     local: list[dict[str, Any]] = []
@@ -166,8 +177,9 @@ def write_patch_file(folder: Path, entry: Entry, patches: list[dict[str, Any]], 
             stamp=time.strftime("%Y-%m-%d %H:%M"),
             patches=pprint.pformat(local, width=110, sort_dicts=False),
             mode=model_mode,
+            blocks=list(blocks) if model_mode and "blocks" in model_mode.split("+") else [],
             mode_doc=(
-                f" Then the model's forward is compiled in place by torch.compile(mode={model_mode!r}),"
+                f" Then the model is put in the whole-model mode {model_mode!r} in place,"
                 " which the end-to-end check found faster."
                 if model_mode
                 else ""

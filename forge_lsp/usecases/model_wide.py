@@ -30,9 +30,17 @@ from typing import Any
 from ..engine.task import DEFAULT_TOLERANCES
 from ..hotspots import HotspotReport, parse_entry
 from ..hotspots.patching import MODEL_MODES as MODEL_MODES
+from ..hotspots.patching import mode_error as mode_error
 from ..hotspots.verify import ModelCheck, ModelCheckError, check_model, write_patch_file
 from .common import UseCaseError
 from .hotspots import EntryFailed, HotspotsRequest, find_model_hotspots
+
+#: whole-model modes tried on top of the kept replacements when none are asked for (offline candidates on): on a
+#: GPU the forward compiled whole (with and without CUDA graphs), channels_last (alone and compiled, convolutional
+#: models only), replayed as CUDA graphs without compiling, and the hot blocks compiled one by one; on the CPU the
+#: forward compiled and channels_last
+GPU_MODES = ("default", "reduce-overhead", "channels_last", "channels_last+default", "cuda_graphs", "blocks")
+CPU_MODES = ("default", "channels_last")
 
 
 @dataclass(frozen=True)
@@ -47,8 +55,9 @@ class ModelWideRequest:
     #: seconds the end-to-end timing may go on while its interval holds 1 (more rounds of forwards), per decision
     timing_budget_s: float = 30.0
     cache_dir: Path | None = None
-    #: torch.compile modes tried on the whole forward with the kept replacements in place, each checked end to end
-    #: like them; None: "default" and "reduce-overhead" on a GPU, "default" on the CPU, when offline (else none)
+    #: whole-model modes tried with the kept replacements in place (`hotspots.patching.compile_model`: torch.compile
+    #: modes, channels_last, cuda_graphs, blocks, or several joined with "+"), each checked end to end like them;
+    #: None: `GPU_MODES` or `CPU_MODES` when offline (else none)
     model_modes: tuple[str, ...] | None = None
     #: seconds each hot module's run may take: at the budget its run is stopped (its worker killed) and the module
     #: is left as it is, said as "over_budget"; None: no limit
@@ -383,11 +392,8 @@ def optimize_model(
         mo.status, mo.reason = "kept", f"{result.answer.label} on its captured inputs"
     modes = request.model_modes
     if modes is None:
-        modes = (
-            (("default", "reduce-overhead") if report.device.startswith("cuda") else ("default",))
-            if request.offline
-            else ()
-        )
+        modes = (GPU_MODES if report.device.startswith("cuda") else CPU_MODES) if request.offline else ()
+    blocks = tuple(i.name for i in report.instances if i.cls in report.targets[:top])
     if not patches:
         out.notes.append("no hot module got a verified candidate faster than its reference")
         if not modes:
@@ -415,6 +421,7 @@ def optimize_model(
             cache_dir=request.cache_dir,
             model_modes=tuple(modes),
             root=report.model,
+            blocks=blocks,
         )
     except ModelCheckError as exc:
         if cancel is not None and cancel.is_set():
@@ -452,7 +459,7 @@ def optimize_model(
         )
     if kept or check.model_mode:
         assert out.folder is not None
-        out.patch_file = write_patch_file(out.folder, entry, kept, check.model_mode)
+        out.patch_file = write_patch_file(out.folder, entry, kept, check.model_mode, blocks)
     else:
         out.notes.append("the model is unchanged")
     return _save(out, workspace)

@@ -141,18 +141,27 @@ export class Workbench {
   /** Pick the quick-input row whose label matches (waits for the list to be filtered to it). */
   private async pickRow(label: string | RegExp, what: string, timeoutMs = 20_000): Promise<void> {
     const re = typeof label === "string" ? new RegExp(escapeRe(label)) : label;
-    // Rows appear asynchronously (file search, command list); Enter before they do would pick nothing.
-    const row = await until(`a quick-input row ${re} (${what})`, async () => {
-      const rows = this.page.locator(SEL.quickInputRow);
-      const n = await rows.count();
-      for (let i = 0; i < n; i++) {
-        const r = rows.nth(i);
-        const aria = (await r.getAttribute("aria-label")) ?? (await r.innerText());
-        if (re.test(aria)) return r;
+    // Rows appear asynchronously (file search, command list); Enter before they do would pick nothing. The list
+    // may be re-rendered under the pointer (more search results, the history's rows): a row gone before the click
+    // lands is looked for again.
+    for (let attempt = 1; ; attempt++) {
+      const row = await until(`a quick-input row ${re} (${what})`, async () => {
+        const rows = this.page.locator(SEL.quickInputRow);
+        const n = await rows.count();
+        for (let i = 0; i < n; i++) {
+          const r = rows.nth(i);
+          const aria = (await r.getAttribute("aria-label").catch(() => null)) ?? (await r.innerText().catch(() => ""));
+          if (re.test(aria)) return r;
+        }
+        return undefined;
+      }, { timeoutMs, intervalMs: 100, lastSeen: () => this.quickInputRows().then((r) => JSON.stringify(r)) });
+      try {
+        await row.click({ timeout: 5000 });
+        break;
+      } catch (e) {
+        if (attempt >= 4) throw e;
       }
-      return undefined;
-    }, { timeoutMs, intervalMs: 100, lastSeen: () => this.quickInputRows().then((r) => JSON.stringify(r)) });
-    await row.click();
+    }
     await this.page.locator(SEL.quickInput).waitFor({ state: "hidden", timeout: 10_000 });
   }
 
