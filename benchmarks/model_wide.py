@@ -128,6 +128,7 @@ def main() -> int:
     ap.add_argument("--forge-timeout", type=float, default=1800.0, help="seconds for each forge run")
     ap.add_argument("--module-budget", type=float, help="forge's --module-budget (seconds for each hot module's run)")
     ap.add_argument("--log-dir", type=Path, help="write each forge run's output there as it comes (kept if cut)")
+    ap.add_argument("--model-modes", help="forge's --model-modes (whole-model modes to try; default: forge's own)")
     args = ap.parse_args()
     rows = []
     for model in args.models.split(","):
@@ -159,6 +160,8 @@ def main() -> int:
             cmd += ["--device", args.device, "--top", str(args.top)]
             if args.module_budget:
                 cmd += ["--module-budget", str(args.module_budget)]
+            if args.model_modes:
+                cmd += ["--model-modes", args.model_modes]
             code, stdout, stderr = _run_logged(cmd, args.forge_timeout, args.log_dir, f"{model}-{dtype}")
             row["forge_s"] = round(time.perf_counter() - t0, 1)
             row["forge_exit"] = code
