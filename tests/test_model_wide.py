@@ -650,6 +650,89 @@ def test_whole_model_transforms_are_checked_end_to_end_and_written_into_the_patc
     assert proc.returncode == 0 and "transformed in place and back" in proc.stdout, proc.stderr[-3000:]
 
 
+DRIFTS = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class Good(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(64, 64)
+
+        def forward(self, x):
+            return torch.tanh(self.fc(x)) + x
+
+
+    class Drifts(nn.Module):
+        \"\"\"Computes something else once compiled (a stand-in for a region whose compiled error is not eager's).\"\"\"
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(64, 64)
+
+        def forward(self, x):
+            y = torch.tanh(self.fc(x)) + x
+            return y + 0.5 if torch.compiler.is_compiling() else y
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = Good()
+            self.b = Drifts()
+            self.c = Good()
+
+        def forward(self, x):
+            return self.c(self.b(self.a(x)))
+
+
+    def build():
+        torch.manual_seed(0)
+        return Net().eval(), (torch.randn(16, 64),)
+    """
+)
+
+
+def test_blocks_whose_compiled_outputs_drift_are_left_eager_and_the_patch_compiles_only_the_others(tmp_path):
+    """The "blocks" mode: with every hot block compiled the model's outputs differ, so blocks are compiled one at a
+    time in the model's order, each kept only while the outputs hold; the mode is checked and timed with those, says
+    which were left eager, and the patch file compiles exactly them."""
+    from forge_lsp.hotspots.verify import write_patch_file
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "drifts.py").write_text(DRIFTS)
+    entry = parse_entry("drifts.py:build", tmp_path)
+    blocks = ("Net.a", "Net.b", "Net.c")
+    check = check_model(
+        entry, tmp_path, "cpu", [], TOL, reps=5, timing_budget_s=5, model_modes=("blocks",), blocks=blocks
+    )
+    (row,) = check.model_modes
+    assert row["ok"] and row["blocks"] == ["Net.a", "Net.c"], row
+    assert row["note"].startswith("2 of 3 hot blocks compiled, the others left eager (with every hot block"), row
+    assert all(o["ok"] for o in row["outputs"]) and row["decision"] in ("faster", "slower", "inconclusive"), row
+    if check.model_mode == "blocks":
+        assert check.model_blocks == ["Net.a", "Net.c"]
+    patch = write_patch_file(tmp_path / "out", entry, [], "blocks", tuple(row["blocks"]))
+    probe = textwrap.dedent(
+        f"""
+        import sys, torch
+        sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(patch.parent)!r})
+        import drifts, forge_patch
+        model, (x,) = drifts.build()
+        with torch.no_grad():
+            ref = model(x)
+            forge_patch.apply(model)
+            assert ["forward" in m.__dict__ for m in (model.a, model.b, model.c)] == [True, False, True]
+            torch.testing.assert_close(model(x), ref, atol=1e-5, rtol=1e-5)
+        print("compiled a and c")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "compiled a and c" in proc.stdout, proc.stderr[-3000:]
+
+
 @pytest.mark.gpu
 def test_cuda_graphs_replay_the_forward_per_input_signature_and_match_eager():
     """On a GPU: the forward recorded once per input signature and replayed (outputs copied out, so a later replay

@@ -526,6 +526,8 @@ def run_model_wide(args: argparse.Namespace) -> int:
                     if row.get("ok") and row.get("decision")
                     else row.get("why", "not measured")
                 )
+                if row.get("note"):
+                    said += f"; {row['note']}"
                 chosen = "  <- chosen" if row["mode"] == check.model_mode else ""
                 out.print(f"  {row['mode']}: {said}{chosen}", highlight=False)
     for note in result.notes:

@@ -321,6 +321,7 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
         )
         if best is not None and best["speedup"] > (speedup or 1.0):
             result["model_mode"] = best["mode"]
+            result["model_blocks"] = best.get("blocks")
             result["after_ms"], result["speedup"], result["ci"] = best["after_ms"], best["speedup"], best["ci"]
             result["before_ms"] = best["before_ms"]
             result["outputs"] = best["outputs"]
@@ -366,7 +367,37 @@ def _model_modes(
             row["compile_s"] = round(time.perf_counter() - t0, 1)
             out = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances, truth)
             row["outputs"], row["ok"] = out, all(r["ok"] for r in out)
-            if not row["ok"]:
+            if not row["ok"] and "blocks" in mode.split("+"):
+                # the regions whose compiled error stays at eager's: blocks compiled one at a time, in the model's
+                # order, each kept only while the model's outputs still hold
+                whole = differ("with every hot block compiled the model's outputs differ", out)
+                uncompile_model(model)
+                chosen = accurate_blocks(
+                    torch,
+                    model,
+                    mode,
+                    req.get("blocks") or [],
+                    args,
+                    kwargs,
+                    ref,
+                    tolerances,
+                    truth,
+                    time.monotonic() + budget_s,
+                )
+                if chosen:
+                    compile_model(model, mode, chosen)
+                    out = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances, truth)
+                    row["outputs"], row["ok"] = out, all(r["ok"] for r in out)
+                    row["blocks"] = chosen
+                    row["note"] = (
+                        f"{len(chosen)} of {len(req.get('blocks') or [])} hot blocks compiled, the others left "
+                        f"eager ({whole})"
+                    )
+                row["compile_s"] = round(time.perf_counter() - t0, 1)
+                if not row["ok"]:
+                    row["why"] = whole if not chosen else differ("the model's outputs differ", out)
+                    continue
+            elif not row["ok"]:
                 row["why"] = differ("the model's outputs differ", out)
                 continue
             for _ in range(3):
@@ -394,6 +425,39 @@ def _model_modes(
     return rows
 
 
+def accurate_blocks(
+    torch: Any,
+    model: Any,
+    mode: str,
+    blocks: list[str],
+    args: tuple,
+    kwargs: dict,
+    ref: list[Any],
+    tolerances: dict[str, Any],
+    truth: list[Any] | None,
+    deadline: float,
+) -> list[str]:
+    """The hot blocks that can be compiled with the model's outputs still within their tolerances (judged against
+    the model in fp32 where it was): added one at a time, in the model's order, each kept only if the outputs hold
+    with it and the ones before; the rest stay eager. Stops adding at `deadline`. The model is left uncompiled."""
+    chosen: list[str] = []
+    for name in blocks:
+        if time.monotonic() > deadline:
+            break
+        try:
+            compile_model(model, mode, [*chosen, name])
+            for _ in range(2):
+                _outputs(torch, model, args, kwargs)
+            rows = compare(torch, ref, _outputs(torch, model, args, kwargs), tolerances, truth)
+            if all(r["ok"] for r in rows):
+                chosen.append(name)
+        except PatchError:
+            pass
+        finally:
+            uncompile_model(model)
+    return chosen
+
+
 def main(argv: list[str]) -> int:
     req = json.loads(Path(argv[1]).read_text())
     out = Path(req["out"])
@@ -410,10 +474,6 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
-
-
 def differ(what: str, rows: list[dict[str, Any]]) -> str:
     """`what`, with the worst error of the outputs that failed and, where they were judged against the model in fp32,
     their error there next to eager's own: "... (worst 1.5; against the model in fp32 1.37, eager's own 0.357)"."""
@@ -426,3 +486,7 @@ def differ(what: str, rows: list[dict[str, Any]]) -> str:
         eager = max(j.get("eager_err_max") or 0.0 for j in judged)
         detail += f"; against the model in fp32 {err:.3g}, eager's own {eager:.3g}"
     return f"{what} ({detail})"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -459,7 +459,8 @@ def optimize_model(
         )
     if kept or check.model_mode:
         assert out.folder is not None
-        out.patch_file = write_patch_file(out.folder, entry, kept, check.model_mode, blocks)
+        chosen_blocks = tuple(check.model_blocks) if check.model_blocks is not None else blocks
+        out.patch_file = write_patch_file(out.folder, entry, kept, check.model_mode, chosen_blocks)
     else:
         out.notes.append("the model is unchanged")
     return _save(out, workspace)
