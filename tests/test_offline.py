@@ -193,7 +193,7 @@ def test_offline_candidates_never_import_torch_or_the_task_in_the_caller(cache_d
         from pathlib import Path
         from forge_lsp.engine import load_task
         from forge_lsp.agent.offline import offline_candidates
-        cands = offline_candidates(load_task({str(OFFLINE / "multi_task.py")!r}), device="cpu",
+        cands = offline_candidates(load_task({str(OFFLINE / "multi_task.py")!r}), device="cpu", library=True,
                                    cache_dir=Path({str(cache_dir)!r}))
         loaded = [m for m in ("torch", "triton") if m in sys.modules]
         tasks = [m for m in sys.modules if m.startswith("forge_task_")]

@@ -345,7 +345,14 @@ def test_cancelling_an_optimization_during_the_probe_kills_the_probe(tmp_path, c
     task_file = tmp_path / "hangs_under_tracing.py"
     task_file.write_text(TASK_HANGS_UNDER_TRACING.format(mark=str(mark)))
     run = ModuleOptimization(
-        OptimizeRequest(task_file=task_file, workspace=tmp_path, device="cpu", profile=False, cache_dir=cache_dir)
+        OptimizeRequest(
+            task_file=task_file,
+            workspace=tmp_path,
+            device="cpu",
+            profile=False,
+            cache_dir=cache_dir,
+            overrides={"offline_library": True},  # the graph probe runs on the CPU too
+        )
     )
     box: dict = {}
     before = set(descendants(os.getpid()))  # other tests' session-wide workers are not this run's

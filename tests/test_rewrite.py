@@ -516,7 +516,7 @@ def test_replacement_of_the_line_range_gives_new_text_and_revert_restores_it(tex
     assert rw.start_line == min(i for i, line in enumerate(lines) if line.startswith(("class " + name, "@")))
     assert rw.new_text.startswith("".join(lines[: rw.start_line]))
     assert rw.new_text.endswith("".join(lines[rw.end_line :]))
-    assert "# --- forge: begin optimized " + name + " (run r7, candidate c2, 2.00x) ---" in rw.new_text
+    assert "# --- forge: begin optimized " + name + " (run r7, candidate c2, 2.00×) ---" in rw.new_text
     compile(rw.new_text, "rewritten.py", "exec")
     if "\r\n" in text:
         assert "\n" not in rw.new_text.replace("\r\n", "")
@@ -581,7 +581,7 @@ def test_forges_offline_library_candidate_applies(tmp_path, ext_dir, monkeypatch
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     task = load_task(FIXTURES / "softmax_small.py")
-    cand = next(c for c in offline_candidates(task, device="cpu") if c.name == "library:softmax")
+    cand = next(c for c in offline_candidates(task, device="cpu", library=True) if c.name == "library:softmax")
     rw = rewrite_module(SOFTMAX, "Model", cand.source, CPU_FP32_2D, candidate_id=cand.name)
     assert "class Model (a copy of your class)" in rw.dropped
     assert "class _ModelForge(_ModelReference):" in rw.new_text

@@ -599,6 +599,7 @@ def test_cancelling_an_optimize_during_the_graph_probe_ends_the_probe_and_its_ch
 
     mark = tmp_path / "probe-child"
     (tmp_path / "hangs.py").write_text(TASK_HANGS_UNDER_TRACING.format(mark=str(mark)))
+    (tmp_path / "pyproject.toml").write_text("[tool.forge]\noffline_library = true\n")  # the probe runs on the CPU too
     c = raw()
     c.initialize(tmp_path, PROGRESS, {"device": "cpu", "profile": False})
     uri = c.open(tmp_path / "hangs.py")

@@ -177,6 +177,13 @@ class AgentConfig(BaseModel):
         "max-autotune-no-cudagraphs and reduce-overhead on a GPU, default on the CPU)",
     )
 
+    offline_library: bool | None = Field(
+        default=None,
+        description="offer forge's Triton library kernels as offline candidates (default: on a GPU only; on the "
+        "CPU they run under Triton's interpreter, hundreds of times slower than the reference, so they could "
+        "only be checked for correctness, never win)",
+    )
+
     executor: str = Field(
         default="local",
         description="where evaluations run: local (one persistent worker per visible device, builds spread over "

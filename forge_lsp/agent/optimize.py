@@ -670,6 +670,10 @@ class Optimizer:
         self.store.add_event(
             self.run_id, "final_timing", {"candidate": best.id, "speedup": verdict.speedup, "timing": timing}
         )
+        if verdict.speedup <= 1:  # "best" is never a slowdown: the fastest, said as slower
+            from .progress import speedup_words
+
+            return [f"fastest candidate {best.id}: {speedup_words(verdict.speedup)} (final re-timing)"]
         return [f"best candidate {best.id}: {speedup_label(verdict.speedup, best.speedup)}"]
 
     def _best_record(self) -> CandidateRecord | None:
@@ -765,7 +769,7 @@ def _cand_ctx(rec: CandidateRecord) -> dict[str, Any]:
 
 def _outcome(node: Node) -> str:
     if node.correct:
-        return f"correct, {node.speedup:.2f}x" if node.speedup else "correct"
+        return f"correct, {node.speedup:.2f}×" if node.speedup else "correct"
     if node.failed:
         return f"failed: {node.reason[:200]}"
     return "not evaluated yet"

@@ -97,6 +97,7 @@ def add_parser(sub) -> None:
         "--vary",
         action="append",
         default=[],
+        type=vary_spec,
         metavar="NAME=V1,V2",
         help="also verify with module constant NAME set to each value",
     )
@@ -195,17 +196,23 @@ def pair_directory(task_dir: Path, cand_dir: Path) -> list[tuple[Path, list[Path
     return [(t, cs) for t, cs in pairs.items() if cs]
 
 
-def _vary(specs: list[str]) -> dict[str, list[int]] | None:
-    if not specs:
-        return None
-    out: dict[str, list[int]] = {}
-    for spec in specs:
-        name, _, values = spec.partition("=")
-        try:
-            out[name.strip()] = [int(v) for v in values.split(",") if v.strip()]
-        except ValueError:
-            raise SystemExit(f"forge eval: --vary expects NAME=INT[,INT...], got {spec!r}") from None
-    return out
+def vary_spec(text: str) -> tuple[str, list[int]]:
+    """argparse type of --vary: ``NAME=INT[,INT...]``, a module constant's name and at least one value (a name
+    without values would check no other size, and say the size checks passed)."""
+    name, sep, values = text.partition("=")
+    try:
+        ints = [int(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        ints = []
+    if not sep or not name.strip().isidentifier() or not ints:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=INT[,INT...] (a module constant and the values to verify it at), got {text!r}"
+        )
+    return name.strip(), ints
+
+
+def _vary(specs: list[tuple[str, list[int]]]) -> dict[str, list[int]] | None:
+    return {name: values for name, values in specs} if specs else None
 
 
 def _fmt_ms(ms: float) -> str:
@@ -564,6 +571,7 @@ def run(args: argparse.Namespace) -> int:
                     flush=True,
                 )
             v.traceback, v.log_excerpt = task_paths(v.traceback, task, cand), task_paths(v.log_excerpt, task, cand)
+            v.reason = task_paths(v.reason, task, cand)
             written = write_repair(cand, r.repair) if args.repair and r.repair is not None else None
             if not args.json:
                 render(out, task.name, cand.name, v)

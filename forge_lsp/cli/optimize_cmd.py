@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ..agent.progress import speedup_words, times
 from .eval_cmd import StageProgress, add_executor_argument, console, non_negative_float, positive_float, positive_int
 
 
@@ -62,6 +63,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--model-modes",
+        type=model_modes_spec,
         metavar="MODES",
         help="--model-wide: whole-model modes to try, the replacements in place, each checked end to end "
         "(comma-separated: torch.compile modes default, max-autotune-no-cudagraphs, reduce-overhead; channels_last; "
@@ -94,8 +96,8 @@ def add_parsers(sub) -> None:
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=run_runs)
 
-    s = sub.add_parser("show", help="print one run: candidates, verdicts, speedups, cost")
-    s.add_argument("run")
+    s = sub.add_parser("show", help="print one run: its outcome, candidates, verdicts, speedups, cost")
+    s.add_argument("run", help="a run id, a unique prefix of one, or 'latest'")
     s.add_argument("--workspace", type=Path, default=Path.cwd())
     s.add_argument("--source", metavar="CANDIDATE", help="print one candidate's source (e.g. c3)")
     s.set_defaults(func=run_show)
@@ -182,7 +184,7 @@ def run_optimize(args: argparse.Namespace) -> int:
             why = (
                 f"it failed its final re-check ({outcome.final_failure})"
                 if result.withheld == "recheck_failed"
-                else f"it runs at {outcome.answer_speedup:.2f}x the reference"
+                else f"it is {speedup_words(outcome.answer_speedup or 0.0)} than the reference"
             )
             out.print(
                 f"no verified candidate is faster than the reference: the best, {best.id}, was not {done} "
@@ -195,18 +197,28 @@ def run_optimize(args: argparse.Namespace) -> int:
             )
         else:
             out.print(result.message)
+        out.print(f"outcome: {_outcome_of(optimization.store, result.run_id)}", highlight=False)
         return 130 if outcome.status == "cancelled" else 1
     answer = result.answer
-    out.print(f"best: {answer.candidate.id} {answer.speedup:.2f}x — {answer.candidate.summary}")
+    out.print(f"best: {answer.candidate.id} {times(answer.speedup)} — {answer.candidate.summary}")
     if args.apply:
-        return _apply(out, result)
-    dest = result.task.path.with_name(f"{result.task.path.stem}_forge_best.py")
-    dest.write_text(answer.candidate.source)
-    out.print(f"written to {dest}")
-    return 0
+        code = _apply(out, result, optimization.store)
+    else:
+        dest = result.task.path.with_name(f"{result.task.path.stem}_forge_best.py")
+        dest.write_text(answer.candidate.source)
+        optimization.store.add_event(result.run_id, "written", {"path": str(dest)})
+        code = 0
+    out.print(f"outcome: {_outcome_of(optimization.store, result.run_id)}", highlight=False)
+    return code
 
 
-def _apply(out: Console, result) -> int:
+def _outcome_of(store, run_id: str) -> str:
+    from ..usecases.runs import run_details
+
+    return run_details(store, run_id).outcome
+
+
+def _apply(out: Console, result, store) -> int:
     """Rewrite the task's class in place with the answer (the same rewrite the editor's Accept uses)."""
     from ..usecases import UseCaseError
     from ..usecases.apply import apply_to_file
@@ -216,6 +228,7 @@ def _apply(out: Console, result) -> int:
     except UseCaseError as exc:
         out.print(f"[red]not applied[/]: {exc}")
         return 1
+    store.add_event(result.run_id, "written", {"path": f"{result.task.path} (class {result.task.model_class})"})
     out.print(
         f"applied to {result.task.path} ({rewrite.summary}); the original class is kept as "
         f"{rewrite.reference_class} and runs for inputs outside what was verified"
@@ -255,7 +268,7 @@ def _printer(err: Console, stages: StageProgress | None = None, every: float = 1
             err.print(
                 f"[bold]round {d.get('round')}[/]"
                 + (f"/{d['of']}" if d.get("of") else "")
-                + (f" · best {d['best_speedup']:.2f}x" if d.get("best_speedup") else "")
+                + (f" · best {speedup_words(d['best_speedup'])}" if d.get("best_speedup") else "")
                 + (f" · {d['phase']}" if d.get("phase") else ""),
                 highlight=False,
             )
@@ -263,16 +276,17 @@ def _printer(err: Console, stages: StageProgress | None = None, every: float = 1
             err.print(f"  queued {d['candidate'].split('/')[-1]} ({d['origin']}): {d['summary'][:90]}", highlight=False)
         elif k == "candidate_timed" and d.get("speedup"):
             err.print(
-                f"  [green]correct[/] {d['candidate'].split('/')[-1]}: {d['speedup']:.2f}x"
+                f"  [green]correct[/] {d['candidate'].split('/')[-1]}: {speedup_words(d['speedup'])}"
                 + (" (final re-timing)" if d.get("final") else ""),
                 highlight=False,
             )
         elif k == "candidate_failed":
             cid = (d.get("candidate") or "").split("/")[-1]
             err.print(f"  [red]{d.get('status', 'failed')}[/] {cid}: {d.get('reason', '')[:140]}", highlight=False)
-        elif k == "new_best":
+        elif k == "new_best" and (d.get("speedup") or 0) > 1:  # "best" is never a slowdown
             err.print(
-                f"  [bold green]new best[/] {d['candidate'].split('/')[-1]}: {d['speedup']:.2f}x", highlight=False
+                f"  [bold green]new best[/] {d['candidate'].split('/')[-1]}: {speedup_words(d['speedup'])}",
+                highlight=False,
             )
         elif k == "model_call" and not d.get("ok"):
             err.print(
@@ -286,12 +300,12 @@ def _printer(err: Console, stages: StageProgress | None = None, every: float = 1
 
 def _summary(out: Console, store, run_id: str, top: int = 8) -> None:
     cands = [c for c in store.candidates(run_id) if c.status == "evaluated"]
-    table = Table(title="best candidates", box=None, header_style="bold")
+    table = Table(title="verified candidates, fastest first", box=None, header_style="bold")
     for col in ("id", "origin", "speedup", "summary"):
         table.add_column(col)
     ranked = sorted((c for c in cands if c.correct), key=lambda c: -(c.speedup or 0))[:top]
     for c in ranked:
-        table.add_row(c.id.split("/")[-1], c.origin, f"{c.speedup:.2f}x" if c.speedup else "-", c.summary[:80])
+        table.add_row(c.id.split("/")[-1], c.origin, times(c.speedup) if c.speedup else "-", c.summary[:80])
     if ranked:
         out.print(table)
 
@@ -332,7 +346,7 @@ def run_runs(args: argparse.Namespace) -> int:
             datetime.fromtimestamp(run.created).strftime("%Y-%m-%d %H:%M"),
             run.status,
             f"{Path(run.task_path).name}::{run.model_class}",
-            f"{best.speedup:.2f}x" if best and best.speedup else "-",
+            times(best.speedup) if best and best.speedup else "-",
             str(len(d.candidates)),
             f"${d.spent_usd:.4f}",
         )
@@ -369,8 +383,20 @@ def run_show(args: argparse.Namespace) -> int:
         sys.stdout.write(cand.source if cand.source.endswith("\n") else cand.source + "\n")  # as stored, byte for byte
         return 0
     age = time.time() - run.updated
+    out.print(f"[bold]{run.id}[/]: {d.outcome}", highlight=False)
+    if d.final is not None:
+        ci = f", 95% CI {d.final.ci95[0]:.2f}-{d.final.ci95[1]:.2f}" if d.final.ci95 else ""
+        ms = (
+            f": reference {d.final.reference_ms:.3f} ms, candidate {d.final.candidate_ms:.3f} ms"
+            if d.final.reference_ms and d.final.candidate_ms
+            else ""
+        )
+        out.print(
+            f"final re-timing of {d.final.candidate.split('/')[-1]}: {times(d.final.speedup)}{ci}{ms}",
+            highlight=False,
+        )
     out.print(
-        f"[bold]{run.id}[/] {run.status} — {run.message}\ntask {run.task_path}::{run.model_class}\n"
+        f"{run.status} — {run.message}\ntask {run.task_path}::{run.model_class}\n"
         f"model calls: {len(store.calls(run.id))}, tokens {d.tokens_in} in / {d.tokens_out} out, ${d.spent_usd:.4f}; "
         f"updated {age:.0f} s ago",
         highlight=False,
@@ -384,7 +410,7 @@ def run_show(args: argparse.Namespace) -> int:
             (c.parent_id or "root").split("/")[-1],
             c.origin,
             c.verdict.status.value if c.verdict else c.status,
-            f"{c.speedup:.2f}x" if c.speedup else "-",
+            times(c.speedup) if c.speedup else "-",
             c.summary[:70],
         )
     out.print(table)
@@ -408,16 +434,15 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_modes(text: str | None) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    modes = tuple(m.strip() for m in text.split(",") if m.strip() and m.strip() != "none")
+def model_modes_spec(text: str) -> tuple[str, ...]:
+    """argparse type of --model-modes: comma-separated whole-model modes, or "none"."""
     from ..usecases.model_wide import mode_error
 
+    modes = tuple(m.strip() for m in text.split(",") if m.strip() and m.strip() != "none")
     for m in modes:
         why = mode_error(m)
         if why is not None:
-            raise SystemExit(f"forge optimize: --model-modes: {why}; or none")
+            raise argparse.ArgumentTypeError(f"{why}; or none")
     return modes
 
 
@@ -448,7 +473,7 @@ def run_model_wide(args: argparse.Namespace) -> int:
         overrides=overrides,
         offline=not args.no_offline,
         cache_dir=args.cache_dir,
-        model_modes=_model_modes(args.model_modes),
+        model_modes=args.model_modes,
         module_budget_s=args.module_budget,
         resume=args.resume,
     )
@@ -480,7 +505,7 @@ def run_model_wide(args: argparse.Namespace) -> int:
     for col in ("class", "% of model", "module speedup", "status", "why"):
         table.add_column(col)
     for m in result.modules:
-        table.add_row(m.name, f"{m.total_pct:.1f}", f"{m.speedup:.2f}x" if m.speedup else "-", m.status, m.reason[:100])
+        table.add_row(m.name, f"{m.total_pct:.1f}", times(m.speedup) if m.speedup else "-", m.status, m.reason[:100])
     out.print(table)
     for m in result.modules:
         if m.carried:
@@ -510,7 +535,7 @@ def run_model_wide(args: argparse.Namespace) -> int:
             out.print(f"  not judged against fp32: {check.fp32_note}", highlight=False)
         if check.speedup is not None and check.ci:
             out.print(
-                f"speedup {check.speedup:.3f}x (99% CI {check.ci[0]:.3f}-{check.ci[1]:.3f}, {check.reps} forwards each way)",
+                f"speedup {check.speedup:.3f}× (99% CI {check.ci[0]:.3f}-{check.ci[1]:.3f}, {check.reps} forwards each way)",
                 highlight=False,
             )
         elif check.decision:
@@ -518,7 +543,7 @@ def run_model_wide(args: argparse.Namespace) -> int:
         for r in check.reverted:
             out.print(f"reverted {r.cls}: {r.why}", highlight=False)
         if check.model_modes:
-            mods = f"{check.modules_speedup:.3f}x" if check.modules_speedup else "none kept"
+            mods = f"{check.modules_speedup:.3f}×" if check.modules_speedup else "none kept"
             out.print(f"whole forward compiled on top (replacements alone: {mods}):", highlight=False)
             for row in check.model_modes:
                 said = (

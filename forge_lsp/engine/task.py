@@ -387,10 +387,14 @@ def load_task(
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"cannot read task file {path}: {exc}") from exc
+    if "\x00" in source:
+        line = source.count("\n", 0, source.index("\x00")) + 1
+        raise TaskError(f"{path}:{line}: not a Python source file: it holds a NUL byte (a binary file?)")
     try:
         tree = parse(source, filename=str(path))
     except SyntaxError as exc:
-        raise TaskError(f"{path}:{exc.lineno}: syntax error in task file: {exc.msg}") from exc
+        where = f"{path}:{exc.lineno}" if exc.lineno else str(path)
+        raise TaskError(f"{where}: syntax error in task file: {exc.msg}") from exc
 
     classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
     functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}

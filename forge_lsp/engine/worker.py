@@ -57,8 +57,29 @@ from .verdict import Check, Domain, InputSpec, MemoryUse, Mismatch, Narrowing, R
 _TB_LIMIT = 8000
 
 
+_FORGE_DIR = str(Path(__file__).resolve().parents[1]) + os.sep  # forge_lsp/: the harness's own frames
+_MODULE_PY, _MODULE_CALL = os.path.join("torch", "nn", "modules", "module.py"), ("_wrapped_call_impl", "_call_impl")
+
+
 def _tb(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception(exc))
+    """The traceback of what the task's or the candidate's code raised, without the harness's own frames (the
+    worker's call, the module loader): the user's frames and the libraries' they called, then the exception. A
+    traceback with no frame but forge's (the harness failed) is kept whole."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    theirs = [
+        f
+        for f in frames
+        if not os.path.realpath(f.filename).startswith(_FORGE_DIR)
+        and not (f.name in _MODULE_CALL and f.filename.endswith(_MODULE_PY))
+    ]
+    if theirs or isinstance(exc, SyntaxError):
+        text = (
+            "Traceback (most recent call last):\n" + "".join(traceback.format_list(theirs))
+            if theirs
+            else ""
+        ) + "".join(traceback.format_exception_only(type(exc), exc))
+    else:
+        text = "".join(traceback.format_exception(exc))
     return text if len(text) <= _TB_LIMIT else "...\n" + text[-_TB_LIMIT:]
 
 

@@ -758,7 +758,7 @@ class Worker:
         return Check(
             name="reference_timing",
             passed=True,
-            detail=f"inconclusive, timing withheld: the reference ran {slower:.2f}x slower beside the candidate (median "
+            detail=f"inconclusive, timing withheld: the reference ran {slower:.2f}× slower beside the candidate (median "
             f"{beside:.4g} ms) than alone in the judge, timed again just after (median "
             f"{statistics.median(again or ready.ref_ms):.4g} ms): something slowed it in the candidate's process (its "
             "processes, settings, hooks or memory) or the machine was busy then; time it again on a quiet machine",

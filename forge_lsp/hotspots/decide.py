@@ -86,7 +86,7 @@ class Decision:
         if self.speedup is None or self.ci is None:
             return "not timed"
         figures = (
-            f"{self.speedup:.3f}x (99% CI {self.ci[0]:.3f}-{self.ci[1]:.3f}, {self.pairs} forwards each way"
+            f"{self.speedup:.3f}× (99% CI {self.ci[0]:.3f}-{self.ci[1]:.3f}, {self.pairs} forwards each way"
             + (f", {self.outliers} outlier timings" if self.outliers else "")
             + ")"
         )

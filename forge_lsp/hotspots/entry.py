@@ -80,9 +80,9 @@ def parse_entry(text: str, root: Path) -> Entry:
         raise EntryError(f"entry {text!r}: {function!r} is not a function name")
     kwargs = _literal_kwargs(call, text) if call is not None else {}
     if where.endswith(".py") or "/" in where or (root / where).is_file():
-        return Entry(
-            text=spec, kind="function", path=_resolve_file(where, root, text), function=function, arguments=kwargs
-        )
+        path = _resolve_file(where, root, text)
+        _check_signature(path, function, kwargs, text)
+        return Entry(text=spec, kind="function", path=path, function=function, arguments=kwargs)
     if not _DOTTED.fullmatch(where):
         raise EntryError(f"entry {text!r}: {where!r} is neither a .py file nor a dotted module name")
     return Entry(text=spec, kind="function", module=where, function=function, arguments=kwargs)
@@ -96,6 +96,40 @@ def _resolve_file(where: str, root: Path, text: str) -> Path:
     if path.suffix != ".py":
         raise EntryError(f"entry {text!r}: {path.name} is not a Python file")
     return path.resolve()
+
+
+def _check_signature(path: Path, function: str, kwargs: dict[str, Any], text: str) -> None:
+    """The keyword arguments against the function's own parameters, read from the file's AST before anything runs:
+    a name it does not take is the user's typo, said at once. A function the file does not define at module level
+    (made by a decorator, imported) is left to the run."""
+    try:
+        tree = parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError, OSError):
+        return  # the run says what is wrong with the file, in its own words
+    node = next(
+        (n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function), None
+    )
+    if node is None:
+        if not any(_binds(n, function) for n in tree.body):
+            raise EntryError(f"entry {text!r}: {path.name} defines no function {function!r} at module level")
+        return
+    a = node.args
+    if a.kwarg is not None:
+        return
+    takes = [x.arg for x in (*a.args, *a.kwonlyargs)]
+    unknown = [k for k in kwargs if k not in takes or k in {x.arg for x in a.posonlyargs}]
+    if unknown:
+        params = ", ".join(takes) if takes else "none"
+        raise EntryError(f"entry {text!r}: {function}() takes no argument {unknown[0]!r} (its parameters: {params})")
+
+
+def _binds(node: ast.stmt, name: str) -> bool:
+    """Whether a module-level statement may bind `name` (an import, an assignment, a class, a conditional def)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.split(".")[0]) == name or a.name == "*" for a in node.names)
+    if isinstance(node, (ast.If, ast.Try, ast.With)):
+        return True
+    return any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(node) if isinstance(t, ast.Name))
 
 
 def _literal_kwargs(call: str, text: str) -> dict[str, Any]:

@@ -19,14 +19,13 @@ import json
 import statistics
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .decide import FASTER, INCONCLUSIVE, SLOWER, Decision, decide
 from .patching import PatchError, compile_model, install, instances_by_name, uncompile_model, uninstall
-from .runner import _flat_tensors, _sync, build_entry, build_script_entry
+from .runner import _flat_tensors, _sync, build_entry, build_script_entry, user_traceback
 
 
 def _outputs(torch: Any, model: Any, args: tuple, kwargs: dict) -> list[Any]:
@@ -468,7 +467,7 @@ def main(argv: list[str]) -> int:
         (out / "error.txt").write_text(str(exc.code))
         return 3
     except BaseException as exc:  # noqa: BLE001 - the user's model or a candidate failed: say it in its words
-        (out / "error.txt").write_text(f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
+        (out / "error.txt").write_text(f"{type(exc).__name__}: {exc}\n\n{user_traceback(exc)}")
         return 3
     (out / "result.json").write_text(json.dumps(result, indent=1))
     return 0

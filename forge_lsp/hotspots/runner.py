@@ -922,6 +922,24 @@ def _flat_tensors(torch: Any, out: Any) -> list[Any]:
     return flat
 
 
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of `exc` with forge's own frames left out (the runner that called the user's code, the
+    wrappers around it): the user's frames and those of the libraries they called, then the exception. When every
+    frame is forge's (forge itself failed), the whole traceback."""
+    import forge_lsp
+
+    ours = str(Path(forge_lsp.__file__).resolve().parent) + os.sep
+    frames = traceback.extract_tb(exc.__traceback__)
+    theirs = [f for f in frames if not str(Path(f.filename).resolve()).startswith(ours)]
+    if not theirs:
+        return traceback.format_exc()
+    return (
+        "Traceback (most recent call last):\n"
+        + "".join(traceback.format_list(theirs))
+        + "".join(traceback.format_exception_only(type(exc), exc))
+    )
+
+
 def main(argv: list[str]) -> int:
     req = json.loads(Path(argv[1]).read_text())
     out = Path(req["out"])
@@ -934,7 +952,7 @@ def main(argv: list[str]) -> int:
             return 3
         raise
     except BaseException as exc:  # noqa: BLE001 - the user's model failed: say where, in its own words
-        (out / "error.txt").write_text(f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
+        (out / "error.txt").write_text(f"{type(exc).__name__}: {exc}\n\n{user_traceback(exc)}")
         return 3
     (out / "report.json").write_text(report.model_dump_json(indent=1))
     return 0

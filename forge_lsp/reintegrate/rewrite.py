@@ -8,7 +8,7 @@ What a rewrite of ``class Model`` produces, in place of the class (one contiguou
     class _ModelReference(nn.Module):      # the original class, unchanged but for its name
         ...                                 # (and super(Model, self) -> super(_ModelReference, self))
 
-    # --- forge: begin optimized Model (run r1, candidate c3, 1.42x) ---
+    # --- forge: begin optimized Model (run r1, candidate c3, 1.42×) ---
     <the candidate's code: its imports, kernels, module-level calls; ModelNew renamed _ModelForge>
     class Model(_ModelReference):           # same name, constructor and state_dict keys
         def __init__(self, <the original's parameters>): ...   # records the arguments
@@ -205,7 +205,7 @@ def _facts(run_id: str, candidate_id: str, speedup: float | None) -> list[str]:
     facts = (
         f"run {run_id}" if run_id else "",
         f"candidate {candidate_id}" if candidate_id else "",
-        f"{speedup:.2f}x" if speedup is not None else "",
+        f"{speedup:.2f}×" if speedup is not None else "",
     )
     return [x for x in facts if x]
 
@@ -268,7 +268,7 @@ def _summary(
     return (
         f"{class_name} now runs "
         + (f"candidate {candidate_id}" if candidate_id else "the candidate")
-        + (f" ({speedup:.2f}x)" if speedup is not None else "")
+        + (f" ({speedup:.2f}×)" if speedup is not None else "")
         + f" for calls like the verified ones ({domain.describe()}); other calls and FORGE_DISABLE=1 "
         + f"run the original forward, kept as {ref_name}. Constructor and state_dict keys unchanged."
         + (f" Renamed in the candidate to avoid clashes: {renamed_text}." if renamed_text else "")

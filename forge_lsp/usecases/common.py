@@ -65,7 +65,7 @@ def user_paths(text: str, files: dict[str, Path]) -> str:
 
     for module, path in files.items():
         user_file = str(path)
-        text = re.sub(r'[^\s"\']*' + re.escape(module), lambda _m: user_file, text)  # noqa: B023 (used at once)
+        text = re.sub(r'[^\s"\'(]*' + re.escape(module), lambda _m: user_file, text)  # noqa: B023 (used at once)
     return text
 
 

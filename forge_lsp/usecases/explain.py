@@ -107,6 +107,11 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
 
     device = resolve_device(check_device(req.device))
     if req.is_cuda_source:
+        if device == "cpu":
+            raise UseCaseError(
+                f"{req.target.name}: a CUDA kernel is profiled on an NVIDIA GPU (under Nsight Compute), and "
+                + ("this machine has none" if req.device.strip().lower() == "auto" else "the device is cpu")
+            )
         kernel, entry = cuda_target(req)
         if on_start:
             on_start(f"profiling {kernel} as launched by {entry.name}")

@@ -165,19 +165,23 @@ class ModuleOptimization:
         from ..agent.config import ConfigError, load_config
         from ..agent.roles import Prompts
         from .explain import judge_feedback
+        from .runs import workspace_store
 
         self.request = request
         if request.device != "auto":  # before any work; a configured device is checked once it is read
             check_device(request.device)
         path, model_class, workspace = self._target(request, store)
         self.workspace = workspace
-        self.store = store or RunStore.for_workspace(workspace)
         if request.resume:
+            found = store or workspace_store(workspace)
+            if found is None:
+                raise UseCaseError(f"no runs to resume in {workspace} (no .forge/runs.sqlite)")
             try:
-                run = self.store.get_run(request.resume)
+                run = found.get_run(request.resume)
             except KeyError as exc:
-                raise UseCaseError(f"{exc.args[0]} in {self.store.path}") from exc
+                raise UseCaseError(f"{exc.args[0]} in {found.path}") from exc
             path, model_class = Path(run.task_path), run.model_class
+            store = found
         try:
             self.task = load_task(path, model_class=model_class)
         except (TaskError, OSError) as exc:
@@ -189,6 +193,8 @@ class ModuleOptimization:
         coder, judge = models_from_config(self.config)
         self.model_configured = coder is not None
         device = check_device(request.device if request.device != "auto" else self.config.device)
+        # the store once the request is known to run: a refused one leaves no .forge/ behind
+        self.store = store or RunStore.for_workspace(workspace)
         self.evaluator = executor_for(self.config, device, request.cache_dir)
         self.bus = EventBus(self.store)
         if on_event is not None:
@@ -199,7 +205,13 @@ class ModuleOptimization:
         def offline_seeds(task: Task) -> list[Any]:
             from ..agent.offline import offline_candidates
 
-            return offline_candidates(task, device=evaluator.device, cancel=cancel, modes=self.config.compile_modes)
+            return offline_candidates(
+                task,
+                device=evaluator.device,
+                cancel=cancel,
+                modes=self.config.compile_modes,
+                library=self.config.offline_library,
+            )
 
         self.options = OptimizeOptions.from_config(self.config, offline=request.offline)
         self.optimizer = Optimizer(
@@ -247,4 +259,10 @@ class ModuleOptimization:
             self.evaluator.close()
         answer, withheld, message = answer_of(outcome)
         failure = reference_failure(self.store, outcome, self.task)
+        if outcome.run_id:  # what the run found, in the words every front end says it (`forge show`, the report)
+            self.store.add_event(
+                outcome.run_id,
+                "outcome",
+                {"message": message, "withheld": withheld, "speedup": answer.speedup if answer else None},
+            )
         return OptimizeResult(outcome, self.task, answer, withheld, message, failure)

@@ -55,15 +55,9 @@ def _store(workspace: Path) -> RunStore:
 
 
 def _run_id(store: RunStore, run: str) -> str:
-    if run == LATEST:
-        runs = store.list_runs(limit=1)
-        if not runs:
-            raise UseCaseError("the run store has no run yet")
-        return runs[0].id
-    try:
-        return store.get_run(run).id
-    except KeyError as exc:
-        raise UseCaseError(str(exc.args[0])) from exc
+    from .runs import resolve_run
+
+    return resolve_run(store, run)
 
 
 def _slug(text: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..agent.store import CandidateRecord, RunRecord, RunStore
 from .common import UseCaseError
@@ -32,20 +33,58 @@ class RunDetails:
     tokens_in: int
     tokens_out: int
     final: FinalTiming | None  # None: not re-timed (yet), or the best candidate failed its re-check
+    outcome: str = ""  # what the run found, in words: `outcome_words`
+    written: str | None = None  # where a front end wrote the answer (a file, or the class it rewrote)
 
     @property
     def best(self) -> CandidateRecord | None:
         return next((c for c in self.candidates if c.id == self.run.best_candidate), None)
 
 
-def run_details(store: RunStore, run_id: str) -> RunDetails:
-    """One run (an id or a unique prefix of one) with its candidates and its final re-timing."""
+LATEST = "latest"
+
+
+def resolve_run(store: RunStore, run: str) -> str:
+    """A run's id from an id, a unique prefix of one, or "latest"."""
+    if run == LATEST:
+        runs = store.list_runs(limit=1)
+        if not runs:
+            raise UseCaseError("the run store has no run yet")
+        return runs[0].id
     try:
-        run = store.get_run(run_id)
+        return store.get_run(run).id
     except KeyError as exc:
         raise UseCaseError(str(exc.args[0])) from exc
+
+
+def outcome_words(status: str, message: str, speedup: float | None, written: str | None) -> str:
+    """The outcome first, in words: "1.42× faster (final re-timing), written to X", "no faster candidate, nothing
+    written (...)", "running", "cancelled", "failed: ..."."""
+    from ..agent.progress import speedup_words
+
+    if status in ("running", "queued"):
+        return "still running"
+    if status in ("cancelled", "interrupted"):
+        return f"{status}, nothing written" + (f": {message}" if message and message != status else "")
+    if status == "failed":
+        return f"failed: {message}" if message else "failed"
+    if speedup is not None and speedup > 1:
+        return f"{speedup_words(speedup)} (final re-timing), " + (f"written to {written}" if written else "offered")
+    return "no faster candidate, nothing written" + (f": {message}" if message else "")
+
+
+def run_details(store: RunStore, run_id: str) -> RunDetails:
+    """One run (an id, a unique prefix of one, or "latest") with its candidates, its final re-timing and its
+    outcome."""
+    run = store.get_run(resolve_run(store, run_id))
     final = None
+    said: dict[str, Any] = {}
+    written = None
     for event in store.events(run.id):
+        if event.kind == "outcome":
+            said = event.data
+        elif event.kind == "written":
+            written = str(event.data.get("path") or "") or None
         if event.kind == "final_timing" and event.data.get("speedup") is not None:
             timing = event.data.get("timing") or {}
             ci = timing.get("speedup_ci95")
@@ -57,7 +96,9 @@ def run_details(store: RunStore, run_id: str) -> RunDetails:
                 candidate_ms=(timing.get("candidate") or {}).get("median_ms"),
             )
     spent, tokens_in, tokens_out = store.spent(run.id)
-    return RunDetails(run, store.candidates(run.id), spent, tokens_in, tokens_out, final)
+    speedup = said.get("speedup") if said else (final.speedup if final is not None else None)
+    outcome = outcome_words(run.status, str(said.get("message") or run.message or ""), speedup, written)
+    return RunDetails(run, store.candidates(run.id), spent, tokens_in, tokens_out, final, outcome, written)
 
 
 def list_runs(store: RunStore, limit: int = 50) -> list[RunDetails]:

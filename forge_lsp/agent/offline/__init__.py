@@ -178,12 +178,19 @@ def offline_candidates(
     cache_dir: Path | None = None,
     cancel: threading.Event | None = None,
     modes: tuple[str, ...] | list[str] | None = None,
+    library: bool | None = None,
 ) -> list[OfflineCandidate]:
     """Library candidates for the ops found in the task's FX graph, then torch.compile variants.
 
     The graph is traced in a child process (`probe_task`); when that fails (untraceable model,
     broken task, timeout, `cancel` set) only the torch.compile variants are offered. Never imports
-    the task.
+    the task. `library` (default: on a GPU only): the Triton library candidates too. On the CPU they run
+    under Triton's interpreter, hundreds of times slower than the reference: they can be checked for
+    correctness there, never win, so the default leaves them (and the graph probe) out.
     """
+    if library is None:
+        library = not device.startswith("cpu")
+    if not library:
+        return compile_candidates(task, device, modes)
     report = probe_task(task, device=device, python=python, timeout=timeout, cache_dir=cache_dir, cancel=cancel)
     return candidates_for(task, report, device, modes)
