@@ -69,11 +69,13 @@ def render(out: Console, result: ProfileResult) -> None:
     if result.wall_ms is not None:
         out.print(f"median time per call: {result.wall_ms * 1000:.1f} µs")
     if result.ops:
+        on_device = any(op.device_us for op in result.ops)  # the CPU has no device time: no column of zeros
         table = Table(box=None, header_style="bold")
-        for col in ("op / kernel", "calls", "device µs", "cpu µs"):
+        for col in ("op / kernel", "calls", *(("device µs",) if on_device else ()), "cpu µs"):
             table.add_column(col)
         for op in result.ops[:15]:
-            table.add_row(op.name[:70], str(op.calls), f"{op.device_us:.1f}", f"{op.cpu_us:.1f}")
+            device = (f"{op.device_us:.1f}",) if on_device else ()
+            table.add_row(op.name[:70], str(op.calls), *device, f"{op.cpu_us:.1f}")
         out.print(table)
     if result.report_path:
         out.print(f"report: {result.report_path}")

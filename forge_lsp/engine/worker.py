@@ -74,9 +74,7 @@ def _tb(exc: BaseException) -> str:
     ]
     if theirs or isinstance(exc, SyntaxError):
         text = (
-            "Traceback (most recent call last):\n" + "".join(traceback.format_list(theirs))
-            if theirs
-            else ""
+            "Traceback (most recent call last):\n" + "".join(traceback.format_list(theirs)) if theirs else ""
         ) + "".join(traceback.format_exception_only(type(exc), exc))
     else:
         text = "".join(traceback.format_exception(exc))

@@ -652,7 +652,10 @@ def _attribute(
     model_us = sum(self_us.values())
     report.model_ms = model_us / per / 1000
     if outside > 0.05 * max(model_us, 1e-9):
-        report.notes.append(f"{outside / per / 1000:.2f} ms per forward ran outside any module (not attributed)")
+        report.notes.append(
+            f"{outside / 1000:.2f} ms in all, over the {per} profiled forward{'s' if per != 1 else ''}, ran outside any "
+            "module (not attributed: work between modules or once, such as moving the inputs)"
+        )
     names: dict[int, str] = {}
     for root in roots.values():
         for name, m in root.named_modules():
