@@ -199,3 +199,11 @@ def test_a_failed_command_leaves_no_run_store_behind(tmp_path):
     bad.write_text("class Model(:\n")
     r = forge("optimize", bad, "--device", "cpu", cwd=tmp_path)
     assert r.returncode == 2 and not (tmp_path / ".forge").exists(), (r.stderr, list(tmp_path.iterdir()))
+
+
+# ------------------------------------------------------------------------------ 9. no column of zeros
+def test_profile_on_the_cpu_shows_no_device_time_column():
+    r = forge("profile", FIXTURES / "softmax_small.py", "--device", "cpu")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    header = next(ln for ln in r.stdout.splitlines() if "op / kernel" in ln)
+    assert "device µs" not in header and "cpu µs" in header, r.stdout

@@ -439,8 +439,9 @@ def accurate_blocks(
     """The hot blocks that can be compiled with the model's outputs still within their tolerances (judged against
     the model in fp32 where it was): added one at a time, in the model's order, each kept only if the outputs hold
     with it and the ones before; the rest stay eager. Stops adding at `deadline`. The model is left uncompiled."""
+    order = {n: i for i, n in enumerate(instances_by_name(model))}  # the model's own order: errors build up along it
     chosen: list[str] = []
-    for name in blocks:
+    for name in sorted(blocks, key=lambda n: order.get(n, len(order))):
         if time.monotonic() > deadline:
             break
         try:

@@ -453,7 +453,7 @@ def optimize_model(
         out.notes.append("no replacement survived the end-to-end check")
     if check.model_mode:
         out.notes.append(
-            f"the whole forward is compiled by torch.compile(mode={check.model_mode!r}) on top"
+            f"the whole model is put in mode {check.model_mode!r} ({mode_says(check.model_mode)}) on top"
             + (" of the replacements" if kept else "")
             + ": the end-to-end check found it faster"
         )
@@ -644,6 +644,16 @@ def file_edits(edits: list[ClassEdit]) -> dict[Path, tuple[str, str, list[str]]]
         names = out[e.path][2] if e.path in out else []
         out[e.path] = (e.old_text, e.new_text, [*names, e.name])
     return out
+
+
+def mode_says(mode: str) -> str:
+    """What a whole-model mode does, in words: "CUDA graphs", "channels_last, then torch.compile(mode='default')"."""
+    words = {
+        "channels_last": "parameters and 4-D inputs in channels_last",
+        "cuda_graphs": "the forward replayed as CUDA graphs",
+        "blocks": "each hot block compiled on its own",
+    }
+    return ", ".join(words.get(p, f"torch.compile(mode={p!r})") for p in mode.split("+"))
 
 
 def interrupted_runs(workspace: Path, entry: str) -> list[ModelWideResult]:
