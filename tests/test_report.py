@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -226,6 +227,34 @@ def test_the_report_of_an_offline_run_in_chromium(runs, browser):
     best = page.page.evaluate("window.forgeReport.selected()")
     assert best in {c.id.split("/")[-1] for c in cands}
     assert "an offline candidate" in page.candidate_text()
+    p = page.page
+    # the outcome first, in words, above the fold; "best" only for a speedup
+    first = p.locator("#summary .card").first
+    outcome = first.inner_text()
+    assert first.locator(".k").inner_text().lower() == "outcome", outcome
+    assert re.search(r"× faster \(final re-timing\)|no faster candidate, nothing written", outcome), outcome
+    assert first.bounding_box()["y"] < 1000  # in the first screen
+    slower = [c for c in cands if c.speedup is not None and c.speedup <= 1]
+    for c in slower:
+        row = p.locator(f"table.cands tr[data-id='{c.id.split('/')[-1]}']").inner_text()
+        assert "★" not in row and "slower" in row, row
+    if all(c.speedup is None or c.speedup <= 1 for c in cands):
+        assert (
+            "fastest (search)" in p.inner_text("#summary").lower()
+            and "best (search)" not in p.inner_text("#summary").lower()
+        )
+    # no empty chart: one round and no model call say so in a line, instead of an axis with nothing on it
+    assert p.locator("#chart-rounds .uplot").count() == 0 and "One round only" in p.inner_text("#chart-rounds")
+    assert "no model calls in this run" in p.inner_text("#cost-notes")
+    assert "tokens" not in p.inner_text("#chart-cost .u-legend")  # no tokens axis for a run without tokens
+    assert p.locator("#roofline .uplot").count() == 0 and "No roofline" in p.inner_text("#roofline-section")
+    # the table says which timing its figures are, and why the reference's differ
+    assert "speedup (search)" in p.inner_text("table.cands thead") and "its own run of the reference" in p.inner_text(
+        "#table"
+    )
+    # every link of the page lands on something
+    for href in p.eval_on_selector_all("a[href^='#']", "els => els.map(e => e.getAttribute('href'))"):
+        assert p.locator(href).count() == 1, href
     page.page.screenshot(path=str(ARTIFACTS / "offline-run.png"), full_page=True)
     page.no_errors_and_no_network()
 
@@ -392,12 +421,12 @@ def test_a_model_wide_page_describes_the_model_wide_run_and_every_link_lands(bro
     )
     page = Page(browser, _model_wide_page(ws, "20261205-010000", slower))
     cards = page.page.text_content("#summary") or ""
-    assert "outcome" in cards and "2 of 3 kept" in cards and "0.29" in cards, cards
+    assert "outcome" in cards and "2 of 3 kept" in cards and "3.46× slower" in cards, cards
     assert "best (search)" not in cards and "candidates" not in cards and "rounds" not in cards, cards
     assert page.page.locator("#summary .card.bad").count() == 1
     links = page.page.eval_on_selector_all("#nav a", "as => as.map((a) => a.getAttribute('href'))")
     assert links and all(page.page.locator(href).count() == 1 for href in links), links
-    assert "slower than the original: 0.29" in (page.page.text_content("#model-wide") or "")
+    assert "slower than the original end to end: 3.46× slower" in (page.page.text_content("#model-wide") or "")
     page.no_errors_and_no_network()
 
     stopped = ModelWideResult(report=hot, modules=[modules[0]], state="interrupted", top=3)

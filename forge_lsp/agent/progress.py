@@ -37,6 +37,20 @@ def speedup_words(x: float) -> str:
     return f"{times(x)} faster" if x > 1 else f"{times(1 / x)} slower"
 
 
+def outcome_words(status: str, message: str, speedup: float | None, written: str | None) -> str:
+    """The outcome first, in words: "1.42× faster (final re-timing), written to X", "no faster candidate, nothing
+    written (...)", "running", "cancelled", "failed: ..."."""
+    if status in ("running", "queued"):
+        return "still running"
+    if status in ("cancelled", "interrupted"):
+        return f"{status}, nothing written" + (f": {message}" if message and message != status else "")
+    if status == "failed":
+        return f"failed: {message}" if message else "failed"
+    if speedup is not None and speedup > 1:
+        return f"{speedup_words(speedup)} (final re-timing), " + (f"written to {written}" if written else "offered")
+    return "no faster candidate, nothing written" + (f": {message}" if message else "")
+
+
 PHASES = {
     "candidate_queued": "candidates queued",
     "candidate_stage": "building",

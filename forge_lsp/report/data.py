@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..agent.progress import outcome_words
 from ..agent.store import CallRecord, CandidateRecord, RunStore
 from ..engine.verdict import Verdict
 from ..profiler.model import DevicePeaks
@@ -211,6 +212,10 @@ class ReportData(BaseModel):
     cost_timed_label: str = "timed s"  # what `timed_s` is: GPU seconds (CUDA events) or CPU seconds of timed calls
     best: str | None = None
     final: FinalRow | None = None
+    #: what the run found, in words, first on the page (`agent.progress.outcome_words`), and its kind: "faster",
+    #: "none" (no faster candidate), "running", "stopped" (cancelled, interrupted) or "failed"
+    outcome: str = ""
+    outcome_kind: str = ""
     device: str = ""  # the device's name, as the verdicts give it
     device_type: str = ""  # "cpu", "cuda:0"
     backend: str = ""
@@ -367,7 +372,7 @@ def gather(
             profiled=prof is not None or bool(c.findings),
             pct_of_roof=(prof or {}).get("pct_of_roof"),
             roofline=(prof or {}).get("roofline") if isinstance((prof or {}).get("roofline"), dict) else None,
-            best=c.id == run.best_candidate,
+            best=c.id == run.best_candidate and (c.speedup or 0.0) > 1.0,  # "best" is never a slowdown
         )
         if v is not None:
             row.reason = v.reason
@@ -408,7 +413,24 @@ def gather(
     tokens_in = sum(c.prompt_tokens for c in calls)
     tokens_out = sum(c.completion_tokens for c in calls)
     known = [c.cost_usd for c in calls if c.cost_usd is not None]
+    said = next((e.data for e in reversed(events) if e.kind == "outcome"), {})
+    written = next((str(e.data.get("path")) for e in reversed(events) if e.kind == "written"), None)
+    speedup = said.get("speedup") if said else (final.speedup if final is not None else None)
+    outcome = outcome_words(run.status, str(said.get("message") or run.message or ""), speedup, written)
+    kind = (
+        "running"
+        if run.status in ("running", "queued")
+        else "stopped"
+        if run.status in ("cancelled", "interrupted")
+        else "failed"
+        if run.status == "failed"
+        else "faster"
+        if speedup is not None and speedup > 1
+        else "none"
+    )
     return ReportData(
+        outcome=outcome,
+        outcome_kind=kind,
         generated=time.time(),
         forge_version=forge_version,
         run_id=run.id,

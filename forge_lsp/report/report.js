@@ -38,7 +38,15 @@
     return e;
   };
   const T = (i) => (i === null || i === undefined ? "" : D.texts[i]);
-  const fx = (v) => (v === null || v === undefined ? "–" : `${v.toFixed(2)}×`);
+  const fx = (v) => (v === null || v === undefined ? "–" : v >= 9.995 ? `${v.toFixed(0)}×` : `${v.toFixed(2)}×`);
+  /** A speedup under 1 said as the slowdown it is: 0.0021 -> "476× slower", never "0.00×". */
+  const slowdown = (v) => (v === null || v === undefined || v <= 0 ? "–" : v >= 0.995 ? fx(v) : `${fx(1 / v)} slower`);
+  /** `text` cut to at most `n` characters at a word's end, with an ellipsis when cut. */
+  const words = (text, n) => {
+    if (text.length <= n) return text;
+    const cut = text.slice(0, n + 1).replace(/\s+\S*$/, "");
+    return `${cut || text.slice(0, n)}…`;
+  };
   const fms = (v) => (v === null || v === undefined ? "–" : v < 1 ? `${(v * 1000).toFixed(1)} µs` : `${v.toFixed(3)} ms`);
   const fs = (v) => (v === null || v === undefined ? "–" : v < 120 ? `${v.toFixed(1)} s` : `${(v / 60).toFixed(1)} min`);
   const fci = (ci) => (ci ? `[${ci[0].toFixed(2)}, ${ci[1].toFixed(2)}]` : "");
@@ -65,11 +73,14 @@
     const best = D.best ? byId.get(D.best) : null;
     const evalS = D.cost.length ? D.cost[D.cost.length - 1].eval_s : 0;
     const timedS = D.cost.length ? D.cost[D.cost.length - 1].timed_s : 0;
-    const card = (k, v, n) => h("div", { class: "card" }, h("div", { class: "k", text: k }), h("div", { class: "v", text: v }), n ? h("div", { class: "n", text: n }) : null);
+    const card = (k, v, n, cls) => h("div", { class: `card${cls ? " " + cls : ""}` }, h("div", { class: "k", text: k }), h("div", { class: "v", text: v }), n ? h("div", { class: "n", text: n }) : null);
     const rounds = D.rounds.length ? D.rounds[D.rounds.length - 1].x : 0;
+    const faster = best && best.speedup !== null && best.speedup > 1;  // "best" is never a slowdown
     box.append(
-      card("best (search)", best ? fx(best.speedup) : "none", best ? `${best.id} · ${best.summary.slice(0, 60)}` : "no correct candidate"),
-      card("final re-timing", D.final ? fx(D.final.speedup) : "–", D.final ? `${D.final.candidate} ${fci(D.final.ci95)} · ${fms(D.final.reference_ms)} → ${fms(D.final.candidate_ms)}` : "not re-timed"),
+      card("outcome", D.outcome || D.status, D.final ? `final re-timing: ${slowdown(D.final.speedup)}` : "", `wide outcome-${D.outcome_kind || "none"}`),
+      card(faster ? "best (search)" : "fastest (search)", best ? (faster ? fx(best.speedup) : slowdown(best.speedup)) : "none",
+        best ? `${best.id} · ${words(best.summary, 60)}` : "no correct candidate"),
+      card("final re-timing", D.final ? slowdown(D.final.speedup) : "–", D.final ? `${D.final.candidate} ${fci(D.final.ci95)} · ${fms(D.final.reference_ms)} → ${fms(D.final.candidate_ms)}` : "not re-timed"),
       card("candidates", String(D.candidates.length), Object.entries(counts).map(([k, v]) => `${v} ${LABELS[k] || k}`).join(", ")),
       card("rounds", String(rounds), D.config.search ? `search: ${D.config.search}` : ""),
       card("model calls", String(D.calls.length), `${D.tokens_in} tokens in / ${D.tokens_out} out`),
@@ -92,7 +103,7 @@
       card("outcome", outcome, M.state === "interrupted" ? "interrupted: resume with forge optimize --model-wide --resume" : (M.patch_file ? "a patch was written" : "the model is unchanged"),
         M.outcome === "kept" ? "good" : (M.outcome === "inconclusive" || M.state === "interrupted" ? "warn" : "")),
       card("modules", `${kept} of ${M.modules.length} kept`, M.modules.map((m) => `${m.name}: ${m.status}`).join(" · ")),
-      card("end to end", C && C.speedup ? fx(C.speedup) : "–", C ? (C.ci ? `99% CI ${fci(C.ci)} · ${num(C.before_ms, 3)} → ${num(C.after_ms, 3)} ms` : (C.decision && C.decision.says) || "nothing kept") : "not checked",
+      card("end to end", C && C.speedup ? slowdown(C.speedup) : "–", C ? (C.ci ? `99% CI ${fci(C.ci)} · ${num(C.before_ms, 3)} → ${num(C.after_ms, 3)} ms` : (C.decision && C.decision.says) || "nothing kept") : "not checked",
         slower ? "bad" : ""),
       card("compile mode", C && C.model_mode ? C.model_mode : "none", C && (C.model_modes || []).length ? `${C.model_modes.length} tried` : "none tried"),
       card("device", M.device || "–", M.timer ? `${M.timer} time` : ""),
@@ -167,8 +178,8 @@
     };
     addNode("@ref", "reference", "reference", `${D.model_class}: the task's module`).addEventListener("click", () => select("@ref"));
     for (const c of D.candidates) {
-      const label = c.correct ? `${c.id} ${fx(c.speedup)}` : `${c.id} ${c.state === "pending" || c.state === "cancelled" ? "…" : "✗"}`;
-      const g = addNode(c.id, c.state, label, `${c.id} · ${LABELS[c.state] || c.state}${c.speedup ? ` · ${fx(c.speedup)}` : ""}\n${c.summary}`);
+      const label = c.correct ? `${c.id} ${slowdown(c.speedup)}` : `${c.id} ${c.state === "pending" || c.state === "cancelled" ? "…" : "✗"}`;
+      const g = addNode(c.id, c.state, label, `${c.id} · ${LABELS[c.state] || c.state}${c.speedup ? ` · ${slowdown(c.speedup)}` : ""}\n${c.summary}`);
       if (c.best) g.classList.add("best");
       g.addEventListener("click", () => select(c.id));
       g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); select(c.id); } });
@@ -255,7 +266,7 @@
         h("tbody", {},
           h("tr", {}, h("th", { text: "reference" }), h("td", { class: "num", text: fms(t.reference_ms) }), h("td", { class: "num", text: `${fms(t.reference_p10_p90[0])} – ${fms(t.reference_p10_p90[1])}` })),
           h("tr", {}, h("th", { text: c.id }), h("td", { class: "num", text: fms(t.candidate_ms) }), h("td", { class: "num", text: `${fms(t.candidate_p10_p90[0])} – ${fms(t.candidate_p10_p90[1])}` })),
-          h("tr", {}, h("th", { text: "speedup" }), h("td", { class: "num", text: fx(t.speedup) }), h("td", { text: `95% CI ${fci(t.ci95)} · ${t.n} runs each, interleaved · ${t.mode}` })))));
+          h("tr", {}, h("th", { text: "speedup" }), h("td", { class: "num", text: slowdown(t.speedup) }), h("td", { text: `95% CI ${fci(t.ci95)} · ${t.n} runs each, interleaved · ${t.mode}` })))));
       for (const note of t.notes) out.push(h("p", { class: "muted", text: note }));
     }
     if (Object.keys(c.stages).length) {
@@ -332,13 +343,13 @@
     }
     const c = byId.get(id);
     const parts = [
-      h("h3", {}, h("span", { class: "cand-id", text: c.id }), " ", badge(c.state), c.correct ? ` ${fx(c.speedup)} ` : " ",
+      h("h3", {}, h("span", { class: "cand-id", text: c.id }), " ", badge(c.state), c.correct ? ` ${slowdown(c.speedup)} ` : " ",
         c.timing ? h("span", { class: "muted", text: fci(c.timing.ci95) }) : null, c.best ? " ★ best" : ""),
       h("p", { class: "summary", text: c.summary }),
       h("p", { class: "muted", text: `origin ${c.origin} · parent ${c.parent || "reference"} · round ${c.round} · queued at ${fs(c.t_created)}${c.t_evaluated !== null ? `, evaluated at ${fs(c.t_evaluated)}` : ""}${c.backend ? ` · ${c.backend}` : ""}${c.device ? ` on ${c.device}` : ""}` }),
     ];
     if (c.instruction !== null) parts.push(h("details", {}, h("summary", { text: "The Judge's instruction to the Coder" }), pre(T(c.instruction))));
-    parts.push(sourceTabs(c), ...verdictPart(c), ...findingsPart(c));
+    parts.push(...verdictPart(c), sourceTabs(c), ...findingsPart(c));  // the verdict first, above the fold
     parts.push(h("h4", { text: "Model calls" }));
     if (c.calls.length) parts.push(...c.calls.map(callView));
     else parts.push(h("p", { class: "muted", text: c.origin.startsWith("offline") ? "None: an offline candidate (no model)." : "None recorded." }));
@@ -347,6 +358,8 @@
 
   // ------------------------------------------------------------------------------------------- charts
   function empty(box, text) { box.replaceChildren(h("div", { class: "empty", text })); }
+  /** A chart with nothing to draw: no empty box, one line that says why in its place. */
+  function hide(box, text) { box.replaceWith(h("p", { class: "muted chart-why", id: box.id, text })); }
   function width(box) { return Math.max(300, (box.clientWidth || 480) - 10); }
   const stepped = () => uPlot.paths.stepped({ align: 1 });
   const padded = { time: false, range: (u, min, max) => (min === max ? [min - 1, max + 1] : [min, max]) };
@@ -355,7 +368,8 @@
   function charts() {
     const rounds = document.getElementById("chart-rounds");
     if (!rounds) return;
-    if (!D.rounds.some((p) => p.y !== null)) empty(rounds, "No correct candidate yet: no speedup to show.");
+    if (D.rounds.length < 2) hide(rounds, D.rounds.length ? "One round only (the offline candidates): the speedup over time is on the right." : "No round yet.");
+    else if (!D.rounds.some((p) => p.y !== null)) empty(rounds, "No correct candidate yet: no speedup to show.");
     else new uPlot({ width: width(rounds), height: 220, scales: { x: padded },
       axes: [{ label: "round" }, { label: "speedup ×" }],
       series: [{ label: "round" }, { label: "best speedup", stroke: "#1a7f37", width: 2, paths: stepped(), points: { show: true } }] },
@@ -379,11 +393,13 @@
     for (const n of D.cost_notes) notes.append(h("li", { text: n }));
     const pts = D.cost;
     const hasUsd = pts.some((p) => p.usd !== null);
-    const series = [{ label: "s" }, { label: "tokens", stroke: "#8250df", width: 2, scale: "tok", paths: stepped() },
+    const hasTokens = pts.some((p) => p.tokens);  // no model call: no tokens axis, said in a note instead
+    if (!pts.length) { hide(cost, "Nothing evaluated yet: no cost to show."); return; }
+    const series = [{ label: "s" }, ...(hasTokens ? [{ label: "tokens", stroke: "#8250df", width: 2, scale: "tok", paths: stepped() }] : []),
       { label: D.cost_timed_label, stroke: "#bf8700", width: 2, scale: "sec", paths: stepped() },
       { label: "worker s (all stages)", stroke: "#bf8700", width: 1, dash: [4, 4], scale: "sec", paths: stepped() }];
-    const data = [pts.map((p) => p.t), pts.map((p) => p.tokens), pts.map((p) => p.timed_s), pts.map((p) => p.eval_s)];
-    const axes = [{ label: "seconds since the run started" }, { scale: "tok", label: "tokens", size: 70 }, { scale: "sec", side: 1, label: "seconds", grid: { show: false } }];
+    const data = [pts.map((p) => p.t), ...(hasTokens ? [pts.map((p) => p.tokens)] : []), pts.map((p) => p.timed_s), pts.map((p) => p.eval_s)];
+    const axes = [{ label: "seconds since the run started" }, ...(hasTokens ? [{ scale: "tok", label: "tokens", size: 70 }] : []), { scale: "sec", side: hasTokens ? 1 : 3, label: "seconds", grid: { show: !hasTokens } }];
     if (hasUsd) {
       series.push({ label: "dollars", stroke: "#cf222e", width: 2, scale: "usd", paths: stepped() });
       data.push(pts.map((p) => p.usd));
@@ -401,7 +417,7 @@
     const unplaced = correct.filter((c) => !placed.includes(c));
     const P = D.peaks;
     if (!P) {
-      empty(box, `No device peaks: ${D.peaks_note || "the run's device has no roofline"}.`);
+      hide(box, `No roofline: ${D.peaks_note || "the run's device has no roofline"}.`);
     } else {
       const bw = P.dram_bytes_per_s, fp32 = P.fp32_flops_per_s, tensor = P.bf16_tensor_flops_per_s || P.tf32_tensor_flops_per_s;
       const xs = new Set();
@@ -419,7 +435,7 @@
       new uPlot({ width: width(box), height: 320, scales: { x: { time: false, distr: 3 }, y: { distr: 3 } },
         axes: [{ label: "arithmetic intensity (FLOP per DRAM byte)" }, { label: "TFLOP/s" }], series }, data, box);
       notes.append(h("li", { text: `${P.name}: ${(bw / 1e12).toFixed(2)} TB/s DRAM, ${(fp32 / 1e12).toFixed(1)} TFLOP/s fp32${tensor ? `, ${(tensor / 1e12).toFixed(0)} TFLOP/s tensor` : ""} (${P.source})` }));
-      for (const c of placed) notes.append(h("li", { text: `${c.id}: ${c.roofline.bound} bound, ${num(c.roofline.pct_of_roof, 0)}% of the roof, ${fx(c.speedup)}` }));
+      for (const c of placed) notes.append(h("li", { text: `${c.id}: ${c.roofline.bound} bound, ${num(c.roofline.pct_of_roof, 0)}% of the roof, ${slowdown(c.speedup)}` }));
     }
     if (unplaced.length) {
       const profiledOnly = unplaced.filter((c) => c.profiled);
@@ -438,13 +454,17 @@
       const tr = h("tr", { "data-id": c.id, onclick: () => { select(c.id); document.getElementById("tree-section").scrollIntoView(); } },
         h("td", { text: c.id + (c.best ? " ★" : "") }), h("td", { text: c.parent || "reference" }), h("td", { text: c.origin }),
         h("td", { class: "num", text: String(c.round) }), h("td", {}, badge(c.state)),
-        h("td", { class: "num", text: c.correct ? fx(c.speedup) : "" }), h("td", { class: "muted", text: c.timing ? fci(c.timing.ci95) : "" }),
+        h("td", { class: "num", text: c.correct ? slowdown(c.speedup) : "" }), h("td", { class: "muted", text: c.timing ? fci(c.timing.ci95) : "" }),
         h("td", { class: "num", text: c.timing ? fms(c.timing.reference_ms) : "" }), h("td", { class: "num", text: c.timing ? fms(c.timing.candidate_ms) : "" }),
         h("td", { text: c.correct ? c.summary : `${c.failed_check ? c.failed_check + ": " : ""}${c.reason || c.summary}`.slice(0, 160) }));
       return tr;
     });
-    box.append(h("table", { class: "cands" },
-      h("thead", {}, h("tr", {}, ["id", "parent", "origin", "round", "verdict", "speedup", "95% CI", "reference", "candidate", "summary / why"].map((t) => h("th", { text: t })))),
+    box.append(h("p", { class: "hint", text: "Speedup, CI and times are the search's: each candidate was timed "
+      + "interleaved with its own run of the reference, so the reference's time differs from row to row with the load "
+      + "and the inputs of that moment; compare the two times within a row. The answer's figure is the final re-timing "
+      + (D.final ? `(${slowdown(D.final.speedup)} for ${D.final.candidate}).` : "(none: nothing was re-timed).") }),
+    h("table", { class: "cands" },
+      h("thead", {}, h("tr", {}, ["id", "parent", "origin", "round", "verdict", "speedup (search)", "95% CI", "reference", "candidate", "summary / why"].map((t) => h("th", { text: t })))),
       h("tbody", {}, rows)));
   }
 
@@ -471,8 +491,8 @@
       h("thead", {}, h("tr", {}, ["module", "% of model", "run", "module speedup", "outcome", "why"].map((t) => h("th", { text: t })))),
       h("tbody", {}, M.modules.map((m) => h("tr", {}, h("td", { text: m.name }), h("td", { class: "num", text: num(m.total_pct, 1) }),
         h("td", {}, m.run_id ? (m.run_id === D.run_id ? h("b", { text: `${m.run_id} (this run)` }) : h("a", { href: runLink(m.run_id), text: m.run_id })) : "–",
-          m.run_status ? h("div", { class: "muted", text: `${m.run_status} · ${m.run_candidates} candidates${m.run_best ? ` · best ${fx(m.run_best)} (search)` : ""}` }) : null),
-        h("td", { class: "num", text: fx(m.speedup) }), h("td", {}, h("span", { class: `state st-${m.status === "kept" ? "correct" : "cancelled"}`, text: m.status })),
+          m.run_status ? h("div", { class: "muted", text: `${m.run_status} · ${m.run_candidates} candidates${m.run_best ? ` · best ${slowdown(m.run_best)} (search)` : ""}` }) : null),
+        h("td", { class: "num", text: slowdown(m.speedup) }), h("td", {}, h("span", { class: `state st-${m.status === "kept" ? "correct" : "cancelled"}`, text: m.status })),
         h("td", { text: m.reason }))))));
     box.append(h("h4", { id: "end-to-end", text: "End to end" }));
     const C = M.check;
@@ -481,9 +501,9 @@
       const ok = (C.outputs || []).every((o) => o.ok);
       box.append(h("p", {}, h("span", { class: ok ? "ok" : "bad", text: ok ? "outputs match" : "outputs DIFFER" }),
         ` · ${num(C.before_ms, 3)} ms → ${num(C.after_ms, 3)} ms per forward`,
-        C.speedup !== null && C.speedup !== undefined ? ` · ${fx(C.speedup)} ${C.ci ? `(99% CI ${fci(C.ci)}, ${C.reps} forwards each way)` : ""}` : ""));
+        C.speedup !== null && C.speedup !== undefined ? ` · ${slowdown(C.speedup)} ${C.ci ? `(99% CI ${fci(C.ci)}, ${C.reps} forwards each way)` : ""}` : ""));
       const outcome = C.outcome || (((C.kept || []).length || C.model_mode) ? "kept" : "nothing_kept");
-      if (C.speedup !== null && C.speedup !== undefined && C.speedup < 1) box.append(h("p", { class: "bad flag", text: `slower than the original: ${fx(C.speedup)} end to end` }));
+      if (C.speedup !== null && C.speedup !== undefined && C.speedup < 1) box.append(h("p", { class: "bad flag", text: `slower than the original end to end: ${slowdown(C.speedup)}` }));
       box.append(h("p", { class: "outcome" }, h("span", { class: `state st-${outcome === "kept" ? "correct" : "cancelled"}`, text: outcome.replace("_", " ") }),
         C.decision && C.decision.says ? ` · replacements: ${C.decision.says}` : ""));
       if ((C.outputs || []).length) box.append(h("table", {}, h("thead", {}, h("tr", {}, ["output", "", "dtype", "shape", "max abs error", "atol", "rtol"].map((t) => h("th", { text: t })))),
@@ -494,14 +514,14 @@
       for (const r of C.reverted || []) box.append(h("p", { class: "bad", text: `reverted ${r.cls}: ${r.why}` }));
       if ((C.model_modes || []).length) {
         box.append(h("h4", { text: "Whole forward compiled on top" }));
-        box.append(h("p", { class: "muted", text: `the replacements alone: ${C.modules_speedup ? fx(C.modules_speedup) : "none kept"}; ` +
+        box.append(h("p", { class: "muted", text: `the replacements alone: ${C.modules_speedup ? slowdown(C.modules_speedup) : "none kept"}; ` +
           "each mode checked end to end and timed against an untouched copy of the model, in rounds until its 99% interval decides; chosen only when above 1" }));
         box.append(h("table", { class: "modes" },
           h("thead", {}, h("tr", {}, ["torch.compile mode", "outputs", "compile s", "speedup", "99% CI", "decision", ""].map((t) => h("th", { text: t })))),
           h("tbody", {}, C.model_modes.map((m) => h("tr", {}, h("td", { text: m.mode }),
             h("td", { class: m.ok ? "ok" : "bad", text: m.ok ? "match" : (m.why || "failed") }),
             h("td", { class: "num", text: m.compile_s !== undefined && m.compile_s !== null ? String(m.compile_s) : "" }),
-            h("td", { class: "num", text: m.speedup ? fx(m.speedup) : "–" }),
+            h("td", { class: "num", text: m.speedup ? slowdown(m.speedup) : "–" }),
             h("td", { class: "num", text: m.ci ? fci(m.ci) : "" }),
             h("td", { text: m.decision || "" }),
             h("td", { text: m.mode === C.model_mode ? "chosen" : "" }))))));

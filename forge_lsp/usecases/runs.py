@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..agent.progress import outcome_words
 from ..agent.store import CandidateRecord, RunRecord, RunStore
 from .common import UseCaseError
 
@@ -55,22 +56,6 @@ def resolve_run(store: RunStore, run: str) -> str:
         return store.get_run(run).id
     except KeyError as exc:
         raise UseCaseError(str(exc.args[0])) from exc
-
-
-def outcome_words(status: str, message: str, speedup: float | None, written: str | None) -> str:
-    """The outcome first, in words: "1.42× faster (final re-timing), written to X", "no faster candidate, nothing
-    written (...)", "running", "cancelled", "failed: ..."."""
-    from ..agent.progress import speedup_words
-
-    if status in ("running", "queued"):
-        return "still running"
-    if status in ("cancelled", "interrupted"):
-        return f"{status}, nothing written" + (f": {message}" if message and message != status else "")
-    if status == "failed":
-        return f"failed: {message}" if message else "failed"
-    if speedup is not None and speedup > 1:
-        return f"{speedup_words(speedup)} (final re-timing), " + (f"written to {written}" if written else "offered")
-    return "no faster candidate, nothing written" + (f": {message}" if message else "")
 
 
 def run_details(store: RunStore, run_id: str) -> RunDetails:
