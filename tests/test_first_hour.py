@@ -140,8 +140,8 @@ def test_a_syntax_error_names_the_users_file_and_a_binary_task_says_so(tmp_path)
 def test_show_latest_says_the_outcome_and_the_final_retiming_first(tmp_path):
     """A run whose best candidate is slower: `forge show latest` works like `forge report latest`, and its first
     lines are the outcome in words and the final re-timing."""
-    from forge_lsp.agent.store import RunStore
     from forge_lsp.agent.progress import outcome_words
+    from forge_lsp.agent.store import RunStore
 
     store = RunStore.for_workspace(tmp_path)
     run_id = store.create_run(str(FIXTURES / "softmax_small.py"), "Model", "", {})

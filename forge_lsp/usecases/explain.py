@@ -36,6 +36,9 @@ class ProfileRequest:
     full: bool = False  # ncu's full set, and keep the report
     timeout: float = 300.0
     cache_dir: Path | None = None
+    #: a .cu file on a machine without a GPU: run its script anyway, for the compiler's errors (the editor marks them
+    #: on their lines); a kernel that compiles is then refused all the same. Off: refused before anything runs.
+    compile_check: bool = False
 
     @property
     def is_cuda_source(self) -> bool:
@@ -107,11 +110,11 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
 
     device = resolve_device(check_device(req.device))
     if req.is_cuda_source:
-        if device == "cpu":
-            raise UseCaseError(
-                f"{req.target.name}: a CUDA kernel is profiled on an NVIDIA GPU (under Nsight Compute), and "
-                + ("this machine has none" if req.device.strip().lower() == "auto" else "the device is cpu")
-            )
+        no_gpu = f"{req.target.name}: a CUDA kernel is profiled on an NVIDIA GPU (under Nsight Compute), and " + (
+            "this machine has none" if req.device.strip().lower() == "auto" else "the device is cpu"
+        )
+        if device == "cpu" and not req.compile_check:
+            raise UseCaseError(no_gpu)
         kernel, entry = cuda_target(req)
         if on_start:
             on_start(f"profiling {kernel} as launched by {entry.name}")
@@ -124,6 +127,8 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
             timeout=req.timeout,
             cache_dir=req.cache_dir,
         )
+        if device == "cpu" and "CudaCompileError" not in (result.log_excerpt or ""):
+            raise UseCaseError(no_gpu + " (it compiles)")
         return Profiled(result, device, req.target, kernel, entry)
     try:
         task = load_task(req.target, model_class=req.model_class)

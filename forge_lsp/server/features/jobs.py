@@ -353,7 +353,8 @@ def _module_profile(
 def _kernel_job(ls: ForgeServer, job: BackgroundJob, cu: Path, kernel: Any, doc_sha: str) -> None:
     from ...usecases.explain import ProfileRequest
 
-    request = ProfileRequest(target=cu, kernel=kernel.name, device=ls.settings.device)
+    # without a GPU the kernel's script still runs, for its compile errors (marked on their lines)
+    request = ProfileRequest(target=cu, kernel=kernel.name, device=ls.settings.device, compile_check=True)
     _explain_job(ls, job, job.kind, request, kernel.name, kernel.line, doc_sha)
 
 
