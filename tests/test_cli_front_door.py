@@ -174,7 +174,7 @@ def test_piped_runs_and_show_keep_full_run_ids_and_lines(tmp_path):
     assert "a_task_file_with_a_rather_long_name_" + "x" * 40 + ".py::Model" in row  # one row, not folded
     r = forge("show", run_id, "--workspace", tmp_path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0].startswith(f"{run_id} done — finished")
+    assert r.stdout.splitlines()[0].startswith(f"{run_id}: no faster candidate, nothing written")  # the outcome first
     assert all("…" not in ln for ln in r.stdout.splitlines()[:2])
 
 

@@ -125,7 +125,7 @@ def eval_against_itself(task: Path, candidate: Path, device: str, cwd: Path, tim
 
 # ----------------------------------------------------------------------------- entries
 def test_entries_are_scripts_files_with_functions_or_modules(tmp_path):
-    (tmp_path / "train.py").write_text("")
+    (tmp_path / "train.py").write_text("def build(size='small', batch=1, dtypes=None):\n    ...\n")
     script = parse_entry("train.py", tmp_path)
     assert (script.kind, script.path, script.function) == ("script", (tmp_path / "train.py").resolve(), None)
     fn = parse_entry("train.py:build(size='full', batch=8, dtypes=['bf16'])", tmp_path)

@@ -929,9 +929,7 @@ def user_traceback(exc: BaseException) -> str:
     """The traceback of `exc` with forge's own frames left out (the runner that called the user's code, the
     wrappers around it): the user's frames and those of the libraries they called, then the exception. When every
     frame is forge's (forge itself failed), the whole traceback."""
-    import forge_lsp
-
-    ours = str(Path(forge_lsp.__file__).resolve().parent) + os.sep
+    ours = str(Path(__file__).resolve().parents[1]) + os.sep  # forge_lsp/
     frames = traceback.extract_tb(exc.__traceback__)
     theirs = [f for f in frames if not str(Path(f.filename).resolve()).startswith(ours)]
     if not theirs:

@@ -113,9 +113,9 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
         no_gpu = f"{req.target.name}: a CUDA kernel is profiled on an NVIDIA GPU (under Nsight Compute), and " + (
             "this machine has none" if req.device.strip().lower() == "auto" else "the device is cpu"
         )
+        kernel, entry = cuda_target(req)  # what to profile is said first (it reads files only)
         if device == "cpu" and not req.compile_check:
             raise UseCaseError(no_gpu)
-        kernel, entry = cuda_target(req)
         if on_start:
             on_start(f"profiling {kernel} as launched by {entry.name}")
         result = profile_cu_kernel(
