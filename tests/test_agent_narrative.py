@@ -40,6 +40,7 @@ def model(server) -> ChatModel:
     )
 
 
+@pytest.mark.integration
 def test_judge_reads_the_findings_and_its_narrative_is_returned(explanation, fake_openai):
     fake_openai.script(
         json.dumps(

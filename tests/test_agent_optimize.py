@@ -21,6 +21,8 @@ from forge_lsp.agent.provider import ChatModel
 from forge_lsp.agent.store import RunStore
 from forge_lsp.engine import Evaluator, load_task
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 pytest_plugins = ["fake_openai"]
 
 SECRET = "sk-forge-test-0123456789abcdef"

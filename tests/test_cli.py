@@ -11,6 +11,8 @@ import candidates as C
 import pytest
 from conftest import FIXTURES
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 
 def forge(*args: str, cache: Path) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -17,6 +17,8 @@ import candidates as C
 import pytest
 from conftest import FIXTURES, ROOT
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 EXAMPLES = ROOT / "forge_lsp" / "examples"
 NO_GPU_LINE = "device 'cuda': no NVIDIA GPU here (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them); use cpu"
 DEVICE_COMMANDS = ("eval", "profile", "explain", "optimize")

@@ -139,6 +139,7 @@ def test_list_and_tuple_interchangeable_but_lengths_not():
     assert cmp((a, a), (a.clone(),)).problem == "structure"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_fused_check_and_exact_check_agree(dtype):
     """The one-sync check that decides the common case passes exactly what the float64 examination passes:

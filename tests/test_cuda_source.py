@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import FIXTURES
 
 from forge_lsp.workspace.cuda_source import global_kernels, python_files_loading
@@ -61,17 +62,20 @@ def _explain(*args: str, cwd=None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_explain_cu_with_several_kernels_asks_which_one():
     r = _explain(str(FIXTURES / "explain_cu" / "strided_copy.cu"), "--device", "cpu")
     assert r.returncode == 2
     assert "several kernels" in r.stderr and "strided_copy" in r.stderr and "unused_helper" in r.stderr
 
 
+@pytest.mark.integration
 def test_explain_cu_with_an_unknown_kernel_lists_the_real_ones():
     r = _explain(str(FIXTURES / "explain_cu" / "strided_copy.cu"), "--kernel", "nope", "--device", "cpu")
     assert r.returncode == 2 and "no __global__ kernel 'nope'" in r.stderr and "strided_copy" in r.stderr
 
 
+@pytest.mark.integration
 def test_explain_cu_without_a_loader_says_to_pass_entry(tmp_path):
     (tmp_path / "lonely.cu").write_text('extern "C" __global__ void lonely(float* y) {}')
     r = _explain(str(tmp_path / "lonely.cu"), "--device", "cpu")

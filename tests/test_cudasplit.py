@@ -522,6 +522,8 @@ def test_split_builds_keep_each_candidates_verdict_and_stream_domain(tmp_path):
 # ---------------------------------------------------------------- bindings as an object of their own
 from forge_lsp.engine.harness.cudasplit import binding_signatures, bindings_tag, bindings_tail  # noqa: E402
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 
 @pytest.mark.parametrize(
     ("cpp", "functions", "want"),

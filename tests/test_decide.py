@@ -40,6 +40,7 @@ class NoisyMachine:
         return self.now
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("seed", range(40))
 def test_a_slower_change_is_never_kept_however_noisy_the_machine(seed):
     """The decoder of the issue: 0.29x on a loaded machine, whose single interval spanned 0.12-4.07."""

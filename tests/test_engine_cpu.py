@@ -13,6 +13,8 @@ from conftest import FIXTURES
 
 from forge_lsp.engine import Candidate, EvaluationCancelled, Evaluator, StageTimeouts, Status, load_task
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 
 def ev_cand(evaluator, task, source, name="cand", **opts):
     options = evaluator.options.model_copy(update=opts) if opts else None

@@ -10,6 +10,8 @@ from forge_lsp.engine import Candidate, load_task
 from forge_lsp.engine.executor import make_executor
 from forge_lsp.usecases.evaluate import evaluate_batch, summarize
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 CONTIGUOUS_ONLY = """
 import torch
 import torch.nn as nn

@@ -20,6 +20,8 @@ from forge_lsp.engine.executor import ExecEvent, LocalPool, local_devices, make_
 from forge_lsp.engine.pipe import Hello
 from forge_lsp.engine.worker_client import Worker
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 EXAMPLES = FIXTURES.parent.parent / "forge_lsp" / "examples"
 
 

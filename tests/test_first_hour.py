@@ -27,6 +27,7 @@ def helper(x):
 
 
 # ------------------------------------------------------------------------------------ 1. --vary without values
+@pytest.mark.integration
 @pytest.mark.parametrize("spec", ["batch_size", "batch_size=", "batch_size=a,b", "=4"])
 def test_vary_without_values_is_a_usage_error_not_a_silent_pass(spec, tmp_path):
     cand = tmp_path / "cand.py"
@@ -50,6 +51,7 @@ def test_vary_with_values_is_read():
 
 
 # ------------------------------------------------------------------------ 2. a CUDA kernel without a GPU
+@pytest.mark.integration
 def test_explain_of_a_cuda_kernel_without_a_gpu_is_one_line_and_exit_2_before_any_work(tmp_path):
     (tmp_path / "k.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
     (tmp_path / "run_k.py").write_text("import time\ntime.sleep(30)  # would run for 30 s if it were started\n")
@@ -79,6 +81,7 @@ def build(n=2):
 """
 
 
+@pytest.mark.integration
 def test_a_failing_entry_shows_the_users_frames_only(tmp_path):
     (tmp_path / "entry.py").write_text(ENTRY)
     r = forge("hotspots", "entry.py:build", "--device", "cpu", cwd=tmp_path)
@@ -96,6 +99,7 @@ def test_a_failing_entry_shows_the_users_frames_only(tmp_path):
         ("entry.py:bulid", "entry.py defines no function 'bulid' at module level"),
     ],
 )
+@pytest.mark.integration
 def test_a_keyword_or_function_the_entry_does_not_have_is_a_usage_error_before_anything_runs(tmp_path, entry, said):
     (tmp_path / "entry.py").write_text(ENTRY)
     t0 = time.monotonic()
@@ -106,6 +110,7 @@ def test_a_keyword_or_function_the_entry_does_not_have_is_a_usage_error_before_a
 
 
 # --------------------------------------------------------------------- 4. candidate failures in the user's terms
+@pytest.mark.integration
 def test_a_raising_candidates_traceback_starts_in_the_users_code(tmp_path):
     cand = tmp_path / "raises.py"
     cand.write_text(RAISES)
@@ -120,6 +125,7 @@ def test_a_raising_candidates_traceback_starts_in_the_users_code(tmp_path):
     assert tb.startswith("Traceback (most recent call last):") and "RuntimeError: candidate blew up" in tb
 
 
+@pytest.mark.integration
 def test_a_syntax_error_names_the_users_file_and_a_binary_task_says_so(tmp_path):
     bad = tmp_path / "syntax.py"
     bad.write_text("import torch\nclass ModelNew(:\n    pass\n")
@@ -137,6 +143,7 @@ def test_a_syntax_error_names_the_users_file_and_a_binary_task_says_so(tmp_path)
 
 
 # ---------------------------------------------------------------------------------- 5. forge show latest
+@pytest.mark.integration
 def test_show_latest_says_the_outcome_and_the_final_retiming_first(tmp_path):
     """A run whose best candidate is slower: `forge show latest` works like `forge report latest`, and its first
     lines are the outcome in words and the final re-timing."""
@@ -179,6 +186,7 @@ def test_slowdowns_read_as_slowdowns_in_one_number_format():
 
 
 # --------------------------------------------------------------------- 7. the CPU's offline default
+@pytest.mark.integration
 def test_the_cpu_offline_default_offers_no_interpreter_only_candidates(tmp_path):
     """On the CPU, forge's Triton kernels run under the interpreter, hundreds of times slower: the default offers
     the torch.compile variants only (and runs no graph probe); `offline_library = true` asks for them."""
@@ -192,6 +200,7 @@ def test_the_cpu_offline_default_offers_no_interpreter_only_candidates(tmp_path)
     assert any(n.startswith("library:") for n in with_library), with_library
 
 
+@pytest.mark.integration
 def test_a_failed_command_leaves_no_run_store_behind(tmp_path):
     r = forge("show", "latest", cwd=tmp_path, env={"PWD": str(tmp_path)})
     assert r.returncode == 2 and not (tmp_path / ".forge").exists(), r.stderr
@@ -202,6 +211,7 @@ def test_a_failed_command_leaves_no_run_store_behind(tmp_path):
 
 
 # ------------------------------------------------------------------------------ 9. no column of zeros
+@pytest.mark.integration
 def test_profile_on_the_cpu_shows_no_device_time_column():
     r = forge("profile", FIXTURES / "softmax_small.py", "--device", "cpu")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

@@ -24,6 +24,8 @@ import pytest
 from forge_lsp.engine.verdict import Domain, InputSpec, Status, Verdict
 from forge_lsp.reintegrate import Rewrite, VerifiedDomain, domain_from_verdict, rewrite_module
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 USER = textwrap.dedent(
     '''
     import torch

@@ -18,6 +18,8 @@ from forge_lsp.hotspots.extract import extract_tasks
 from forge_lsp.usecases import UseCaseError
 from forge_lsp.usecases.hotspots import HotspotsRequest, find_model_hotspots
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 MODEL = textwrap.dedent(
     '''
     import torch

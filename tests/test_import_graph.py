@@ -11,6 +11,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "forge_lsp"
 
 #: Modules that run only in child processes (workers, profiled and probe subprocesses, candidates, examples):
@@ -150,6 +152,7 @@ def violations(mods: dict[str, tuple[str, bool]]) -> list[str]:
     return out
 
 
+@pytest.mark.integration
 def test_the_package_keeps_its_layers():
     assert violations(modules()) == []
 
@@ -162,6 +165,7 @@ def test_every_rule_constrains_something_that_exists():
         assert any(_under(m, (prefix,)) for m in mods), f"{prefix} names no module (renamed?)"
 
 
+@pytest.mark.integration
 def test_a_forbidden_import_is_caught_even_inside_a_function():
     """The check is not vacuous: add an engine module that imports the server lazily, and a server module
     that reaches the optimizer around the use cases, and both are reported with their lines."""

@@ -3,7 +3,10 @@
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.integration
 def test_engine_front_door_imports_neither_torch_nor_editor_libraries():
     code = (
         "import sys, forge_lsp.engine, forge_lsp.cli.eval_cmd; "
@@ -14,6 +17,7 @@ def test_engine_front_door_imports_neither_torch_nor_editor_libraries():
     assert out.stdout.strip() == ""
 
 
+@pytest.mark.integration
 def test_agent_and_profiler_front_doors_import_neither_torch_nor_editor_libraries():
     """The language server imports these: they must not pull torch, Triton or editor libraries."""
     code = (

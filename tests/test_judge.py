@@ -20,6 +20,8 @@ from forge_lsp.engine.task import load_task
 from forge_lsp.engine.verdict import Check, Verdict
 from forge_lsp.engine.worker_client import Worker
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 SOFTMAX = FIXTURES / "softmax_small.py"
 

@@ -323,6 +323,7 @@ def test_bindings_built_on_the_slim_main_prelude_load_and_run(tmp_path):
         ext.add_one(torch.zeros(2, 2))
 
 
+@pytest.mark.integration
 def test_a_build_reading_torch_extension_h_waits_while_the_header_is_written():
     """g++ stops with "cannot read" on a half-written precompiled header: a build that may read it starts only once
     the build writing it is done."""

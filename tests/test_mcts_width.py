@@ -23,6 +23,8 @@ from forge_lsp.agent.store import EventRecord, RunStore
 from forge_lsp.engine import load_task
 from forge_lsp.engine.executor import Executor, LocalPool
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 pytest_plugins = ["fake_openai"]
 
 #: how long the scripted model takes to answer each Coder call

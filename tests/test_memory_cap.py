@@ -13,6 +13,8 @@ from conftest import FIXTURES
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, load_task
 from forge_lsp.engine.options import default_host_memory_limit
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 GIB = 1 << 30
 
 # Allocates 3 GiB, 64 MiB at a time, touching every page (torch.ones), then would return the right answer.

@@ -13,6 +13,8 @@ import pytest
 from forge_lsp.engine import Domain, Narrowing, Status, Verdict
 from forge_lsp.engine.repair import repair_candidate
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 ROOT = Path(__file__).resolve().parents[1]
 CANDS = ROOT / "corpus" / "model_style" / "candidates"
 TASKS = ROOT / "benchmarks" / "kernelbench_batch" / "tasks"

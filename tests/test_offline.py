@@ -101,6 +101,7 @@ def _task_modules(tasks) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- probe
+@pytest.mark.integration
 def test_probe_runs_in_a_subprocess_not_in_the_caller(probed):
     reports, before = probed
     assert _task_modules([task for task, _ in reports.values()]) == []
@@ -187,6 +188,7 @@ def test_torch_compile_variants_by_device(probed, device, modes):
             assert ("cudagraph_mark_step_begin" in c.source) == (mode == "reduce-overhead")
 
 
+@pytest.mark.integration
 def test_offline_candidates_never_import_torch_or_the_task_in_the_caller(cache_dir):
     code = textwrap.dedent(f"""
         import json, sys
@@ -444,6 +446,7 @@ def _run(lib, fn, *args, launches=None, **kwargs):
 DTYPES = ["float32", "float16", "bfloat16"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_kernels(lib, dtype):
     import torch
@@ -575,6 +578,7 @@ def test_adaptive_avg_pool2d_kernels(lib, dtype):
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bias_activation_kernels(lib, dtype):
     import torch

@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from forge_lsp import parsing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +29,7 @@ class _Finalized:
         time.sleep(0.0001)
 
 
+@pytest.mark.integration
 def test_threads_parsing_while_finalizers_run_get_their_trees():
     errors: list[str] = []
     trees: list[int] = []

@@ -20,6 +20,8 @@ from conftest import FIXTURES, ROOT
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, load_task
 from forge_lsp.engine.worker_client import EvaluationCancelled
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 #: How soon a whole tree must be gone (the requirement is 1 s; the margin is for a loaded machine).
 GONE_WITHIN_S = 2.0
 

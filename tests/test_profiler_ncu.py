@@ -12,6 +12,8 @@ from forge_lsp.profiler.ncu import PERMISSION_HELP, ncu_command, profile
 from forge_lsp.profiler.report import from_raw_csv
 from forge_lsp.profiler.target import NVTX_RANGE
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 
 def test_ncu_command_profiles_only_the_measured_range_and_never_touches_clocks(tmp_path):
     cmd = ncu_command("/x/ncu", tmp_path / "r.ncu-rep", ["python3", "-m", "t"], kernel="softmax")

@@ -45,6 +45,7 @@ def _marked_line(source: str, marker: str) -> int:
     return next(i + 1 for i, text in enumerate(body.splitlines()) if marker in text)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", [c for c in CASES if c[3]], ids=lambda c: c[1])
 def test_flawed_kernel_gets_the_right_top_finding_on_the_right_line(case, tmp_path):
     _, name, expected, marker, source = case
@@ -73,6 +74,7 @@ def test_source_lines_carry_stalls_and_memory_counters(tmp_path):
     assert all(h.file.endswith(".cu") for h in kernel.hot_lines)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", [c[1] for c in CASES])
 def test_csv_fallback_reads_the_same_numbers_as_the_reader(name, tmp_path):
     kernel = _report(name, tmp_path)
@@ -112,6 +114,7 @@ def test_a_failing_ncu_import_says_its_exit_code_and_stderr(tmp_path, monkeypatc
         read_report(tmp_path / "x.ncu-rep", ncu=ncu)
 
 
+@pytest.mark.integration
 def test_a_hanging_ncu_import_is_ended_with_everything_it_started(tmp_path):
     import time
 

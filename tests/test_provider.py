@@ -223,6 +223,7 @@ def test_server_errors_exhaust_retries(fake_openai):
     assert fake_openai.pending == 1
 
 
+@pytest.mark.integration
 def test_timeout_is_retried_then_succeeds(fake_openai):
     fake_openai.script({"delay": 3.0, "content": GOOD}, GOOD)
     started = time.monotonic()
@@ -231,6 +232,7 @@ def test_timeout_is_retried_then_succeeds(fake_openai):
     assert result.attempts == 2 and time.monotonic() - started < 2.5
 
 
+@pytest.mark.integration
 def test_timeout_exhausted_raises_timeout(fake_openai):
     slow = {"delay": 3.0, "content": GOOD}
     started = time.monotonic()
@@ -240,6 +242,7 @@ def test_timeout_exhausted_raises_timeout(fake_openai):
     assert time.monotonic() - started < 2.5
 
 
+@pytest.mark.integration
 def test_not_streamed_timeout_exhausted_raises_timeout(fake_openai):
     slow = {"delay": 3.0, "content": GOOD}
     err = error_of(fake_openai, slow, slow, timeout_s=0.3, max_retries=1, stream=False)
@@ -264,6 +267,7 @@ def test_replies_are_streamed_with_usage_and_progress(fake_openai):
     assert seen == list(range(1, pieces + 1))
 
 
+@pytest.mark.integration
 def test_an_endpoint_that_takes_the_request_and_never_answers_is_abandoned_after_two_waits(fake_openai):
     """However many retries are configured: a silent endpoint costs two first-token waits, not ten minutes."""
     silent = {"delay": 30.0, "content": GOOD}
@@ -276,6 +280,7 @@ def test_an_endpoint_that_takes_the_request_and_never_answers_is_abandoned_after
     assert fake_openai.pending == 2
 
 
+@pytest.mark.integration
 def test_a_reply_that_stalls_is_abandoned_and_retried_once(fake_openai):
     fake_openai.script({"stall": 30.0, "content": GOOD}, GOOD)
     with make_model(fake_openai, first_token_s=0.4) as model:
@@ -286,6 +291,7 @@ def test_a_reply_that_stalls_is_abandoned_and_retried_once(fake_openai):
     assert err.kind == "timeout" and "stalled for 0.4 s after 1 pieces" in err.message
 
 
+@pytest.mark.integration
 def test_a_slow_but_steady_reply_is_bounded_by_timeout_s(fake_openai):
     """A reply whose pieces keep coming is not silent, but the whole of it must arrive within timeout_s."""
     drip = {"drip": 0.25, "content": GOOD}  # 7 events: 1.75 s

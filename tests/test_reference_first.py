@@ -9,6 +9,8 @@ import pytest
 
 from forge_lsp.usecases.optimize import ModuleOptimization, OptimizeRequest
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 ROOT = Path(__file__).resolve().parent
 SOFTMAX = (ROOT / "fixtures" / "softmax_small.py").read_text()
 LINE = "        return torch.softmax(x, dim=1)"

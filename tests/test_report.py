@@ -29,6 +29,8 @@ from fake_openai import FakeOpenAI
 
 from forge_lsp.agent.store import RunStore
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/lib/chromium/chromium") if os.access(p, os.X_OK)), None)
 ARTIFACTS = ROOT / ".ci" / "artifacts" / "report"
 

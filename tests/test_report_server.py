@@ -27,6 +27,8 @@ from test_neovim_e2e import NVIM
 from forge_lsp.agent.store import RunStore
 from forge_lsp.engine.verdict import Check, Status, Timing, TimingStats, Verdict
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 TASK = "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
 
 

@@ -134,6 +134,7 @@ def test_linear_rewrite_keeps_interface_state_dict_and_runs_the_kernels(tmp_path
     assert r["eval"] == [True, {"optimized": 2, "reference": 0}]
 
 
+@pytest.mark.integration
 def test_weights_changed_after_the_first_call_are_used_by_the_kernels(tmp_path, ext_dir):
     rw = rewrite_module(LINEAR, "Model", LINEAR_TRITON, CPU_FP32_2D)
     r = run_rewritten(
@@ -196,6 +197,7 @@ def test_pickle_and_deepcopy_hold_the_module_not_the_kernels_instance(tmp_path, 
     assert r["calls"] == {"optimized": 3, "reference": 0}
 
 
+@pytest.mark.integration
 def test_inputs_outside_the_verified_domain_take_the_original_path(tmp_path, ext_dir):
     rw = rewrite_module(LINEAR, "Model", LINEAR_TRITON, CPU_FP32_2D)
     r = run_rewritten(
@@ -241,6 +243,7 @@ def test_inputs_outside_the_verified_domain_take_the_original_path(tmp_path, ext
     assert r["kwargs"] and r["launches"] == 0
 
 
+@pytest.mark.integration
 def test_softmax_triton_candidate_other_dtype_or_rank_falls_back(tmp_path, ext_dir):
     rw = rewrite_module(SOFTMAX, "Model", C.TRITON_CORRECT, CPU_FP32_2D, candidate_id="triton")
     atol, rtol = fp32_tol(FIXTURES / "softmax_small.py")

@@ -276,6 +276,7 @@ def test_unwritable_cache_still_compiles(tmp_path: Path, monkeypatch: pytest.Mon
     assert fcuda.compile_to_cubin(SCALE, "scale", arch="sm_90")[:4] == b"\x7fELF"
 
 
+@pytest.mark.integration
 def test_candidate_import_precompiles_without_gpu(tmp_path: Path) -> None:
     candidate = tmp_path / "candidate.py"
     candidate.write_text(
@@ -571,6 +572,7 @@ def test_package_exports_errors() -> None:
 # ------------------------------------------------------------------------------------------- nvcc
 
 
+@pytest.mark.integration
 @needs_nvcc
 def test_nvcc_compiles_cubin() -> None:
     cubin = fnvcc.compile_cubin(SCALE, arch="sm_90")
@@ -581,6 +583,7 @@ def test_nvcc_compiles_cubin() -> None:
     assert version is not None and version.split(".")[0].isdigit()
 
 
+@pytest.mark.integration
 @needs_nvcc
 def test_nvcc_failure_reports_the_error_line() -> None:
     with pytest.raises(fcuda.CudaCompileError) as info:

@@ -152,6 +152,7 @@ def test_child_gets_only_the_environment_given(monkeypatch, tmp_path):
     assert "FORGE_CACHE_DIR" in r.output and "OPENAI_API_KEY" not in r.output
 
 
+@pytest.mark.integration
 def test_return_codes_and_output_come_through(tmp_path):
     env = scrubbed_env()
     ok = run_sandboxed([PY, "-c", "print('hello')"], env=env, cwd=tmp_path, timeout=30)
@@ -180,6 +181,7 @@ def test_child_runs_in_its_own_process_group_with_stdin_closed(tmp_path):
     assert r.returncode == 0 and r.output.split() == ["True", "True"]
 
 
+@pytest.mark.integration
 def test_output_excerpt_is_bounded_to_the_tail(tmp_path):
     script = "import sys\nfor i in range(20000): print(f'line {i:05d}')\nprint('THE END')"
     r = run_sandboxed([PY, "-c", script], env=scrubbed_env(), cwd=tmp_path, timeout=60, excerpt=500)
@@ -189,6 +191,7 @@ def test_output_excerpt_is_bounded_to_the_tail(tmp_path):
     assert len(big.output.encode()) == sandbox.DEFAULT_EXCERPT
 
 
+@pytest.mark.integration
 def test_timeout_kills_the_whole_process_group(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
     t0 = time.monotonic()
@@ -226,6 +229,7 @@ def test_cancel_event_kills_the_whole_process_group(tmp_path):
     assert _wait_group_gone(pgid), f"processes left in group {pgid}: {_group_members(pgid)}"
 
 
+@pytest.mark.integration
 def test_cancel_event_that_is_never_set_changes_nothing(tmp_path):
     r = run_sandboxed(
         [PY, "-c", "import time; time.sleep(0.3); raise SystemExit(7)"],

@@ -11,6 +11,8 @@ from forge_lsp.engine.candidate import load_candidate
 from forge_lsp.engine.sanitize import sanitize
 from forge_lsp.engine.task import load_task
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 RACE = """========= COMPUTE-SANITIZER

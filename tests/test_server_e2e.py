@@ -21,6 +21,8 @@ from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from test_model_wide import MODEL as SLOW_NET  # a model whose hot class loops in Python
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 pytest_plugins = ["fake_openai"]
 
 CACHE = tempfile.mkdtemp(prefix="forge-lsp-e2e-cache-")

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURES
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 pytest_plugins = ["fake_openai"]
 
 SERVER = [sys.executable, "-m", "forge_lsp.server"]

@@ -20,6 +20,8 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from test_server_e2e import edit_doc, job_of, open_doc, until
 from test_server_faults import PROGRESS, RawClient, cmdline, descendants, ended, lenses, running
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 CACHE = tempfile.mkdtemp(prefix="forge-lsp-hotspots-cache-")
 atexit.register(shutil.rmtree, CACHE, True)
 

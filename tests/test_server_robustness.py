@@ -18,6 +18,8 @@ from conftest import FIXTURES
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 pytest_plugins = ["fake_openai"]
 CACHE = tempfile.mkdtemp(prefix="forge-lsp-robust-cache-")
 atexit.register(shutil.rmtree, CACHE, True)  # the servers' compile cache, shared by the module's tests

@@ -29,6 +29,8 @@ import torch
 
 from forge_lsp.engine import EvalOptions, Evaluator, StageTimeouts, Status, Verdict, load_candidate, load_task
 
+pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
+
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "structured"
 SEEDS = range(5)
 

@@ -870,6 +870,7 @@ def test_chunked_parse_equals_whole_file_parse_on_tricky_layouts(text):
     _chunked_vs_whole(text)
 
 
+@pytest.mark.integration
 def test_chunked_parse_equals_whole_file_parse_on_this_repository():
     root = Path(__file__).resolve().parents[1]
     files = [p for d in ("forge_lsp", "tests", "benchmarks") for p in (root / d).rglob("*.py")]
@@ -898,6 +899,7 @@ def test_an_edit_reparses_only_the_chunk_it_touches():
     assert len(idx.modules) == 50 and idx.modules[17].name == "Layer17"
 
 
+@pytest.mark.integration
 def test_an_older_text_arriving_while_a_newer_one_is_indexed_does_not_replace_it(tmp_path):
     """Version 2 is being indexed on one thread when version 1 arrives on another: version 2 is what stays."""
     indexing, release = threading.Event(), threading.Event()
