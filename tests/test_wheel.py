@@ -44,7 +44,10 @@ def test_every_subpackage_is_in_the_wheel_list():
         for p in find_namespace_packages(where=str(ROOT), include=["forge_lsp", "forge_lsp.*"])
         if any((ROOT / p.replace(".", "/")).glob("*.py"))
     ]
-    data = ["forge_lsp.report.vendor", "forge_lsp.report.vendor.LICENSES"]  # listed so that setuptools ships them quietly
+    data = [
+        "forge_lsp.report.vendor",
+        "forge_lsp.report.vendor.LICENSES",
+    ]  # listed so that setuptools ships them quietly
     assert all((ROOT / d.replace(".", "/")).is_dir() for d in data)
     assert sorted(listed) == sorted({*found, "forge_lsp.prompts", *data}), (
         "add new subpackages of forge_lsp to [tool.setuptools] packages in pyproject.toml"
