@@ -256,21 +256,28 @@ def load_latest(ls: ForgeServer) -> None:
 
 
 # -------------------------------------------------------------------------------- the hot-spot job
-def start_hotspots(ls: ForgeServer, uri: str, function: str) -> JobStarted:
+def entry_file(ls: ForgeServer, uri: str, function: str, what: str) -> Path:
+    """The saved file of `uri` whose entry function `function` a `what` run imports; `JobError` saying what is
+    wrong when it cannot."""
     path = ls.path_of(uri)
     text = ls.doc_text(uri)
     if path is None or text is None or not os.path.isfile(path):
-        return jobs.refused(ls, jobs.JobError(f"cannot read {uri}: a hot-spot run imports the file as saved"))
+        raise jobs.JobError(f"cannot read {uri}: a {what} run imports the file as saved")
     if function not in {name for name, _ in entry_functions(text)}:
-        return jobs.refused(
-            ls,
-            jobs.JobError(
-                f"no entry function {function!r} in {Path(path).name} (build, build_*, make_model or get_model, "
-                "returning (model, args))"
-            ),
+        raise jobs.JobError(
+            f"no entry function {function!r} in {Path(path).name} (build, build_*, make_model or get_model, "
+            "returning (model, args))"
         )
+    return Path(path)
+
+
+def start_hotspots(ls: ForgeServer, uri: str, function: str) -> JobStarted:
+    try:
+        path = entry_file(ls, uri, function, "hot-spot")
+    except jobs.JobError as exc:
+        return jobs.refused(ls, exc)
     title = f"forge: hot spots of {function}"
-    return jobs.launch(ls, "hotspots", uri, function, title, lambda job: _hotspots(ls, job, Path(path), function))
+    return jobs.launch(ls, "hotspots", uri, function, title, lambda job: _hotspots(ls, job, path, function))
 
 
 def _hotspots(ls: ForgeServer, job: BackgroundJob, path: Path, function: str) -> None:

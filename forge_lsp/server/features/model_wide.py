@@ -153,24 +153,16 @@ def _interrupted(root: Path, entry: str) -> list[Any]:
 
 # ------------------------------------------------------------------------------------------------- job
 def start(ls: ForgeServer, uri: str, function: str, resume: str | None = None) -> JobStarted:
-    from .hotspots import entry_functions
+    from .hotspots import entry_file
 
-    path = ls.path_of(uri)
-    text = ls.doc_text(uri)
-    if path is None or text is None or not os.path.isfile(path):
-        return jobs.refused(ls, jobs.JobError(f"cannot read {uri}: a model-wide run imports the file as saved"))
-    if function not in {name for name, _ in entry_functions(text)}:
-        return jobs.refused(
-            ls,
-            jobs.JobError(
-                f"no entry function {function!r} in {Path(path).name} (build, build_*, make_model or get_model, "
-                "returning (model, args))"
-            ),
-        )
+    try:
+        path = entry_file(ls, uri, function, "model-wide")
+    except jobs.JobError as exc:
+        return jobs.refused(ls, exc)
     if _running(ls, uri, function):
         return jobs.refused(ls, jobs.JobError(f"a model-wide run of {function} is already going"))
     title = f"forge: model-wide {'resume ' if resume else ''}{function}"
-    return jobs.launch(ls, "model-wide", uri, function, title, lambda job: _run(ls, job, Path(path), function, resume))
+    return jobs.launch(ls, "model-wide", uri, function, title, lambda job: _run(ls, job, path, function, resume))
 
 
 def _run(ls: ForgeServer, job: BackgroundJob, path: Path, function: str, resume: str | None) -> None:
