@@ -22,6 +22,7 @@ import pytest
 import pytest_lsp
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from test_model_wide import SUBCLASS  # the answer a model writes: the extracted task's source plus a subclass
 from test_server_e2e import apply_text_edits, edit_doc, job_of, open_doc, until
 
 pytest_plugins = ["fake_openai"]
@@ -77,14 +78,6 @@ NET = textwrap.dedent(
         return Net().eval(), (torch.randn(batch, 128, 8),)
     """
 )
-
-# the answer a model writes for the extracted task: its source, plus a subclass computing the softmax at once
-SUBCLASS = """
-
-class ModelNew(Model):
-    def forward(self, x):
-        return torch.softmax(self.proj(x), dim=-1)
-"""
 
 # runs the workspace's model: its outputs, and whether each block ran forge's answer
 PROBE = """
