@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,8 +39,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("forge-cache")
+def cache_dir(tmp_path_factory, worker_id) -> Path:
+    """The compile cache of the session's evaluators. With pytest-xdist, one for all the workers of the run (the
+    cache's build locks let one build a source while the others wait), so no build is repeated per worker."""
+    if worker_id == "master":
+        return tmp_path_factory.mktemp("forge-cache")
+    shared = tmp_path_factory.getbasetemp().parent / "forge-cache"
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +76,14 @@ def softmax_task():
     from forge_lsp.engine import load_task
 
     return load_task(FIXTURES / "softmax_small.py")
+
+
+def short_tmp(prefix: str) -> Path:
+    """A new folder with a short path, removed when the session ends: Ray's AF_UNIX socket paths, made under its
+    temp dir, must stay under 107 bytes, which pytest-xdist's per-worker temp folders can pass."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def start_local_ray(ray, temp_dir: Path) -> None:

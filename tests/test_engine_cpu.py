@@ -37,6 +37,9 @@ def test_cpp_correct_candidate_is_verified_and_timed(cpu_evaluator, softmax_task
         "no_monkeypatch",
         "checkpoint_compatible",
     } <= names
+    # a passed check never carries a failure's words
+    said = {c.name: c.detail for c in v.checks if c.passed}
+    assert "changed after later calls" not in said["no_result_reuse"], said
     detail = next(c.detail for c in v.checks if c.name == "outputs_match")
     assert "random#3" in detail and "batch_size=7" in detail  # trials + the varied size
     assert v.timing is not None and v.timing.mode == "cpu" and v.timing.candidate.n >= 5

@@ -13,7 +13,7 @@ import time
 
 import candidates as C
 import pytest
-from conftest import FIXTURES, start_local_ray
+from conftest import FIXTURES, short_tmp, start_local_ray
 
 from forge_lsp.agent.config import ModelSettings
 from forge_lsp.agent.events import EventBus
@@ -119,7 +119,7 @@ def test_an_mcts_round_as_wide_as_the_executor_evaluates_its_candidates_at_once(
     ray = pytest.importorskip("ray")
     from forge_lsp.engine.ray_executor import RayExecutor
 
-    start_local_ray(ray, tmp_path_factory.mktemp("ray"))
+    start_local_ray(ray, short_tmp("forge-ray-"))
     try:
         with RayExecutor(options=fast_options, cache_dir=cache_dir, actors=2) as ex:
             assert ex.capacity == 2

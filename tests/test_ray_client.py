@@ -16,7 +16,7 @@ from pathlib import Path
 
 import candidates as C
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, short_tmp
 
 from forge_lsp.engine import Status
 
@@ -63,9 +63,9 @@ def env() -> dict[str, str]:
 
 
 @pytest.fixture()
-def ray_head(tmp_path_factory):
+def ray_head():
     """A Ray head with a Ray Client server on 127.0.0.1; yields (ray://127.0.0.1:PORT, its temp dir)."""
-    temp = tmp_path_factory.mktemp("rayc")  # short: Ray's socket paths live under it
+    temp = short_tmp("forge-rayc-")  # short: Ray's socket paths live under it
     gcs, client = free_ports(2)
     log = (temp / "head.log").open("wb")
     head = subprocess.Popen(

@@ -9,7 +9,7 @@ import time
 
 import candidates as C
 import pytest
-from conftest import FIXTURES, start_local_ray
+from conftest import FIXTURES, short_tmp, start_local_ray
 
 from forge_lsp.engine import Candidate, Status, Verdict, load_candidate, load_task
 from forge_lsp.engine.executor import LocalPool
@@ -27,8 +27,8 @@ EXAMPLES = FIXTURES.parent.parent / "forge_lsp" / "examples"
 
 
 @pytest.fixture(scope="module")
-def ray_instance(tmp_path_factory):
-    start_local_ray(ray, tmp_path_factory.mktemp("ray"))
+def ray_instance():
+    start_local_ray(ray, short_tmp("forge-ray-"))
     yield ray
     ray.shutdown()
 

@@ -52,7 +52,7 @@ const UI = {
   /** A run without a model: its progress names the phase, and says nothing of rounds. */
   offlineProgress: /offline candidates/,
   roundZero: /round 0\//,
-  offlineOutcome: /faster candidate found|no offline candidate beat the reference/,
+  offlineOutcome: /faster candidate found|no faster candidate, nothing written: no offline candidate beat the reference/,
   candidateButtons: ["Review", "Details"],
   /** The inline review's lenses (header lens texts: see src/review/inline.ts). */
   review: {

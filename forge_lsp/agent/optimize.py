@@ -215,6 +215,7 @@ class Optimizer:
         stop = "rounds"
         reference: Prepared | None = None
         try:
+            self._check_cancel()  # a cancel that came before the run started
             self._check_reference()
             pending = [r for r in self.records.values() if r.status == "queued"]
             if pending:

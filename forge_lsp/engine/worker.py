@@ -841,10 +841,13 @@ class Evaluation:
         """An earlier input set's output, kept since it was verified: its bits must not have changed since."""
         from .harness.checks import bits_digest
 
+        unchanged = bits_digest(kept.out) == kept.digest
         self.check(
             "no_result_reuse",
-            bits_digest(kept.out) == kept.digest,
-            f"[{kept.name}] its output changed after later calls: the candidate reuses output memory or cached "
+            unchanged,
+            ""
+            if unchanged
+            else f"[{kept.name}] its output changed after later calls: the candidate reuses output memory or cached "
             "results across calls",
         )
 
@@ -1027,7 +1030,7 @@ class Evaluation:
                 "the candidate relies on values the parameters have only at initialization (a zero bias, a unit "
                 "scale), wrong for any trained weights"
                 if mismatch
-                else f"{len(trained)} tensors of the state_dict drawn at their own scale",
+                else f"{len(trained)} tensor{'' if len(trained) == 1 else 's'} of the state_dict drawn at their own scale",
                 mismatch,
             )
         finally:

@@ -1,14 +1,16 @@
 """Bias, leaky ReLU, scale and clamp: the bundled example task (KernelBench format).
 
 In eager PyTorch each of the four element-wise steps is a kernel of its own that reads and writes the
-whole tensor; `bias_act_cpp.py` does them in one pass.
+whole tensor; `bias_act_cpp.py` does them in one pass. At 1024 x 4096 fp32 (16 MiB) a tensor is as large as
+a server CPU's last-level cache, so each of eager PyTorch's passes goes to memory: the pass saved is the
+speedup. (At 256 rows, the intermediate tensors stay in cache and one pass gains far less.)
 """
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-batch_size = 256
+batch_size = 1024
 features = 4096
 
 # Verify at another batch size too: candidates must not hard-code the shape.

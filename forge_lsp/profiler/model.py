@@ -33,6 +33,9 @@ class HotLine(BaseModel):
     dominant_stall: str = ""
     samples: int = 0
     source: str = ""
+    #: the generated file and line the compiler's line info named, when `file`/`line` were mapped back to the
+    #: string literal it came from (`profiler.source_map`): load_inline's `cuda.cu` line 7 is the `.py` line
+    compiled_as: str = ""
     global_sectors: float = 0.0
     global_sectors_ideal: float = 0.0
     shared_excess_wavefronts: float = 0.0

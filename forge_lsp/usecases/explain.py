@@ -19,6 +19,7 @@ from typing import Any
 from ..engine import Candidate, Task, TaskError, load_candidate, load_task, resolve_device
 from ..engine.candidate import gpu_requirement
 from ..profiler.model import DevicePeaks, Explanation, KernelProfile, ProfileResult
+from ..profiler.source_map import map_hot_lines
 from .common import UseCaseError, check_device, find_workspace, task_paths
 
 CUDA_SUFFIXES = (".cu", ".cuh")
@@ -149,7 +150,10 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
     )
     # the profiled process ran the worker's copies of the files: tracebacks name the user's files instead
     result.log_excerpt = task_paths(result.log_excerpt or "", task, cand)
-    return Profiled(result, device, req.candidate or req.target)
+    # hot lines in load_inline's generated sources: the lines of the string literals they came from
+    source_file = req.candidate or req.target
+    map_hot_lines(result, cand.source if cand is not None else task.source, str(source_file))
+    return Profiled(result, device, source_file)
 
 
 def failure_excerpt(result: ProfileResult, lines: int = 15) -> str:
@@ -272,6 +276,7 @@ def judge_feedback(device: str, cache_dir: Path | None = None, timeout: float = 
         from ..profiler.ncu import device_peaks, profile
 
         result = profile(task, candidate, device=device, cache_dir=cache_dir, timeout=timeout)
+        map_hot_lines(result, candidate.source, candidate.name)
         if not result.kernels:
             return {"mode": result.mode, "reason": result.reason, "findings": [], "roofline": None}
         peaks, _ = device_peaks(device, result.device_name, cache_dir=cache_dir)

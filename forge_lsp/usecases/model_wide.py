@@ -352,7 +352,7 @@ def optimize_model(
             mo.status, mo.reason, mo.seconds = "failed", str(exc), relay.seconds()
             continue
         mo.run_id, mo.seconds = result.run_id, relay.seconds()
-        if relay.over_budget and result.outcome.status == "cancelled":
+        if relay.over_budget and result.answer is None:  # stopped at the budget, whatever phase it was in
             mo.status = "over_budget"
             mo.reason = (
                 f"its run was stopped at the module budget ({request.module_budget_s:g} s), "

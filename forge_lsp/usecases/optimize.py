@@ -19,7 +19,7 @@ from typing import Any, Literal
 from ..agent.config import AgentConfig
 from ..agent.events import EventBus, RunEvent
 from ..agent.optimize import OptimizeOptions, Optimizer, RunOutcome, models_from_config
-from ..agent.progress import speedup_label
+from ..agent.progress import outcome_words, speedup_label
 from ..agent.store import CandidateRecord, RunStore
 from ..engine import EvalOptions, Task, TaskError, Verdict, load_task
 from ..engine.executor import Executor, ExecutorUnavailable, make_executor
@@ -100,6 +100,14 @@ class OptimizeResult:
     @property
     def run_id(self) -> str:
         return self.outcome.run_id
+
+    @property
+    def words(self) -> str:
+        """What the run found, the outcome first, as the CLI and the report say it (`outcome_words`): "1.42×
+        (final re-timing) faster candidate found", "no faster candidate, nothing written: <why>"."""
+        if self.withheld in ("not_faster", "no_candidate", "recheck_failed"):
+            return outcome_words("done", self.message, None, None)
+        return self.message
 
 
 #: Why a run's best candidate is not offered (`OptimizeResult.withheld`).

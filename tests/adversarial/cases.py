@@ -2162,7 +2162,16 @@ CHEATS += [
     Case(
         "c15-stage-signals", "harness-frames", SOFTMAX, C15_HARNESS_FRAMES, "cand_fn on the stack", C15, "signal-frames"
     ),
-    Case("c15-stage-signals", "call-count", SOFTMAX, C15_CALL_COUNT, "wrong after 40 calls", C15, "signal-count"),
+    Case(
+        "c15-stage-signals",
+        "call-count",
+        SOFTMAX,
+        C15_CALL_COUNT,
+        "wrong after 40 calls",
+        C15,
+        "signal-count",
+        MANY_REPS,
+    ),
     Case("c15-stage-signals", "known-seeds", SOFTMAX, C15_KNOWN_SEEDS, "fixed seeds' draws", C15, "signal-seed"),
 ]
 

@@ -368,7 +368,7 @@ def _optimize_captured(
         return
     outcome = result.outcome
     res = replace(jobs.optimize_result(job, name, doc_sha, outcome), kind=CAPTURED)
-    job.message = f"{result.message} (run {result.run_id})"
+    job.message = f"{result.words} (run {result.run_id})"
     if result.reference_failure is not None:
         job.message = f"the captured task's reference failed: {result.reference_failure.reason}"
     res.note = job.message

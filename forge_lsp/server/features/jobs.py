@@ -13,7 +13,7 @@ from typing import Any
 
 from lsprotocol import types as t
 
-from ...agent.progress import RunProgress
+from ...agent.progress import RunProgress, outcome_words
 from ..protocol import Job, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
 from ..state import BackgroundJob, Proposal, Result, text_sha
@@ -235,7 +235,7 @@ def _optimize(
     stale = ls.changed_since(job.uri, doc_sha)
     _reference_failure(ls, job, module.name, None if stale else result.reference_failure)
     ls.record_result(optimize_result(job, module.name, doc_sha, outcome))
-    job.message = result.message
+    job.message = result.words
     if result.answer is not None and stale:
         stale_answer(ls, job, module.name, result.answer.label)
     elif result.answer is not None:
@@ -248,8 +248,11 @@ def _optimize(
         job.status = "failed"
         ls.message(f"forge: optimizing {module.name} failed: {outcome.stop_reason}", t.MessageType.Error)
     elif not outcome.model_configured and result.withheld in ("not_faster", "no_candidate"):
-        job.message = (
-            "no offline candidate beat the reference; set forge.model (and forge.baseUrl) for Coder/Judge rounds"
+        job.message = outcome_words(
+            "done",
+            "no offline candidate beat the reference; set forge.model (and forge.baseUrl) for Coder/Judge rounds",
+            None,
+            None,
         )
 
 

@@ -1,0 +1,102 @@
+"""Lines of generated sources mapped back to the Python string literal they came from.
+
+`load_inline` writes the candidate's `cuda_sources` / `cpp_sources` strings into files of its build folder (torch
+prepends its includes to `cuda.cu` and `main.cpp`), and the compiler's line info, hence Nsight Compute's hot lines,
+point into those files. The user sees the `.py` file that holds the string: line L of the generated file is the
+line of the literal whose text holds it. Pure: texts in, a line number out.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..parsing import parse
+from .model import ProfileResult
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A string literal of a Python file whose value's lines are its source lines, one for one."""
+
+    value: str
+    first_line: int  # 1-based line of the file where the value's first line is
+
+
+def literals(py_source: str) -> list[Literal]:
+    """The file's multi-line string literals whose lines map one for one (a triple-quoted string, raw or not,
+    without line continuations); implicitly joined strings and escaped newlines do not."""
+    try:
+        tree = parse(py_source)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or "\n" not in node.value:
+            continue
+        if node.end_lineno is None or node.end_lineno - node.lineno != node.value.count("\n"):
+            continue  # "a\n" "b\n", or "\n" escapes on one line: the value's lines are not the file's
+        out.append(Literal(node.value, node.lineno))
+    return out
+
+
+def literal_line(py_source: str, generated: str, line: int) -> int | None:
+    """Line `line` (1-based) of `generated` as the line of `py_source` it came from. First, the one place in the
+    file's literals where the lines around it appear, the window as wide as makes it unique (a build may have
+    changed other lines of the literal, such as its includes); for a line its neighbours do not tell apart, the
+    longest literal whose whole text holds it in `generated`. None when no literal of the file holds it (torch's
+    own includes), or when the same lines appear twice and which one ran cannot be told."""
+    lits = literals(py_source)
+    lines = generated.split("\n")
+    if not 1 <= line <= len(lines):
+        return None
+    if lines[line - 1].strip():
+        for width in (3, 2, 1, 0):
+            lo, hi = max(line - 1 - width, 0), min(line + width, len(lines))
+            window = "\n".join(lines[lo:hi])
+            found = []
+            for lit in lits:
+                at = lit.value.find(window)
+                while at >= 0:
+                    if at == 0 or lit.value[at - 1] == "\n":  # whole lines only
+                        found.append(lit.first_line + lit.value.count("\n", 0, at) + (line - 1 - lo))
+                    at = lit.value.find(window, at + 1)
+            if len(found) == 1:
+                return found[0]
+            if len(found) > 1 and width == 0:
+                break  # the same line in several places, whatever its neighbours: the whole literals may tell
+    for lit in sorted(lits, key=lambda lit: -len(lit.value)):
+        start = generated.find(lit.value)
+        while start >= 0:
+            first = generated.count("\n", 0, start) + 1
+            if first <= line <= first + lit.value.count("\n"):
+                return lit.first_line + (line - first)
+            start = generated.find(lit.value, start + 1)
+    return None
+
+
+GENERATED_SUFFIXES = (".cu", ".cpp", ".cuh", ".cc")
+
+
+def map_hot_lines(result: ProfileResult, py_source: str, py_path: str) -> int:
+    """Point the hot lines of `result` that name a generated source (load_inline's `cuda.cu`, `main.cpp`) at the
+    line of the `.py` file (`py_source`, shown as `py_path`) whose string literal it came from; the generated place is
+    kept in `HotLine.compiled_as`. Returns how many lines were mapped."""
+    texts: dict[str, str | None] = {}
+    mapped = 0
+    for kernel in result.kernels:
+        for h in kernel.hot_lines:
+            if Path(h.file).suffix not in GENERATED_SUFFIXES or h.compiled_as:
+                continue
+            if h.file not in texts:
+                try:
+                    texts[h.file] = Path(h.file).read_text(errors="replace")
+                except OSError:
+                    texts[h.file] = None
+            generated = texts[h.file]
+            line = literal_line(py_source, generated, h.line) if generated is not None else None
+            if line is not None:
+                h.compiled_as, h.file, h.line = f"{h.file}:{h.line}", py_path, line
+                mapped += 1
+    return mapped

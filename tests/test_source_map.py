@@ -1,0 +1,128 @@
+"""Hot lines in load_inline's generated sources land on the line of the candidate's own `.py` string
+(`profiler.source_map`). The generated `cuda.cu` / `main.cpp` are written by torch's own `load_inline` (on this
+CPU-only torch its CUDA build then stops, after the files are written), so the mapping is checked against the
+files the profiler's line info really names."""
+
+from __future__ import annotations
+
+import pytest
+
+from forge_lsp.profiler.model import HotLine, KernelProfile, ProfileResult
+from forge_lsp.profiler.source_map import literal_line, map_hot_lines
+
+CANDIDATE = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_src = r"""
+#include <torch/extension.h>
+
+__global__ void scale_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = x[i] * 2.0f;  // HOT
+    }
+}
+
+torch::Tensor scale(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    scale_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+cpp_src = "torch::Tensor scale(torch::Tensor x);"
+
+ext = load_inline(name="scale_ext", cpp_sources=cpp_src, cuda_sources=cuda_src, functions=["scale"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.scale(x)
+'''
+
+
+def py_line(marker: str, source: str = CANDIDATE) -> int:
+    return 1 + next(i for i, text in enumerate(source.splitlines()) if marker in text)
+
+
+def generated_files(tmp_path, source: str = CANDIDATE):
+    """What torch's load_inline writes for the candidate's strings (cuda.cu, main.cpp), in `tmp_path`."""
+    from torch.utils.cpp_extension import load_inline
+
+    ns: dict = {}
+    exec(compile(source.split("ext = load_inline")[0], "cand", "exec"), ns)  # the strings, as Python makes them
+    try:
+        load_inline(
+            name="scale_ext",
+            cpp_sources=ns["cpp_src"],
+            cuda_sources=ns["cuda_src"],
+            functions=["scale"],
+            build_directory=str(tmp_path),
+        )
+    except Exception:  # noqa: BLE001 - no CUDA toolkit for CPU torch: the files are written before the build
+        pass
+    return tmp_path / "cuda.cu", tmp_path / "main.cpp"
+
+
+def test_a_line_of_loads_inlines_cuda_cu_is_the_line_of_the_candidates_string(tmp_path):
+    cu, _ = generated_files(tmp_path)
+    generated = cu.read_text()
+    gen_line = 1 + next(i for i, text in enumerate(generated.splitlines()) if "// HOT" in text)
+    assert gen_line != py_line("// HOT")  # torch put its includes first: the lines differ
+    assert literal_line(CANDIDATE, generated, gen_line) == py_line("// HOT")
+    kernel_line = 1 + next(i for i, t in enumerate(generated.splitlines()) if "__global__" in t)
+    assert literal_line(CANDIDATE, generated, kernel_line) == py_line("__global__ void scale_kernel")
+    # torch's own includes come from no string of the file
+    assert literal_line(CANDIDATE, generated, 1) is None
+
+
+def test_profile_hot_lines_in_the_generated_file_are_moved_to_the_py_file(tmp_path):
+    cu, cpp = generated_files(tmp_path)
+    gen = cu.read_text().splitlines()
+    hot = 1 + next(i for i, text in enumerate(gen) if "// HOT" in text)
+    result = ProfileResult(
+        mode="ncu",
+        kernels=[
+            KernelProfile(
+                name="scale_kernel",
+                duration_ns=1000,
+                hot_lines=[
+                    HotLine(file=str(cu), line=hot, stall_pct=80.0, dominant_stall="long_scoreboard"),
+                    HotLine(file=str(cu), line=1, stall_pct=1.0),  # an include: stays where it is
+                    HotLine(file="/elsewhere/gone.cu", line=3, stall_pct=1.0),  # not readable here: stays
+                ],
+            )
+        ],
+    )
+    assert map_hot_lines(result, CANDIDATE, "/work/cand.py") == 1
+    first, include, gone = result.kernels[0].hot_lines
+    assert (first.file, first.line) == ("/work/cand.py", py_line("// HOT"))
+    assert first.compiled_as == f"{cu}:{hot}"
+    assert (include.file, include.line, include.compiled_as) == (str(cu), 1, "")
+    assert (gone.file, gone.line) == ("/elsewhere/gone.cu", 3)
+
+
+def test_lines_of_a_string_a_build_changed_elsewhere_are_found_by_the_lines_around_them():
+    """A build that rewrote the literal's includes (lighter headers): the body's lines still map by their context;
+    a line present twice with the same context cannot be told apart and is left unmapped."""
+    generated = CANDIDATE.split('r"""')[1].split('"""')[0].replace("#include <torch/extension.h>", "#include <slim.h>")
+    generated = "// prelude\n#include <cuda.h>\n" + generated
+    gen_hot = 1 + next(i for i, text in enumerate(generated.splitlines()) if "// HOT" in text)
+    assert literal_line(CANDIDATE, generated, gen_hot) == py_line("// HOT")
+    twice = CANDIDATE.replace("cpp_src = ", 'other = r"""\n    if (i < n) {\n"""\ncpp_src = ')
+    gen_if = 1 + next(i for i, text in enumerate(generated.splitlines()) if "if (i < n)" in text)
+    assert literal_line(twice, "    if (i < n) {\n", 1) is None
+    assert literal_line(twice, generated, gen_if) == py_line("if (i < n)", twice)  # its context is unique
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'x = "a\\nb\\nc"\n',  # escaped newlines on one line: no line of the file is the value's
+        'x = ("a\\n"\n     "b\\n")\n',  # implicitly joined
+    ],
+)
+def test_strings_whose_lines_are_not_the_files_are_not_mapped(source):
+    assert literal_line(source, "a\nb\nc", 2) is None
