@@ -39,10 +39,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory, worker_id) -> Path:
+def cache_dir(tmp_path_factory) -> Path:
     """The compile cache of the session's evaluators. With pytest-xdist, one for all the workers of the run (the
     cache's build locks let one build a source while the others wait), so no build is repeated per worker."""
-    if worker_id == "master":
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         return tmp_path_factory.mktemp("forge-cache")
     shared = tmp_path_factory.getbasetemp().parent / "forge-cache"
     shared.mkdir(exist_ok=True)
