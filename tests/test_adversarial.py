@@ -529,9 +529,9 @@ torch.manual_seed(0)
 ref = task["Model"](*init)
 
 
-def ref_ms():  # the fastest of 5 calls: a busy machine's hiccups only ever add time
+def ref_ms():  # the fastest of 20 calls: a busy machine only ever adds time
     best = float("inf")
-    for _ in range(5):
+    for _ in range(20):
         x = [t.clone() for t in inputs]
         t0 = time.perf_counter()
         ref(*x)

@@ -84,7 +84,13 @@ RULES = (
         "the profiler sits on the engine",
         ("forge_lsp.profiler",),
         ("forge_lsp",),
-        allowed=("forge_lsp.profiler", "forge_lsp.engine", "forge_lsp.runtime", "forge_lsp.sandbox", "forge_lsp.parsing"),
+        allowed=(
+            "forge_lsp.profiler",
+            "forge_lsp.engine",
+            "forge_lsp.runtime",
+            "forge_lsp.sandbox",
+            "forge_lsp.parsing",
+        ),
     ),
     Rule(
         "the agent knows no front end and no use case",
