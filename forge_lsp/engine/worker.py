@@ -1030,7 +1030,11 @@ class Evaluation:
                 "the candidate relies on values the parameters have only at initialization (a zero bias, a unit "
                 "scale), wrong for any trained weights"
                 if mismatch
-                else f"{len(trained)} tensor{'' if len(trained) == 1 else 's'} of the state_dict drawn at their own scale",
+                else (
+                    "1 tensor of the state_dict drawn at its own scale"
+                    if len(trained) == 1
+                    else f"{len(trained)} tensors of the state_dict drawn at their own scale"
+                ),
                 mismatch,
             )
         finally:
