@@ -47,7 +47,11 @@ def literal_line(py_source: str, generated: str, line: int) -> int | None:
     changed other lines of the literal, such as its includes); for a line its neighbours do not tell apart, the
     longest literal whose whole text holds it in `generated`. None when no literal of the file holds it (torch's
     own includes), or when the same lines appear twice and which one ran cannot be told."""
-    lits = literals(py_source)
+    return _line_in(literals(py_source), generated, line)
+
+
+def _line_in(lits: list[Literal], generated: str, line: int) -> int | None:
+    """`literal_line` over a file's literals, parsed once for all the lines asked of it."""
     lines = generated.split("\n")
     if not 1 <= line <= len(lines):
         return None
@@ -84,6 +88,7 @@ def map_hot_lines(result: ProfileResult, py_source: str, py_path: str) -> int:
     line of the `.py` file (`py_source`, shown as `py_path`) whose string literal it came from; the generated place is
     kept in `HotLine.compiled_as`. Returns how many lines were mapped."""
     texts: dict[str, str | None] = {}
+    lits = literals(py_source)
     mapped = 0
     for kernel in result.kernels:
         for h in kernel.hot_lines:
@@ -95,7 +100,7 @@ def map_hot_lines(result: ProfileResult, py_source: str, py_path: str) -> int:
                 except OSError:
                     texts[h.file] = None
             generated = texts[h.file]
-            line = literal_line(py_source, generated, h.line) if generated is not None else None
+            line = _line_in(lits, generated, h.line) if generated is not None else None
             if line is not None:
                 h.compiled_as, h.file, h.line = f"{h.file}:{h.line}", py_path, line
                 mapped += 1

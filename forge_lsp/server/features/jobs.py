@@ -13,7 +13,7 @@ from typing import Any
 
 from lsprotocol import types as t
 
-from ...agent.progress import RunProgress, outcome_words
+from ...agent.progress import RunProgress
 from ..protocol import Job, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
 from ..state import BackgroundJob, Proposal, Result, text_sha
@@ -248,12 +248,7 @@ def _optimize(
         job.status = "failed"
         ls.message(f"forge: optimizing {module.name} failed: {outcome.stop_reason}", t.MessageType.Error)
     elif not outcome.model_configured and result.withheld in ("not_faster", "no_candidate"):
-        job.message = outcome_words(
-            "done",
-            "no offline candidate beat the reference; set forge.model (and forge.baseUrl) for Coder/Judge rounds",
-            None,
-            None,
-        )
+        job.message = f"{result.words}; set forge.model (and forge.baseUrl) for Coder/Judge rounds"
 
 
 def proposal_of(
