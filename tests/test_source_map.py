@@ -126,3 +126,44 @@ def test_lines_of_a_string_a_build_changed_elsewhere_are_found_by_the_lines_arou
 )
 def test_strings_whose_lines_are_not_the_files_are_not_mapped(source):
     assert literal_line(source, "a\nb\nc", 2) is None
+
+
+SCALE_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+
+def get_inputs():
+    return [torch.randn(1 << 24)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.gpu
+def test_the_hot_line_of_a_load_inline_candidate_is_its_own_py_files_line(tmp_path):
+    """On the GPU, under Nsight Compute: the hot line of the candidate's kernel is a line of its `.py` file, inside
+    the kernel's string (the line compiled from it in load_inline's `cuda.cu` is kept beside it)."""
+    from forge_lsp.usecases.explain import ProfileRequest, profile_target
+
+    task, cand = tmp_path / "scale_task.py", tmp_path / "scale_cand.py"
+    task.write_text(SCALE_TASK)
+    cand.write_text(CANDIDATE)
+    profiled = profile_target(
+        ProfileRequest(target=task, candidate=cand, device="cuda:0", cache_dir=tmp_path / "cache")
+    )
+    result = profiled.result
+    assert result.mode == "ncu", (result.reason, result.log_excerpt[-2000:])
+    kernel = next(k for k in result.kernels if "scale_kernel" in k.name)
+    assert kernel.hot_lines, kernel
+    top = max(kernel.hot_lines, key=lambda h: h.stall_pct)
+    first, last = py_line("__global__ void scale_kernel"), py_line("// HOT") + 2
+    assert top.file == str(cand) and first <= top.line <= last, top
+    assert top.compiled_as.split(":")[0].endswith("cuda.cu"), top
+    assert CANDIDATE.splitlines()[top.line - 1].strip() == top.source.strip() or not top.source, top

@@ -1,0 +1,119 @@
+"""What an explanation costs today: `forge explain`'s use case on the profiler's flawed kernels and on model-written
+load_inline kernels, and the Judge's profile inside a round, each timed on the GPU machine.
+
+    python benchmarks/explain_speed.py [--budget S] [--out FILE.json]
+
+For each case: `explain` twice (the first builds the candidate; the second finds it built: the figure "not counting
+the build"), with its profiling path (ncu or degraded), top finding, hot line and the profiled process's own stages;
+then the Judge's profile (`judge_feedback`) for the first cases. No case starts past --budget seconds. Prints a short
+table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "profiler"))
+
+from candidates import CASES  # noqa: E402
+
+from forge_lsp.engine import Candidate, load_task  # noqa: E402
+from forge_lsp.usecases.explain import ProfileRequest, explain, judge_feedback  # noqa: E402
+
+BATCH = ROOT / "benchmarks" / "kernelbench_batch"
+#: model-written load_inline kernels of the KernelBench-style batch (their tasks share the file name)
+LOAD_INLINE = ["level1_19_ReLU", "level1_23_Softmax", "level1_36_RMSNorm_", "level2_76_Gemm_Add_ReLU"]
+
+
+def cases(work: Path) -> list[tuple[str, Path, Path, str]]:
+    """(name, task file, candidate file, expected top finding or "")."""
+    out = []
+    for task_file, name, expected, _marker, source in CASES:
+        cand = work / f"{name}.py"
+        cand.write_text(source)
+        out.append((name, ROOT / "benchmarks" / "profiler" / task_file, cand, expected))
+    for stem in LOAD_INLINE:
+        out.append((stem, BATCH / "tasks" / f"{stem}.py", BATCH / "candidates" / f"{stem}.py", ""))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--budget", type=float, default=300.0, help="seconds: no case starts past it")
+    ap.add_argument("--judge-cases", type=int, default=2, help="cases whose Judge profile is timed too")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="explain-speed-"))
+    cache = work / "cache"
+    t_start = time.perf_counter()
+    rows: list[dict] = []
+    for i, (name, task_file, cand_file, expected) in enumerate(cases(work)):
+        if time.perf_counter() - t_start > args.budget:
+            print(f"{name}: not started (past the {args.budget:g} s budget)")
+            continue
+        row: dict = {"case": name, "expected": expected}
+        req = ProfileRequest(target=task_file, candidate=cand_file, device=args.device, cache_dir=cache)
+        for label in ("first", "built"):
+            t0 = time.perf_counter()
+            try:
+                res = explain(req)
+            except Exception as exc:  # noqa: BLE001 - said in the row
+                row[f"{label}_s"] = round(time.perf_counter() - t0, 2)
+                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                break
+            row[f"{label}_s"] = round(time.perf_counter() - t0, 2)
+            top = res.top
+            row.update(
+                mode=res.result.mode,
+                reason=res.result.reason[:200],
+                kernels=len(res.result.kernels),
+                stages=res.result.stages_s,
+                profile_s=round(res.result.seconds, 2),
+                top=(top.findings[0].rule if top and top.findings else "-"),
+                line=(
+                    f"{Path(top.findings[0].lines[0].file).name}:{top.findings[0].lines[0].line}"
+                    if top and top.findings and top.findings[0].lines
+                    else ""
+                ),
+            )
+        if i < args.judge_cases and "error" not in row:
+            feedback = judge_feedback(args.device, cache_dir=cache)
+            assert feedback is not None
+            t0 = time.perf_counter()
+            fb = feedback(load_task(task_file), Candidate.from_source(cand_file.read_text(), cand_file.stem))
+            row["judge_s"] = round(time.perf_counter() - t0, 2)
+            row["judge_mode"] = (fb or {}).get("mode")
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    built = [r["built_s"] for r in rows if "built_s" in r]
+    summary = {
+        "median_built_s": statistics.median(built) if built else None,
+        "median_first_s": statistics.median([r["first_s"] for r in rows if "first_s" in r]) if rows else None,
+        "judge_s": [r["judge_s"] for r in rows if "judge_s" in r],
+    }
+    if args.out:
+        args.out.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
+    print("\n== explain, ncu path (seconds wall; 'built': the candidate already built) ==")
+    print(f"{'case':32s} {'mode':9s} {'first':>6s} {'built':>6s} {'judge':>6s}  {'top finding':28s} {'line':24s}")
+    for r in rows:
+        print(
+            f"{r['case']:32s} {r.get('mode', '-'):9s} {r.get('first_s', 0):6.1f} {r.get('built_s', 0):6.1f} "
+            f"{r.get('judge_s', 0):6.1f}  {r.get('top', r.get('error', '-'))[:28]:28s} {r.get('line', ''):24s}"
+        )
+    print(
+        f"median built {summary['median_built_s']} s, first {summary['median_first_s']} s, judge {summary['judge_s']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
