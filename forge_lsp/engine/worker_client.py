@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..sandbox import child_env, default_cache_dir, kill_tree, spawn, tree_rss
-from . import pipe
+from . import pipe, zygote
 from .candidate import Candidate
 from .options import EvalOptions
 from .pipe import (
@@ -204,27 +204,42 @@ class Worker:
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
         log: BinaryIO = open(log_path, "wb")
+        args = [
+            "--device",
+            self.device,
+            "--in-fd",
+            str(p2c_r),
+            "--out-fd",
+            str(c2p_w),
+            *(["--judge"] if self.judge else []),
+        ]
+        env = child_env(self.device, self.cache_dir, self.extra_env)
         try:
-            proc = spawn(
-                [
-                    self.python,
-                    "-m",
-                    "forge_lsp.engine.worker",
-                    "--device",
-                    self.device,
-                    "--in-fd",
-                    str(p2c_r),
-                    "--out-fd",
-                    str(c2p_w),
-                    *(["--judge"] if self.judge else []),
-                ],
-                pass_fds=(p2c_r, c2p_w),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env(self.device, self.cache_dir, self.extra_env),
-                cwd=self.cache_dir,
-            )
+            proc: subprocess.Popen | None = None
+            if zygote.enabled(self.device):
+                try:
+                    proc = zygote.fork_worker(
+                        self.python,
+                        args,
+                        env=env,
+                        cwd=self.cache_dir,
+                        log_fd=log.fileno(),
+                        fds=(p2c_r, c2p_w),
+                        cache_dir=self.cache_dir,
+                    ).as_popen()
+                except zygote.ZygoteError as exc:  # started the usual way, and said why in its log
+                    log.write(f"forge: no zygote to fork this worker from ({exc}); started afresh\n".encode())
+                    log.flush()
+            if proc is None:
+                proc = spawn(
+                    [self.python, "-m", "forge_lsp.engine.worker", *args],
+                    pass_fds=(p2c_r, c2p_w),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=self.cache_dir,
+                )
         except BaseException:
             for fd in (p2c_w, c2p_r):
                 os.close(fd)

@@ -1,0 +1,406 @@
+"""Evaluation workers forked from a process that has imported torch already: a start costs a fork, not an import.
+
+A CPU worker's start-up is mostly `import torch` (about 2 s of CPU); a batch, an optimize run or the test suite starts
+one worker per candidate, and a judge beside it. The zygote is one child process (started by `sandbox.spawn`, so it
+is owned, dies with forge and gets the scrubbed environment) that imports torch and the worker's module once and
+never runs anything else: no candidate, task or user code ever runs in it. On request it forks a worker, which sets
+up what `sandbox.spawn` would have (its own session, death with its parent, its working folder, its whole
+environment, its log as stdout and stderr, its pipes at the descriptor numbers its arguments name) and then runs
+`forge_lsp.engine.worker.main`.
+
+    python -c "import sys; from forge_lsp.engine.zygote import main; sys.exit(main())" --fd N
+
+Only for CPU workers, and only with `FORGE_ZYGOTE=1` for now: a process that forks CUDA workers must not have
+initialised CUDA, and the GPU path keeps its fresh processes until that is measured on a GPU; a forked worker's
+/proc/PID/cmdline and environ are the zygote's, so tools that find workers by them do not see it yet. A zygote that
+cannot start or has died is said in the worker's log and the worker is started the usual way.
+
+The parent's side: `fork_worker` returns a `Forked`, which stands for a `subprocess.Popen` wherever forge keeps one
+(`pid`, `returncode`, `poll`, `wait`, `kill`, `terminate`, `send_signal`); its exit status comes from the zygote,
+which reaps it. `sandbox.kill_tree` ends its tree as it ends any child's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from ..sandbox import _register, scrubbed_env, spawn
+
+_MAX_MESSAGE = 1 << 20
+_ENTRY = "import sys; from forge_lsp.engine.zygote import main; sys.exit(main())"
+_ENABLED_ENV = "FORGE_ZYGOTE"
+
+
+def enabled(device: str) -> bool:
+    """Whether workers for `device` are forked from a zygote: CPU workers, with `FORGE_ZYGOTE=1`. Off by default
+    until a forked worker is as recognisable as a started one (its /proc cmdline and environ are the zygote's)."""
+    return device == "cpu" and os.environ.get(_ENABLED_ENV, "0").strip() in ("1", "true", "yes", "on")
+
+
+# ----------------------------------------------------------------------------- the parent's side
+class ZygoteError(RuntimeError):
+    """The zygote could not start, or could not fork a worker."""
+
+
+class Forked:
+    """A worker forked by the zygote, as forge keeps a `subprocess.Popen`. Not this process's child: its exit status
+    is the zygote's to read, and it comes here through `Zygote`."""
+
+    def __init__(self, zygote: Zygote, pid: int, args: Sequence[str]) -> None:
+        self._zygote = zygote
+        self.pid = pid
+        self.args = list(args)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._zygote.status(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            self._zygote.wait_exit(self.pid, 0.5 if left is None else min(0.5, left))
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:  # once reaped, the pid may name another process
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def as_popen(self) -> subprocess.Popen:
+        """This, typed as what forge keeps for a child (it answers everything forge asks of one)."""
+        return cast(subprocess.Popen, self)
+
+
+class Zygote:
+    """One zygote process and the thread that reads what it says (forked pids, exit statuses)."""
+
+    def __init__(self, python: str, env: Mapping[str, str], cwd: Path) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = ours
+        self._lock = threading.Lock()  # one request at a time: each is answered before the next is sent
+        self._cond = threading.Condition()
+        self._answers: list[dict[str, Any]] = []
+        self._exits: dict[int, int] = {}
+        self._dead = ""
+        self.log_path = cwd / f"zygote-{os.getpid()}.log"
+        cwd.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            try:
+                self.proc = spawn(
+                    # not `-m`: the package's own import has imported this module by then
+                    [python, "-c", _ENTRY, "--fd", str(theirs.fileno())],
+                    env=env,
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(theirs.fileno(),),
+                )
+            finally:
+                theirs.close()
+        threading.Thread(target=self._read, name="forge-zygote", daemon=True).start()
+        ready = self._answer(timeout=120)
+        if ready.get("ready") is not True:
+            self.close()
+            raise ZygoteError(f"the zygote did not start: {ready.get('error') or self._tail()}")
+
+    def _tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self._sock.recv(_MAX_MESSAGE)
+            except OSError:
+                data = b""
+            with self._cond:
+                if not data:
+                    self._dead = self._dead or f"the zygote ended ({self.proc.poll()}): {self._tail()[-500:]}"
+                    self._cond.notify_all()
+                    return
+                msg = json.loads(data)
+                if "exited" in msg:
+                    self._exits[int(msg["exited"])] = int(msg["status"])
+                else:
+                    self._answers.append(msg)
+                self._cond.notify_all()
+
+    def _answer(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self._answers:
+                left = deadline - time.monotonic()
+                if self._dead or left <= 0:
+                    return {"error": self._dead or f"no answer within {timeout:g} s"}
+                self._cond.wait(left)
+            return self._answers.pop(0)
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead and self.proc.poll() is None
+
+    def status(self, pid: int) -> int | None:
+        """The worker's exit status once the zygote reaped it; a worker of a zygote that died is said killed."""
+        with self._cond:
+            if pid in self._exits:
+                return self._exits[pid]
+            if self._dead:  # the zygote's children die with it (PDEATHSIG)
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    return -signal.SIGKILL
+                except PermissionError:
+                    pass
+            return None
+
+    def wait_exit(self, pid: int, timeout: float) -> None:
+        with self._cond:
+            if pid not in self._exits and not self._dead:
+                self._cond.wait(timeout)
+        if self._dead:
+            time.sleep(min(timeout, 0.05))
+
+    def fork(
+        self, args: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_fd: int, fds: Sequence[int]
+    ) -> Forked:
+        """A worker running `forge_lsp.engine.worker.main(args)`, with `fds` (this process's descriptors) at the same
+        numbers in it, `log_fd` as its stdout and stderr and /dev/null as its stdin."""
+        request = json.dumps({"args": list(args), "env": dict(env), "cwd": str(cwd), "fds": list(fds)}).encode()
+        with self._lock:
+            if not self.alive:
+                raise ZygoteError(self._dead or "the zygote has ended")
+            try:
+                socket.send_fds(self._sock, [request], [log_fd, *fds])
+            except OSError as exc:
+                raise ZygoteError(f"the zygote took no request: {exc}") from exc
+            answer = self._answer(timeout=30)
+        if "pid" not in answer:
+            raise ZygoteError(f"the zygote forked no worker: {answer.get('error', answer)}")
+        proc = Forked(self, int(answer["pid"]), ["forge_lsp.engine.worker", *args])
+        _register(proc.as_popen())  # kill_tree and the guardian need only its pid, poll, wait and kill
+        return proc
+
+    def close(self) -> None:
+        from ..sandbox import kill_tree
+
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        kill_tree(self.proc, wait=5)
+
+
+_zygotes: dict[tuple[str, int], Zygote] = {}
+_zygotes_lock = threading.Lock()
+
+
+def zygote_env() -> dict[str, str]:
+    """The zygote's own environment: the scrubbed one (no secret: a forked worker's /proc/self/environ shows it), the
+    package importable, unbuffered. Each worker gets its whole environment with its request."""
+    env = scrubbed_env()
+    env["PYTHONUNBUFFERED"] = "1"
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def get_zygote(python: str, cache_dir: Path) -> Zygote:
+    """This process's zygote for `python` (started on first use; again after one died)."""
+    key = (python, os.getpid())
+    with _zygotes_lock:
+        z = _zygotes.get(key)
+        if z is None or not z.alive:
+            z = _zygotes[key] = Zygote(python, zygote_env(), cache_dir / "logs")
+        return z
+
+
+def fork_worker(
+    python: str,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    log_fd: int,
+    fds: Sequence[int],
+    cache_dir: Path,
+) -> Forked:
+    """A CPU worker forked from this process's zygote (raises `ZygoteError` when there is none to fork from)."""
+    return get_zygote(python, cache_dir).fork(args, env=env, cwd=cwd, log_fd=log_fd, fds=fds)
+
+
+# ----------------------------------------------------------------------------- the zygote
+def _child(sock: socket.socket, wake: int, request: dict[str, Any], fds: list[int]) -> None:
+    """In the forked worker: become what `sandbox.spawn` makes, then run the worker. Never returns."""
+    code = 1
+    try:
+        import fcntl
+
+        from ..sandbox import _die_with_parent
+
+        os.setsid()
+        _die_with_parent(os.getppid())()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sock.close()
+        os.close(wake)
+        targets = [int(t) for t in request["fds"]]
+        # above every number they must take, then each at its own number; the log as stdout and stderr
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1024) for fd in fds]
+        for fd in fds:
+            os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(high[0], 1)
+        os.dup2(high[0], 2)
+        for fd, target in zip(high[1:], targets, strict=True):
+            os.dup2(fd, target, inheritable=True)
+        keep = {0, 1, 2, *targets}
+        for name in os.listdir("/proc/self/fd"):
+            if int(name) not in keep:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        import io
+        import random
+
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True, line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True, line_buffering=True)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin, /dev/null
+        random.seed()  # not the zygote's sequence, shared by every worker it forked
+        sys.argv = ["forge_lsp.engine.worker", *request["args"]]
+        from . import worker
+
+        code = worker.main(list(request["args"]))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - said in the log, then the process ends
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001
+            pass
+        _EXIT(int(code or 0))
+
+
+_EXIT = os._exit  # the worker wraps os._exit to say who calls it; the zygote's child ends without that
+
+
+def serve(sock: socket.socket) -> int:
+    """The zygote's loop: fork a worker per request, report each worker's exit. Single-threaded, so forking is safe."""
+    import select
+
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+
+    def send(msg: dict[str, Any]) -> bool:
+        try:
+            sock.send(json.dumps(msg).encode())
+            return True
+        except OSError:
+            return False
+
+    def reap() -> bool:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return True
+            if pid == 0:
+                return True
+            if not send({"exited": pid, "status": os.waitstatus_to_exitcode(status)}):
+                return False
+
+    if not send({"ready": True}):
+        return 0
+    while True:
+        readable, _, _ = select.select([sock.fileno(), wake_r], [], [])
+        if wake_r in readable:
+            try:
+                os.read(wake_r, 512)
+            except BlockingIOError:
+                pass
+            if not reap():
+                return 0
+        if sock.fileno() in readable:
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, 64)
+            except OSError:
+                return 0
+            if not data:  # forge is gone
+                return 0
+            try:
+                request = json.loads(data)
+                if len(fds) != 1 + len(request["fds"]):
+                    raise ValueError(
+                        f"{len(fds)} descriptors came with a request naming {len(request['fds'])} and a log"
+                    )
+                pid = os.fork()
+            except Exception as exc:  # noqa: BLE001 - answered; the zygote goes on
+                for fd in fds:
+                    os.close(fd)
+                send({"error": f"{type(exc).__name__}: {exc}"})
+                continue
+            if pid == 0:
+                _child(sock, wake_r, request, fds)
+            for fd in fds:
+                os.close(fd)
+            send({"pid": pid})
+            reap()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="forge-zygote")
+    ap.add_argument("--fd", type=int, required=True)
+    args = ap.parse_args(argv)
+    sock = socket.socket(fileno=args.fd)
+    try:
+        import torch  # noqa: F401 - the import every worker would otherwise pay
+
+        from . import worker  # noqa: F401 - and the worker's own modules
+    except BaseException as exc:  # noqa: BLE001 - said to the parent, which starts workers the usual way
+        sock.send(json.dumps({"error": f"the zygote could not import torch: {exc}"}).encode())
+        return 1
+    return serve(sock)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

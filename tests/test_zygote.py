@@ -1,0 +1,105 @@
+"""CPU workers forked from a zygote that imported torch once (`FORGE_ZYGOTE=1`, `engine/zygote.py`): each forked
+worker is what a started one is (its own session, its cache and working folder, its whole environment and no secret,
+its pipes), its verdicts are a started worker's, its tree ends with forge's, and without a zygote the worker is
+started the usual way, saying why."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, load_task, zygote
+
+pytestmark = pytest.mark.integration
+
+_CHECKS_ITS_PROCESS = """
+import os
+import torch
+import torch.nn as nn
+
+CACHE = {cache!r}
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        environ = open("/proc/self/environ", "rb").read()
+        ok = (
+            os.environ.get("FORGE_CACHE_DIR") == CACHE
+            and os.getcwd() == CACHE
+            and "FORGE_TEST_SECRET_TOKEN" not in os.environ
+            and b"FORGE_TEST_SECRET_TOKEN" not in environ
+            and os.getsid(0) == os.getpid()
+        )
+        y = torch.softmax(x, dim=1)
+        return y if ok else y + 1.0
+"""
+
+_CRASHES = """
+import os
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        os.abort()
+"""
+
+
+def _options() -> EvalOptions:
+    return EvalOptions(
+        timing_budget_s=0.1, min_reps=3, max_reps=10, warmup=1, timeouts=StageTimeouts(compile=120, first_call=60)
+    )
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[1])
+
+
+def test_a_forked_worker_is_a_started_workers_equal_and_its_crash_a_verdict(tmp_path, monkeypatch):
+    monkeypatch.setenv("FORGE_ZYGOTE", "1")
+    monkeypatch.setenv("FORGE_TEST_SECRET_TOKEN", "sk-never-in-a-worker")
+    cache = tmp_path / "cache"
+    task = load_task(FIXTURES / "softmax_small.py")
+    with Evaluator("cpu", options=_options(), cache_dir=cache, build_workers=1) as ev:
+        checked = ev.evaluate(task, Candidate.from_source(_CHECKS_ITS_PROCESS.format(cache=str(cache)), "own"))
+        assert checked.status is Status.correct, checked.reason
+        z = zygote.get_zygote(ev.worker.python, cache)
+        assert ev.worker.proc is not None and _ppid(ev.worker.proc.pid) == z.proc.pid  # forked, not started
+        crashed = ev.evaluate(task, Candidate.from_source(_CRASHES, "aborts"))
+        assert crashed.status is Status.crashed and "SIGABRT" in crashed.reason, crashed.reason
+        again = ev.evaluate(task, Candidate.from_source(_CHECKS_ITS_PROCESS.format(cache=str(cache)), "own2"))
+        assert again.status is Status.correct, again.reason  # a new worker, forked again
+        pid = ev.worker.proc.pid
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{pid}")  # closed with its evaluator
+
+
+def test_without_a_zygote_the_worker_is_started_and_its_log_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("FORGE_ZYGOTE", "1")
+
+    def none(*_a, **_k):
+        raise zygote.ZygoteError("the zygote could not import torch: testing")
+
+    monkeypatch.setattr(zygote, "get_zygote", none)
+    cache = tmp_path / "cache"
+    task = load_task(FIXTURES / "softmax_small.py")
+    with Evaluator("cpu", options=_options(), cache_dir=cache, build_workers=1) as ev:
+        v = ev.evaluate(task, Candidate.from_source(_CHECKS_ITS_PROCESS.format(cache=str(cache)), "own"))
+        assert v.status is Status.correct, v.reason
+        assert ev.worker.proc is not None and _ppid(ev.worker.proc.pid) == os.getpid()
+        logs = Path(ev.worker._log_path).read_text(errors="replace")
+    assert "no zygote to fork this worker from (the zygote could not import torch: testing)" in logs
+
+
+def test_off_by_default_and_never_for_a_gpu(monkeypatch):
+    monkeypatch.delenv("FORGE_ZYGOTE", raising=False)
+    assert not zygote.enabled("cpu")
+    monkeypatch.setenv("FORGE_ZYGOTE", "1")
+    assert zygote.enabled("cpu") and not zygote.enabled("cuda:0")
