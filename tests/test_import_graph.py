@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "forge_lsp"
 #: the only ones that may import torch or triton. The server, the CLI and the agent never do.
 CHILD_PROCESS_MODULES = (
     "forge_lsp.engine.worker",
+    "forge_lsp.engine.zygote_child",
     "forge_lsp.engine.harness",
     "forge_lsp.runtime",
     "forge_lsp.profiler.target",

@@ -106,7 +106,9 @@ def test_probe_runs_in_a_subprocess_not_in_the_caller(probed):
     reports, before = probed
     assert _task_modules([task for task, _ in reports.values()]) == []
     new = set(sys.modules) - before
-    assert not [m for m in new if m.startswith("forge_")], "the probe executed task code in this process"
+    # (this file's own library test imports `forge_offline_library_under_test` here, maybe meanwhile under xdist)
+    executed = [m for m in new if m.startswith("forge_") and m != "forge_offline_library_under_test"]
+    assert not executed, "the probe executed task code in this process"
     assert all(rep.ok for name, (_, rep) in reports.items() if name != "broken_task")
 
 

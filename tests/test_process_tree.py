@@ -380,6 +380,9 @@ OUTSIDE_THE_SANDBOX = {
     "forge_lsp/runtime/nvcc.py",
     # the split build's nvcc and the prelude's precompile, beside torch's own ninja: inside build workers
     "forge_lsp/engine/harness/loading.py",
+    # the zygote forks each worker, which then sets itself up as `sandbox.spawn` would (session, PDEATHSIG, its
+    # environment); the zygote itself is started through the sandbox (tests/test_zygote.py)
+    "forge_lsp/engine/zygote_child.py",
 }
 
 

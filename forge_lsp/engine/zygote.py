@@ -8,7 +8,7 @@ up what `sandbox.spawn` would have (its own session, death with its parent, its 
 environment, its log as stdout and stderr, its pipes at the descriptor numbers its arguments name) and then runs
 `forge_lsp.engine.worker.main`.
 
-    python -c "import sys; from forge_lsp.engine.zygote import main; sys.exit(main())" --fd N
+    python -m forge_lsp.engine.zygote_child --fd N     (the zygote's side: `zygote_child.py`)
 
 Only for CPU workers, and only with `FORGE_ZYGOTE=1` for now: a process that forks CUDA workers must not have
 initialised CUDA, and the GPU path keeps its fresh processes until that is measured on a GPU; a forked worker's
@@ -22,13 +22,11 @@ which reaps it. `sandbox.kill_tree` ends its tree as it ends any child's.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -38,7 +36,6 @@ from typing import Any, cast
 from ..sandbox import _register, scrubbed_env, spawn
 
 _MAX_MESSAGE = 1 << 20
-_ENTRY = "import sys; from forge_lsp.engine.zygote import main; sys.exit(main())"
 _ENABLED_ENV = "FORGE_ZYGOTE"
 
 
@@ -112,8 +109,7 @@ class Zygote:
         with open(self.log_path, "wb") as log:
             try:
                 self.proc = spawn(
-                    # not `-m`: the package's own import has imported this module by then
-                    [python, "-c", _ENTRY, "--fd", str(theirs.fileno())],
+                    [python, "-m", "forge_lsp.engine.zygote_child", "--fd", str(theirs.fileno())],
                     env=env,
                     cwd=cwd,
                     stdin=subprocess.DEVNULL,
@@ -254,153 +250,3 @@ def fork_worker(
 ) -> Forked:
     """A CPU worker forked from this process's zygote (raises `ZygoteError` when there is none to fork from)."""
     return get_zygote(python, cache_dir).fork(args, env=env, cwd=cwd, log_fd=log_fd, fds=fds)
-
-
-# ----------------------------------------------------------------------------- the zygote
-def _child(sock: socket.socket, wake: int, request: dict[str, Any], fds: list[int]) -> None:
-    """In the forked worker: become what `sandbox.spawn` makes, then run the worker. Never returns."""
-    code = 1
-    try:
-        import fcntl
-
-        from ..sandbox import _die_with_parent
-
-        os.setsid()
-        _die_with_parent(os.getppid())()
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        sock.close()
-        os.close(wake)
-        targets = [int(t) for t in request["fds"]]
-        # above every number they must take, then each at its own number; the log as stdout and stderr
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1024) for fd in fds]
-        for fd in fds:
-            os.close(fd)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(high[0], 1)
-        os.dup2(high[0], 2)
-        for fd, target in zip(high[1:], targets, strict=True):
-            os.dup2(fd, target, inheritable=True)
-        keep = {0, 1, 2, *targets}
-        for name in os.listdir("/proc/self/fd"):
-            if int(name) not in keep:
-                try:
-                    os.close(int(name))
-                except OSError:
-                    pass
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        import io
-        import random
-
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True, line_buffering=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True, line_buffering=True)
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin, /dev/null
-        random.seed()  # not the zygote's sequence, shared by every worker it forked
-        sys.argv = ["forge_lsp.engine.worker", *request["args"]]
-        from . import worker
-
-        code = worker.main(list(request["args"]))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001 - said in the log, then the process ends
-        import traceback
-
-        traceback.print_exc()
-        code = 1
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:  # noqa: BLE001
-            pass
-        _EXIT(int(code or 0))
-
-
-_EXIT = os._exit  # the worker wraps os._exit to say who calls it; the zygote's child ends without that
-
-
-def serve(sock: socket.socket) -> int:
-    """The zygote's loop: fork a worker per request, report each worker's exit. Single-threaded, so forking is safe."""
-    import select
-
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-
-    def send(msg: dict[str, Any]) -> bool:
-        try:
-            sock.send(json.dumps(msg).encode())
-            return True
-        except OSError:
-            return False
-
-    def reap() -> bool:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return True
-            if pid == 0:
-                return True
-            if not send({"exited": pid, "status": os.waitstatus_to_exitcode(status)}):
-                return False
-
-    if not send({"ready": True}):
-        return 0
-    while True:
-        readable, _, _ = select.select([sock.fileno(), wake_r], [], [])
-        if wake_r in readable:
-            try:
-                os.read(wake_r, 512)
-            except BlockingIOError:
-                pass
-            if not reap():
-                return 0
-        if sock.fileno() in readable:
-            try:
-                data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, 64)
-            except OSError:
-                return 0
-            if not data:  # forge is gone
-                return 0
-            try:
-                request = json.loads(data)
-                if len(fds) != 1 + len(request["fds"]):
-                    raise ValueError(
-                        f"{len(fds)} descriptors came with a request naming {len(request['fds'])} and a log"
-                    )
-                pid = os.fork()
-            except Exception as exc:  # noqa: BLE001 - answered; the zygote goes on
-                for fd in fds:
-                    os.close(fd)
-                send({"error": f"{type(exc).__name__}: {exc}"})
-                continue
-            if pid == 0:
-                _child(sock, wake_r, request, fds)
-            for fd in fds:
-                os.close(fd)
-            send({"pid": pid})
-            reap()
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="forge-zygote")
-    ap.add_argument("--fd", type=int, required=True)
-    args = ap.parse_args(argv)
-    sock = socket.socket(fileno=args.fd)
-    try:
-        import torch  # noqa: F401 - the import every worker would otherwise pay
-
-        from . import worker  # noqa: F401 - and the worker's own modules
-    except BaseException as exc:  # noqa: BLE001 - said to the parent, which starts workers the usual way
-        sock.send(json.dumps({"error": f"the zygote could not import torch: {exc}"}).encode())
-        return 1
-    return serve(sock)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
