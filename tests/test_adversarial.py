@@ -467,9 +467,13 @@ after = state()
 sys.setprofile(None)
 import threading, time
 mine = [t for t in threading.enumerate() if t is not threading.main_thread()]
-cpu0 = sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in mine)
+cpu = lambda: sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in mine)
+cpu0, t0 = cpu(), time.monotonic()
 time.sleep(0.3)  # the test process idle: what do the candidate's threads do meanwhile?
-cpu1 = sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in mine)
+cpu1 = cpu()
+while cpu1 - cpu0 <= 0.1 and time.monotonic() - t0 < 3.0:  # a busy machine gives a spinning thread less, not none
+    time.sleep(0.1)
+    cpu1 = cpu()
 print(json.dumps({"naive": bool(torch.allclose(got, expected, atol=1e-2, rtol=1e-2)),
                   "changed": sorted(k for k in before if before[k] != after[k]),
                   "idle_thread_cpu_s": cpu1 - cpu0}), flush=True)
@@ -521,6 +525,7 @@ def _tamper_child(case: Case) -> dict:
 _REFERENCE_CHILD = r"""
 import json, sys, time, torch
 task_src, cand_src = sys.stdin.read().split("\n#--forge-case--\n")
+torch.set_num_threads(1)  # one thread: a call's time does not wait on a second core of a busy machine
 task = {}
 exec(compile(task_src, "task", "exec"), task)
 torch.manual_seed(1)
