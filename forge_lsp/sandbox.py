@@ -57,6 +57,7 @@ __all__ = [
     "child_env",
     "children_die_with_this_process",
     "default_cache_dir",
+    "package_env",
     "is_secret_name",
     "kill_all",
     "kill_group",
@@ -103,10 +104,9 @@ def child_env(device: str, cache_dir: Path, extra: dict[str, str] | None = None)
     `cache_dir`, ``TRITON_INTERPRET=1`` on the CPU (and never elsewhere), this package first on
     ``PYTHONPATH``; `extra` last (it wins).
     """
-    env = scrubbed_env()
+    env = package_env()
     env.update(
         {
-            "PYTHONUNBUFFERED": "1",
             "FORGE_CACHE_DIR": str(cache_dir),
             "TRITON_CACHE_DIR": str(cache_dir / "triton"),
             "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
@@ -116,10 +116,17 @@ def child_env(device: str, cache_dir: Path, extra: dict[str, str] | None = None)
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)
-    # the package must be importable in the child even when run from a source checkout
+    env.update(extra or {})
+    return env
+
+
+def package_env() -> dict[str, str]:
+    """What every forge child's environment starts from: the scrubbed environment, unbuffered output, and this
+    package importable (also when run from a source checkout)."""
+    env = scrubbed_env()
+    env["PYTHONUNBUFFERED"] = "1"
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(extra or {})
     return env
 
 

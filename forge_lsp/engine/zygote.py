@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from ..sandbox import _register, scrubbed_env, spawn
+from ..sandbox import _register, package_env, spawn
 
 _MAX_MESSAGE = 1 << 20
 _ENABLED_ENV = "FORGE_ZYGOTE"
@@ -218,23 +218,14 @@ _zygotes: dict[tuple[str, int], Zygote] = {}
 _zygotes_lock = threading.Lock()
 
 
-def zygote_env() -> dict[str, str]:
-    """The zygote's own environment: the scrubbed one (no secret: a forked worker's /proc/self/environ shows it), the
-    package importable, unbuffered. Each worker gets its whole environment with its request."""
-    env = scrubbed_env()
-    env["PYTHONUNBUFFERED"] = "1"
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
 def get_zygote(python: str, cache_dir: Path) -> Zygote:
     """This process's zygote for `python` (started on first use; again after one died)."""
     key = (python, os.getpid())
     with _zygotes_lock:
         z = _zygotes.get(key)
         if z is None or not z.alive:
-            z = _zygotes[key] = Zygote(python, zygote_env(), cache_dir / "logs")
+            # no secret in it: a forked worker's /proc/self/environ shows the zygote's; each worker gets its own with its request
+            z = _zygotes[key] = Zygote(python, package_env(), cache_dir / "logs")
         return z
 
 
