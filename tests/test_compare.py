@@ -245,3 +245,89 @@ def test_comparison_in_bounded_chunks_finds_the_same_element(monkeypatch, layout
     else:
         assert chunked.problem == "values" and chunked.index == [9, 4] and "2 of 65" in chunked.detail
     assert C.check_tensor(e, e.clone(), tol, "set", "out")[0] is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("rms", [1e-3, 1.0, 30.0])
+def test_honest_rounding_is_decided_by_the_single_precision_check_alone(dtype, rms):
+    """The common case (an honest output: the same values computed another way) never needs the float64 pass, at an
+    output's rms below 1, at about 1 (a normalisation's output) and above: `_agrees_fast` says yes by itself."""
+    from forge_lsp.engine.harness.compare import _agrees_fast
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(300, 200, generator=g, dtype=torch.float64)
+    exact = ((x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True) * rms).to(dtype)
+    approx = (x.to(dtype).float() - x.to(dtype).float().mean(-1, keepdim=True)) / x.float().std(-1, keepdim=True)
+    approx = (approx * rms).to(dtype)
+    fast = _agrees_fast(exact, approx, tol(str(dtype)))
+    assert fast is not None and fast[0] is True
+    assert fast[1] == pytest.approx(float((approx.double() - exact.double()).abs().max()), rel=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_single_precision_check_never_accepts_what_float64_rejects(dtype):
+    """One element's error placed within a few parts in 10^7 either side of the tolerance's edge (the tolerance set
+    from the error, its atol part or its rtol part), and small outputs off as a whole near their bound: wherever
+    `_agrees_fast` says yes, the float64 examination finds nothing; near an edge it hands the decision on (None)
+    rather than guess, and the two together decide as float64 alone does."""
+    from forge_lsp.engine.harness.compare import _agrees, _agrees_fast, _float_mismatch, small_output_bound
+
+    g = torch.Generator().manual_seed(11)
+    said = {True: 0, None: 0}
+    for trial in range(240):
+        t = tol(str(dtype))
+        if trial % 3 < 2:  # one element at the edge
+            e = (torch.randn(4096, generator=g, dtype=torch.float64) * [0.5, 0.9999][trial % 2]).to(dtype)
+            a = e.clone()
+            i = int(torch.randint(0, 4096, (1,), generator=g))
+            a[i] = float(e[i]) + 0.05
+            err = abs(float(a[i]) - float(e[i]))
+            inside = 1 + [-1e-5, -3e-6, -1e-6, -1e-7, 1e-7, 1e-6, 3e-6, 2e-5][trial % 8]  # > 1: just outside
+            if trial % 4 < 2:
+                t = Tolerance(atol=err / inside, rtol=0.0)
+            else:
+                t = Tolerance(atol=1e-19, rtol=err / inside / abs(float(e[i])))
+        else:  # the whole output off by about its small-output bound
+            e = (torch.randn(4096, generator=g, dtype=torch.float64) * 1e-3).to(dtype)
+            off = small_output_bound(t) * (0.85 + 0.05 * (trial % 5))
+            a = (e.double() * (1 + off * torch.randn(4096, generator=g, dtype=torch.float64).sign())).to(dtype)
+        fast = _agrees_fast(e, a, t)
+        exact = _float_mismatch(e, a, t, e, lambda *args, **kw: (args, kw)) is None
+        assert fast is None or (fast[0] and exact), (trial, t)
+        assert _agrees(e, a, t)[0] == exact
+        said[None if fast is None else True] += 1
+    assert said[True] and said[None]  # both answers were exercised
+
+
+def test_the_output_digest_sees_one_changed_bit_and_a_swap_in_every_type():
+    """`bits_digest`, the fingerprint that tells whether a held output was overwritten later: equal for a copy, changed
+    by one flipped bit anywhere and by two elements swapped, for floats, integers, bools and complex, across chunks."""
+    from forge_lsp.engine.harness import compare
+    from forge_lsp.engine.harness.checks import bits_digest
+
+    g = torch.Generator().manual_seed(5)
+    for dtype in [
+        torch.float32,
+        torch.float64,
+        torch.float16,
+        torch.bfloat16,
+        torch.int8,
+        torch.uint8,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+        torch.complex64,
+    ]:
+        x = (torch.randn(compare.CHUNK + 1000, generator=g) * 100).to(dtype)
+        assert bits_digest(x) == bits_digest(x.clone())
+        for at in (0, 777, compare.CHUNK - 1, compare.CHUNK + 999):
+            flipped = x.clone()
+            raw = flipped.view(torch.uint8).view(-1)
+            byte = at * x.element_size()
+            raw[byte] ^= 1  # the lowest bit of the element's first byte
+            assert bits_digest(flipped) != bits_digest(x), (dtype, at)
+        swapped = x.clone()
+        first, second = 10, compare.CHUNK + 10
+        swapped[[first, second]] = swapped[[second, first]]
+        if not torch.equal(x[first].view(-1), x[second].view(-1)):
+            assert bits_digest(swapped) != bits_digest(x), dtype

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from collections.abc import Callable, Iterable
@@ -30,10 +31,30 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 _INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
+_WEIGHTS: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+
+
+def _position_weights(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """`CHUNK` odd position weights of an integer type, drawn once per process, device and type from the OS's entropy
+    with a generator of their own (the global RNG is left alone), so no candidate can know them ahead. Odd, so a
+    weight times any nonzero difference is nonzero in the type's wrap-around arithmetic."""
+    from .compare import CHUNK
+
+    key = (str(device), dtype)
+    if key not in _WEIGHTS:
+        gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        high = 2**62 if dtype == torch.int64 else 2**31 - 1
+        drawn = torch.randint(0, high, (CHUNK,), generator=gen, dtype=torch.int64).bitwise_or_(1)
+        _WEIGHTS[key] = drawn.to(dtype).to(device)
+    return _WEIGHTS[key]
+
+
 def bits_digest(obj: Any) -> tuple[Any, ...]:
-    """A fingerprint of the bits of every tensor in an output structure: shape, dtype and two sums of the bits read as
-    integers (one plain, one weighted by position), a bounded chunk at a time, with one host sync. Any change of any
-    element changes it but for a chance of about 2^-64; a copy of the same bits gives the same digest."""
+    """A fingerprint of the bits of every tensor in an output structure: shape, dtype and, for each bounded chunk, two
+    sums of its bits read as integers in wrap-around arithmetic (32-bit, 64-bit for 8-byte types): one plain, one
+    weighted by position with this process's random odd weights. One host sync. A change of one element always
+    changes both; a change of several, but for a chance of about 2^-32. A copy of the same bits gives the same
+    digest. Two passes over each chunk in its own width, with no widening copy for 4- and 8-byte types."""
     from .compare import _chunks
 
     parts: list[Any] = []
@@ -49,14 +70,12 @@ def bits_digest(obj: Any) -> tuple[Any, ...]:
         bits = t.view(_INT_VIEW[width]) if t.dtype not in _INT_VIEW.values() and width in _INT_VIEW else t
         if bits.dtype == torch.bool:
             bits = bits.view(torch.uint8)
-        plain = torch.zeros((), dtype=torch.int64, device=t.device)
-        weighted = torch.zeros((), dtype=torch.int64, device=t.device)
-        for start, chunk, _ in _chunks(bits, bits):
-            values = chunk.to(torch.int64)
-            position = torch.arange(start, start + values.numel(), dtype=torch.int64, device=t.device)
-            plain += values.sum()
-            weighted += (values * (position * 2654435761 % 2147483647 + 1)).sum()
-        sums += [plain, weighted]
+        acc = torch.int64 if width == 8 else torch.int32
+        weights = _position_weights(t.device, acc)
+        for _, chunk, _ in _chunks(bits, bits):
+            values = chunk if chunk.dtype == acc else chunk.to(acc)
+            plain, weighted = values.sum(dtype=acc), torch.mul(values, weights[: values.numel()]).sum(dtype=acc)
+            sums += [plain.to(torch.int64), weighted.to(torch.int64)]
     if sums:
         parts.append(tuple(torch.stack(sums).tolist()))
     return tuple(parts)
