@@ -217,9 +217,10 @@ def test_a_build_compiles_for_the_device_its_request_names(tmp_path):
 @pytest.mark.slow
 # closing a worker that is still starting (its pipes not yet adopted) must not raise in the closing thread
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
-def test_a_pool_closed_while_its_build_workers_start_leaves_none_running(tmp_path, fast_options):
+def test_a_pool_closed_while_its_build_workers_start_leaves_none_running(tmp_path, fast_options, monkeypatch):
     """The build workers start at the first candidate that builds, beside the device's worker; a pool closed
-    before they are up ends them too."""
+    before they are up ends them too. Started afresh (as on a GPU): a worker forked from the zygote is up at once."""
+    monkeypatch.setenv("FORGE_ZYGOTE", "0")
     pool = LocalPool("cpu", options=fast_options, cache_dir=tmp_path / "cache", build_workers=2)
     future = pool.submit(load_task(FIXTURES / "softmax_small.py"), Candidate.from_source(C.CPP_CORRECT, "cpp"))
     deadline = time.monotonic() + 60

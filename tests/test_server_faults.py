@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES
+from proctree import cmdline, descendants, running
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
 
@@ -247,43 +248,6 @@ class RawClient:
 
 
 # ------------------------------------------------------------------------------- process helpers
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, parent pid) of a live process, None when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return fields[0], int(fields[1])
-
-
-def descendants(root: int) -> list[int]:
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            st = _stat(int(entry.name))
-            if st is not None:
-                parents.setdefault(st[1], []).append(int(entry.name))
-    out, todo = [], [root]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def running(pids: list[int]) -> list[int]:
-    """Those of `pids` that still run (a zombie waiting for its reaper has stopped running)."""
-    return [p for p in pids if (st := _stat(p)) is not None and st[0] != "Z"]
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 @pytest.fixture()
 def raw(tmp_path):
     clients: list[RawClient] = []

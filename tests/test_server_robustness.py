@@ -16,6 +16,7 @@ import pytest
 import pytest_lsp
 from conftest import FIXTURES
 from lsprotocol import types as t
+from proctree import descendants
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
@@ -109,19 +110,9 @@ def _lsp_send(proc: subprocess.Popen, payload: dict) -> None:
     proc.stdin.flush()
 
 
-def _worker_pids(cache: str) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes()
-            env = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if b"forge_lsp.engine.worker" in cmd and f"FORGE_CACHE_DIR={cache}".encode() in env:
-            pids.append(int(proc.name))
-    return pids
+def _worker_pids(server: int) -> list[int]:
+    """The evaluation workers below the server: started by it, or forked by its zygote."""
+    return [p for p, cmd in descendants(server).items() if "forge_lsp.engine.worker" in cmd]
 
 
 @pytest.mark.slow
@@ -188,9 +179,9 @@ def test_client_that_disappears_mid_run_leaves_no_workers(tmp_path, fake_openai)
         },
     )
     deadline = time.monotonic() + 180  # the reference's evaluation comes first: slow beside a loaded suite
-    while not (fake_openai.chat_requests and _worker_pids(cache)) and time.monotonic() < deadline:
+    while not (fake_openai.chat_requests and _worker_pids(proc.pid)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    workers = _worker_pids(cache)
+    workers = _worker_pids(proc.pid)
     assert fake_openai.chat_requests and workers, (
         "the run did not get to its model call with a worker up; the server said:\n"
         + server_log.read_text(errors="replace")[-3000:]

@@ -70,6 +70,9 @@ def test_a_forked_worker_is_a_started_workers_equal_and_its_crash_a_verdict(tmp_
         assert checked.status is Status.correct, checked.reason
         z = zygote.get_zygote(ev.worker.python, cache)
         assert ev.worker.proc is not None and _ppid(ev.worker.proc.pid) == z.proc.pid  # forked, not started
+        title = Path(f"/proc/{ev.worker.proc.pid}/cmdline").read_bytes().rstrip(b"\0").decode()
+        assert title.startswith(f"{ev.worker.python} -m forge_lsp.engine.worker --device cpu"), title  # as ps shows it
+        assert b"FORGE_" not in Path(f"/proc/{ev.worker.proc.pid}/environ").read_bytes()  # blank, not the zygote's
         crashed = ev.evaluate(task, Candidate.from_source(_CRASHES, "aborts"))
         assert crashed.status is Status.crashed and "SIGABRT" in crashed.reason, crashed.reason
         again = ev.evaluate(task, Candidate.from_source(_CHECKS_ITS_PROCESS.format(cache=str(cache)), "own2"))
@@ -98,8 +101,11 @@ def test_without_a_zygote_the_worker_is_started_and_its_log_says_why(tmp_path, m
     assert "no zygote to fork this worker from (the zygote could not import torch: testing)" in logs
 
 
-def test_off_by_default_and_never_for_a_gpu(monkeypatch):
+def test_on_by_default_for_the_cpu_off_when_asked_and_never_for_a_gpu(monkeypatch):
     monkeypatch.delenv("FORGE_ZYGOTE", raising=False)
-    assert not zygote.enabled("cpu")
+    assert zygote.enabled("cpu") and not zygote.enabled("cuda:0") and not zygote.enabled("cuda")
+    for off in ("0", "false", "OFF", "no"):
+        monkeypatch.setenv("FORGE_ZYGOTE", off)
+        assert not zygote.enabled("cpu")
     monkeypatch.setenv("FORGE_ZYGOTE", "1")
     assert zygote.enabled("cpu") and not zygote.enabled("cuda:0")

@@ -10,10 +10,11 @@ environment, its log as stdout and stderr, its pipes at the descriptor numbers i
 
     python -m forge_lsp.engine.zygote_child --fd N     (the zygote's side: `zygote_child.py`)
 
-Only for CPU workers, and only with `FORGE_ZYGOTE=1` for now: a process that forks CUDA workers must not have
-initialised CUDA, and the GPU path keeps its fresh processes until that is measured on a GPU; a forked worker's
-/proc/PID/cmdline and environ are the zygote's, so tools that find workers by them do not see it yet. A zygote that
-cannot start or has died is said in the worker's log and the worker is started the usual way.
+For CPU workers, unless `FORGE_ZYGOTE=0`: a process that forks CUDA workers must not have initialised CUDA, and the
+GPU path keeps its fresh processes until that is measured on a GPU. A forked worker titles itself (setproctitle), so
+its /proc/PID/cmdline, `ps` and `top` name `forge_lsp.engine.worker` and its arguments as a started worker's do; its
+/proc/PID/environ is blank (the block held the zygote's scrubbed environment; the worker's own is in `os.environ`).
+A zygote that cannot start or has died is said in the worker's log and the worker is started the usual way.
 
 The parent's side: `fork_worker` returns a `Forked`, which stands for a `subprocess.Popen` wherever forge keeps one
 (`pid`, `returncode`, `poll`, `wait`, `kill`, `terminate`, `send_signal`); its exit status comes from the zygote,
@@ -40,9 +41,9 @@ _ENABLED_ENV = "FORGE_ZYGOTE"
 
 
 def enabled(device: str) -> bool:
-    """Whether workers for `device` are forked from a zygote: CPU workers, with `FORGE_ZYGOTE=1`. Off by default
-    until a forked worker is as recognisable as a started one (its /proc cmdline and environ are the zygote's)."""
-    return device == "cpu" and os.environ.get(_ENABLED_ENV, "0").strip() in ("1", "true", "yes", "on")
+    """Whether workers for `device` are forked from a zygote: CPU workers, unless `FORGE_ZYGOTE` is 0 (or false, no,
+    off), which starts each afresh."""
+    return device == "cpu" and os.environ.get(_ENABLED_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 # ----------------------------------------------------------------------------- the parent's side
@@ -91,6 +92,17 @@ class Forked:
     def as_popen(self) -> subprocess.Popen:
         """This, typed as what forge keeps for a child (it answers everything forge asks of one)."""
         return cast(subprocess.Popen, self)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs. A worker whose zygote died before reaping it is a zombie until whoever inherited it
+    reaps it (in a container with no init, never): it has stopped running all the same."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
 
 
 class Zygote:
@@ -168,13 +180,8 @@ class Zygote:
         with self._cond:
             if pid in self._exits:
                 return self._exits[pid]
-            if self._dead:  # the zygote's children die with it (PDEATHSIG)
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    return -signal.SIGKILL
-                except PermissionError:
-                    pass
+            if self._dead and not _running(pid):  # the zygote's children die with it (PDEATHSIG)
+                return -signal.SIGKILL
             return None
 
     def wait_exit(self, pid: int, timeout: float) -> None:

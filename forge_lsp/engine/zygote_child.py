@@ -55,6 +55,12 @@ def _child(sock: socket.socket, wake: int, request: dict[str, Any], fds: list[in
                 except OSError:
                     pass
         os.chdir(request["cwd"])
+        import setproctitle
+
+        # /proc/PID/cmdline (ps, top, forge's own tests) names the worker, not the zygote. Before the environment is
+        # replaced: setproctitle finds the room it writes in by the environment block, which it overwrites (it held
+        # the zygote's scrubbed environment; the worker's own is in os.environ)
+        setproctitle.setproctitle(" ".join([sys.executable, "-m", "forge_lsp.engine.worker", *request["args"]]))
         os.environ.clear()
         os.environ.update(request["env"])
         import io
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sock = socket.socket(fileno=args.fd)
     try:
+        import setproctitle  # noqa: F401 - set up once here (it moves the environment block); each worker titles itself
         import torch  # noqa: F401 - the import every worker would otherwise pay
 
         from . import worker  # noqa: F401 - and the worker's own modules
