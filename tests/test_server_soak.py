@@ -42,8 +42,9 @@ BROKEN = "import torch.nn as nn\n\nclass Broken(nn.Module):\n    def forward(sel
 
 
 def work_processes(pid: int) -> list[int]:
-    """The server's descendants but the sandbox's guardian (it lives as long as the server, by design)."""
-    return [p for p in descendants(pid) if "forge-lsp guardian" not in cmdline(p)]
+    """The server's descendants but the sandbox's guardian and the CPU workers' zygote (each lives as long as the
+    server, by design, and runs no work: a worker the zygote forked is its child, so still counted here)."""
+    return [p for p in descendants(pid) if not any(k in cmdline(p) for k in ("forge-lsp guardian", "zygote_child"))]
 
 
 def rss_mb(pid: int) -> float:
