@@ -217,3 +217,48 @@ def test_profile_on_the_cpu_shows_no_device_time_column():
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     header = next(ln for ln in r.stdout.splitlines() if "op / kernel" in ln)
     assert "device µs" not in header and "cpu µs" in header, r.stdout
+
+
+# ------------------------------------------------------------------------------------ 8. set-up says nothing
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_editable_install_of_dev_setup_prints_no_setuptools_notes(tmp_path):
+    """`./dev setup`'s editable install of forge (the step that printed setuptools' notes) is quiet: the filter it
+    sets silences the note, which the same install without it prints. A copy of the project, in a venv of its own,
+    without dependencies (the step's own output is what is checked)."""
+    import os
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    step = next(line for line in (ROOT / "dev").read_text().splitlines() if "pip install -q -e" in line)
+    quiet = re.match(r'\s*PYTHONWARNINGS="([^"]+)"', step)
+    assert quiet, f"./dev setup's editable install sets no warnings filter: {step.strip()}"
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    for name in ("forge_lsp", "prompts"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "VIRTUAL_ENV", "PYTHONPATH")}
+
+    def install(**extra: str) -> str:
+        r = subprocess.run(
+            [sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", "--no-deps", "-e", src],
+            cwd=tmp_path,
+            env=env | extra,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        return "\n".join(line for line in (r.stdout + r.stderr).splitlines() if "Location 'file:" not in line)
+
+    assert "Editable installation" in install()  # the note, without the filter
+    said = install(PYTHONWARNINGS=quiet.group(1))
+    assert "Editable installation" not in said and "Warning" not in said, said
