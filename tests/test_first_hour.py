@@ -176,7 +176,7 @@ def test_show_latest_says_the_outcome_and_the_final_retiming_first(tmp_path):
 
 
 def test_slowdowns_read_as_slowdowns_in_one_number_format():
-    from forge_lsp.agent.progress import speedup_words, times
+    from forge_lsp.words import speedup_words, times
 
     assert speedup_words(0.0021) == "476× slower"
     assert speedup_words(0.44) == "2.27× slower"
@@ -262,3 +262,15 @@ def test_the_editable_install_of_dev_setup_prints_no_setuptools_notes(tmp_path):
     assert "Editable installation" in install()  # the note, without the filter
     said = install(PYTHONWARNINGS=quiet.group(1))
     assert "Editable installation" not in said and "Warning" not in said, said
+
+
+def test_a_timed_speedup_is_said_with_what_its_interval_decides():
+    """`forge eval`'s speedup line ends in words: faster or slower only when the whole interval says so, else "not
+    decided"; the same two-decimal format as every other figure (never 0.920×, never 0.00x)."""
+    from forge_lsp.words import interval_words, times
+
+    assert interval_words(1.42, 1.20, 1.61) == "1.42× faster"
+    assert interval_words(0.92, 0.80, 0.97) == "1.09× slower"
+    assert interval_words(1.003, 0.974, 1.038) == "not decided: the 95% interval spans 1"
+    assert interval_words(0.92, 0.77, 1.09, level="99%") == "not decided: the 99% interval spans 1"
+    assert times(0.920) == "0.92×" and times(27.83) == "28×"

@@ -284,7 +284,7 @@ def test_soak(tmp_path, fake_openai):
         c.notify("exit")
         code = c.proc.wait(timeout=30)
         time.sleep(1.0)
-        leftover = running(sorted(seen))
+        leftover = sorted(running(seen))
         report = {
             "seconds": round(time.monotonic() - started),
             "requests_needing_a_reply": len(soak.expected),

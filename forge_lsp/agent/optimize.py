@@ -672,7 +672,7 @@ class Optimizer:
             self.run_id, "final_timing", {"candidate": best.id, "speedup": verdict.speedup, "timing": timing}
         )
         if verdict.speedup <= 1:  # "best" is never a slowdown: the fastest, said as slower
-            from .progress import speedup_words
+            from ..words import speedup_words
 
             return [f"fastest candidate {best.id}: {speedup_words(verdict.speedup)} (final re-timing)"]
         return [f"best candidate {best.id}: {speedup_label(verdict.speedup, best.speedup)}"]

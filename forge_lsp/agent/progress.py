@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..words import speedup_words
+
 
 def speedup_label(final: float, search: float | None = None) -> str:
     """A best candidate's speedup, said one way everywhere (CLI, messages, lenses, diagnostics, hover): the
@@ -20,21 +22,6 @@ def speedup_label(final: float, search: float | None = None) -> str:
     if search is not None and f"{search:.2f}" != f"{final:.2f}":
         text += f"; search {search:.2f}×"
     return text + ")"
-
-
-def times(x: float) -> str:
-    """A ratio in the one format used everywhere: "1.42×", "0.73×", "470×" (two decimals below 10)."""
-    return f"{x:.0f}×" if x >= 9.995 else f"{x:.2f}×"
-
-
-def speedup_words(x: float) -> str:
-    """A speedup said as what it is: "1.42× faster", "2.27× slower" for 0.44, "470× slower" for 0.0021 (never
-    "0.00x"), "as fast" within half a percent."""
-    if x <= 0:
-        return "not measured"
-    if abs(x - 1.0) < 0.005:
-        return "as fast as the reference"
-    return f"{times(x)} faster" if x > 1 else f"{times(1 / x)} slower"
 
 
 def outcome_words(status: str, message: str, speedup: float | None, written: str | None) -> str:

@@ -32,6 +32,7 @@ from ..engine import (
 from ..engine.executor import ExecEvent, ExecutorUnavailable, make_executor
 from ..parsing import parse
 from ..usecases.evaluate import BatchSummary, Evaluated, RepairOutcome
+from ..words import interval_words, times
 
 
 def console(stderr: bool = False) -> Console:
@@ -405,8 +406,8 @@ def render(out: Console, task_name: str, cand_name: str, v: Verdict) -> None:
         lo, hi = t.speedup_ci95
         out.print(
             f"  reference {_fmt_ms(t.reference.median_ms)}  candidate {_fmt_ms(t.candidate.median_ms)}  "
-            f"speedup [bold]{t.speedup:.3f}×[/] (95% CI {lo:.3f}–{hi:.3f}, n={t.candidate.n}, {t.mode}"
-            f"{', L2 flushed' if t.l2_flush else ''})"
+            f"speedup [bold]{times(t.speedup)}[/] (95% CI {lo:.2f}–{hi:.2f}, n={t.candidate.n}, {t.mode}"
+            f"{', L2 flushed' if t.l2_flush else ''}): [bold]{interval_words(t.speedup, lo, hi)}[/]"
         )
         for note in t.notes:
             out.print(f"  note: {note}")
@@ -437,7 +438,10 @@ def render_repair(out: Console, cand_name: str, r: RepairOutcome, written: Path 
     if v.timing:
         t = v.timing
         lo, hi = t.speedup_ci95
-        out.print(f"    speedup [bold]{t.speedup:.3f}×[/] (95% CI {lo:.3f}–{hi:.3f}, n={t.candidate.n}, {t.mode})")
+        out.print(
+            f"    speedup [bold]{times(t.speedup)}[/] (95% CI {lo:.2f}–{hi:.2f}, n={t.candidate.n}, {t.mode}): "
+            f"{interval_words(t.speedup, lo, hi)}"
+        )
     for limit in r.remaining:
         out.print(f"    not repaired: {limit}")
     if not ok and v.failed_check:

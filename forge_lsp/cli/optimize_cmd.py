@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..agent.progress import speedup_words, times
+from ..words import interval_words, speedup_words, times
 from .eval_cmd import StageProgress, add_executor_argument, console, non_negative_float, positive_float, positive_int
 
 
@@ -535,7 +535,8 @@ def run_model_wide(args: argparse.Namespace) -> int:
             out.print(f"  not judged against fp32: {check.fp32_note}", highlight=False)
         if check.speedup is not None and check.ci:
             out.print(
-                f"speedup {check.speedup:.3f}× (99% CI {check.ci[0]:.3f}-{check.ci[1]:.3f}, {check.reps} forwards each way)",
+                f"speedup {times(check.speedup)} (99% CI {check.ci[0]:.2f}-{check.ci[1]:.2f}, {check.reps} forwards "
+                f"each way): {interval_words(check.speedup, check.ci[0], check.ci[1], level='99%')}",
                 highlight=False,
             )
         elif check.decision:
@@ -543,7 +544,7 @@ def run_model_wide(args: argparse.Namespace) -> int:
         for r in check.reverted:
             out.print(f"reverted {r.cls}: {r.why}", highlight=False)
         if check.model_modes:
-            mods = f"{check.modules_speedup:.3f}×" if check.modules_speedup else "none kept"
+            mods = times(check.modules_speedup) if check.modules_speedup else "none kept"
             out.print(f"whole forward compiled on top (replacements alone: {mods}):", highlight=False)
             for row in check.model_modes:
                 said = (

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..words import times
+
 #: the outcomes of `decide`
 FASTER, SLOWER, INCONCLUSIVE = "faster", "slower", "inconclusive"
 
@@ -86,7 +88,7 @@ class Decision:
         if self.speedup is None or self.ci is None:
             return "not timed"
         figures = (
-            f"{self.speedup:.3f}× (99% CI {self.ci[0]:.3f}-{self.ci[1]:.3f}, {self.pairs} forwards each way"
+            f"{times(self.speedup)} (99% CI {self.ci[0]:.2f}-{self.ci[1]:.2f}, {self.pairs} forwards each way"
             + (f", {self.outliers} outlier timings" if self.outliers else "")
             + ")"
         )
