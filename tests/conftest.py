@@ -108,3 +108,68 @@ def tool_on_path(tmp_path: Path, monkeypatch, name: str, body: str) -> Path:
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return exe
+
+
+# ----------------------------------------------------------------------------- the unit layer starts no process
+#: The markers under which a test may start a process (a worker, a server, a build, a browser, the CLI).
+_MAY_START_PROCESSES = ("integration", "slow", "gpu")
+
+
+class UnitTestStartedAProcess(AssertionError):
+    """A test of the unit layer (`./dev test --fast`) started a process: it belongs under `integration`."""
+
+
+#: What libraries run on their own to learn about the machine, once per process (`platform.processor()` runs
+#: `uname -p`, `ctypes.util.find_library` runs `ldconfig -p`, cuda-pathfinder loads libcudart in a Python child to
+#: find the CUDA toolkit's headers): not the test's doing, allowed.
+_MACHINE_PROBES = ("uname", "ldconfig", "cuda.pathfinder.")
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request, monkeypatch):
+    """The fast loop is the unit layer: a test without one of `_MAY_START_PROCESSES` that starts a process (through
+    subprocess, multiprocessing, os.fork or posix_spawn) fails at once, naming what it started. A library's look at
+    the machine (`_MACHINE_PROBES`) is not counted."""
+    if any(request.node.get_closest_marker(m) for m in _MAY_START_PROCESSES):
+        yield
+        return
+    import _posixsubprocess
+    import subprocess
+
+    started: list[str] = []
+
+    def refuse(what: str, original=None):
+        def starts(*args, **kwargs):
+            argv = args[0] if args and isinstance(args[0], (list, tuple)) and args[0] else None
+            program = os.path.basename(os.fsdecode(argv[0])) if argv else ""
+            said = [os.fsdecode(a) for a in argv or ()]
+            if original is not None and any(
+                p == program or any(a.startswith(p) for a in said) for p in _MACHINE_PROBES
+            ):
+                return original(*args, **kwargs)
+            started.append(f"{what}: {program}" if program else what)
+            raise UnitTestStartedAProcess(
+                f"{request.node.nodeid} is a unit test (no integration/slow/gpu mark) and started a process "
+                f"({started[-1]}): mark it @pytest.mark.integration, or test the logic without the process"
+            )
+
+        return starts
+
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", refuse("multiprocessing"))
+    # subprocess bound fork_exec when it was imported
+    monkeypatch.setattr(subprocess, "_fork_exec", refuse("subprocess", subprocess._fork_exec))
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, refuse(f"os.{name}"))
+    yield
+    call = getattr(request.node, "_forge_report_call", None)
+    if started and (call is None or call.passed):  # the refusal was caught and swallowed inside the test
+        pytest.fail(f"{request.node.nodeid} started a process ({', '.join(started)}) though it is a unit test")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report kept on the item, for fixtures that look at how the test itself went."""
+    report = yield
+    setattr(item, f"_forge_report_{report.when}", report)
+    return report

@@ -82,6 +82,7 @@ def test_explain_cu_without_a_loader_says_to_pass_entry(tmp_path):
     assert r.returncode == 2 and "--entry" in r.stderr
 
 
+@pytest.mark.integration  # starts a process
 def test_explain_cu_on_cpu_is_refused_in_one_line_before_the_entry_runs(tmp_path, cache_dir):
     """Nothing can be profiled without a GPU: the kernel's script is not run for nothing (it ran for seconds and
     ended in a traceback before), the refusal is one line and exit 2, as for any request that cannot run."""

@@ -141,6 +141,7 @@ def test_probe_records_arguments_modules_and_shapes(probed):
     assert ln.args == [{"node": "mul"}, [32]] and ln.kwargs == {"weight": None, "bias": None, "eps": 1e-6}
 
 
+@pytest.mark.integration  # starts a process
 def test_probe_reports_a_broken_task_and_a_timeout(probed, cache_dir):
     _, rep = probed[0]["broken_task"]
     assert not rep.ok and not rep.traced and "this constructor always fails" in rep.error
@@ -248,6 +249,7 @@ def test_library_candidate_is_correct_in_the_engine(probed, cpu_evaluator, name,
         }
 
 
+@pytest.mark.integration  # starts a process
 def test_a_changed_graph_fails_loudly(probed, cpu_evaluator):
     task, rep = probed[0]["softmax_task"]
     cand = next(c for c in candidates_for(task, rep, device="cpu") if c.name == "library:softmax")

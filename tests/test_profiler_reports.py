@@ -93,6 +93,7 @@ def _fake_ncu(tmp_path: Path, body: str) -> str:
     return str(exe)
 
 
+@pytest.mark.integration  # starts a process
 def test_without_the_reader_ncu_import_is_run_and_its_warnings_stay_out_of_the_csv(tmp_path, monkeypatch):
     import forge_lsp.profiler.report as report
 
@@ -105,6 +106,7 @@ def test_without_the_reader_ncu_import_is_run_and_its_warnings_stay_out_of_the_c
     assert kernel == expected
 
 
+@pytest.mark.integration  # starts a process
 def test_a_failing_ncu_import_says_its_exit_code_and_stderr(tmp_path, monkeypatch):
     import forge_lsp.profiler.report as report
 

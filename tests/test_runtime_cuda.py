@@ -294,6 +294,7 @@ def test_candidate_import_precompiles_without_gpu(tmp_path: Path) -> None:
     assert len(list((cache / "nvrtc").glob("*.cubin"))) == 1
 
 
+@pytest.mark.integration  # starts a process
 def test_import_is_cheap() -> None:
     code = (
         "import sys, forge_lsp.runtime.cuda, forge_lsp.runtime.nvcc;"

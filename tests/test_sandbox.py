@@ -143,6 +143,7 @@ def test_old_import_paths_still_work():
     assert worker_env is child_env and default_cache_dir is sandbox.default_cache_dir
 
 
+@pytest.mark.integration  # starts a process
 def test_child_gets_only_the_environment_given(monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     r = run_sandboxed(
@@ -167,6 +168,7 @@ def test_return_codes_and_output_come_through(tmp_path):
         run_sandboxed([str(tmp_path / "no-such-program")], env=env, cwd=tmp_path, timeout=30)
 
 
+@pytest.mark.integration  # starts a process
 def test_child_runs_in_its_own_process_group_with_stdin_closed(tmp_path):
     r = run_sandboxed(
         [
@@ -205,6 +207,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     assert _wait_group_gone(pgid), f"processes left in group {pgid}: {_group_members(pgid)}"
 
 
+@pytest.mark.integration  # starts a process
 def test_cancel_event_kills_the_whole_process_group(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
     cancel = threading.Event()
@@ -249,6 +252,7 @@ def test_cancel_event_that_is_never_set_changes_nothing(tmp_path):
     assert late.timed_out and not late.cancelled and late.returncode is None
 
 
+@pytest.mark.integration  # starts a process
 def test_kill_group_kills_a_popen_child_and_its_grandchildren(tmp_path):
     import subprocess
 
@@ -268,6 +272,7 @@ def test_kill_group_kills_a_popen_child_and_its_grandchildren(tmp_path):
     kill_group(proc, wait=1)  # a dead child: nothing to do, no error
 
 
+@pytest.mark.integration  # starts a process
 def test_an_exception_while_waiting_kills_the_whole_process_group(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
 

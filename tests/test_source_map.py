@@ -66,6 +66,7 @@ def generated_files(tmp_path, source: str = CANDIDATE):
     return tmp_path / "cuda.cu", tmp_path / "main.cpp"
 
 
+@pytest.mark.integration  # torch's load_inline runs ninja
 def test_a_line_of_loads_inlines_cuda_cu_is_the_line_of_the_candidates_string(tmp_path):
     cu, _ = generated_files(tmp_path)
     generated = cu.read_text()
@@ -78,6 +79,7 @@ def test_a_line_of_loads_inlines_cuda_cu_is_the_line_of_the_candidates_string(tm
     assert literal_line(CANDIDATE, generated, 1) is None
 
 
+@pytest.mark.integration  # torch's load_inline runs ninja
 def test_profile_hot_lines_in_the_generated_file_are_moved_to_the_py_file(tmp_path):
     cu, cpp = generated_files(tmp_path)
     gen = cu.read_text().splitlines()

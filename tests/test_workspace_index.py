@@ -598,6 +598,7 @@ def test_concurrent_updates_keep_the_latest_version(tmp_path):
     assert w.get(path).version == 399 and [m.name for m in w.get(path).modules] == ["V399"]
 
 
+@pytest.mark.integration  # starts a process
 def test_importing_the_workspace_package_pulls_no_torch_or_editor_library():
     code = (
         "import sys, forge_lsp.workspace, forge_lsp.workspace.skeleton; "
