@@ -495,7 +495,7 @@ def test_split_builds_keep_each_candidates_verdict_and_stream_domain(tmp_path):
     legacy stream's candidate `default`, the current stream's `any`. The legacy one's repair (launches moved to the
     current stream) links the device object its original built: no second nvcc build."""
     from forge_lsp.engine import EvalOptions, load_candidate, load_task
-    from forge_lsp.engine.executor import make_executor
+    from forge_lsp.engine.executors import make_executor
     from forge_lsp.usecases.evaluate import evaluate_batch
 
     tasks = ROOT / "benchmarks" / "kernelbench_batch" / "tasks"

@@ -7,7 +7,7 @@ import pytest
 from conftest import FIXTURES
 
 from forge_lsp.engine import Candidate, load_task
-from forge_lsp.engine.executor import make_executor
+from forge_lsp.engine.executors import make_executor
 from forge_lsp.usecases.evaluate import evaluate_batch, summarize
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)

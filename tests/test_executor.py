@@ -16,7 +16,8 @@ from conftest import FIXTURES, tool_on_path
 
 from forge_lsp.agent.config import ConfigError, load_config
 from forge_lsp.engine import Candidate, Status, load_candidate, load_task
-from forge_lsp.engine.executor import ExecEvent, LocalPool, local_devices, make_executor, parse_executor
+from forge_lsp.engine.executor import ExecEvent, LocalPool, local_devices
+from forge_lsp.engine.executors import make_executor, parse_executor
 from forge_lsp.engine.pipe import Hello
 from forge_lsp.engine.worker_client import Worker
 

@@ -84,7 +84,7 @@ def test_the_repair_of_each_candidate_is_the_expected_one(name):
 def test_a_sample_of_the_corpus_gets_its_expected_verdicts_and_repairs_on_the_gpu(cache_dir):
     """One candidate of each expected outcome, through forge eval's use case on the GPU."""
     from forge_lsp.engine import EvalOptions, load_candidate, load_task
-    from forge_lsp.engine.executor import make_executor
+    from forge_lsp.engine.executors import make_executor
     from forge_lsp.usecases.evaluate import evaluate_batch
 
     sample: dict[tuple, str] = {}

@@ -196,7 +196,7 @@ def test_children_forked_while_connected_through_the_ray_client_skip_no_grpc_for
     address, _ = ray_head
     code = (
         "import os, subprocess, sys\n"
-        "from forge_lsp.engine.executor import make_executor\n"
+        "from forge_lsp.engine.executors import make_executor\n"
         "from forge_lsp.sandbox import kill_tree, spawn\n"
         f"ex = make_executor({address!r}, 'cpu', build_workers=1)\n"
         "codes = []\n"

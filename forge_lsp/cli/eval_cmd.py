@@ -29,7 +29,8 @@ from ..engine import (
     load_candidate,
     load_task,
 )
-from ..engine.executor import ExecEvent, ExecutorUnavailable, make_executor
+from ..engine.executor import ExecEvent, ExecutorUnavailable
+from ..engine.executors import make_executor
 from ..parsing import parse
 from ..usecases.evaluate import BatchSummary, Evaluated, RepairOutcome
 from ..words import interval_words, times

@@ -22,7 +22,8 @@ from ..agent.optimize import OptimizeOptions, Optimizer, RunOutcome, models_from
 from ..agent.progress import outcome_words, speedup_label
 from ..agent.store import CandidateRecord, RunStore
 from ..engine import EvalOptions, Task, TaskError, Verdict, load_task
-from ..engine.executor import Executor, ExecutorUnavailable, make_executor
+from ..engine.executor import Executor, ExecutorUnavailable
+from ..engine.executors import make_executor
 from ..reintegrate import VerifiedDomain, domain_from_verdict
 from .common import UseCaseError, check_device, find_workspace
 
