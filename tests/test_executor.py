@@ -118,7 +118,7 @@ def made_without(module: str, before: str, executor: str) -> str:
     """What making `executor` raises, said as "Type message", in a fresh interpreter where `module` cannot be
     imported (after running `before` there)."""
     code = (
-        f"import sys; sys.modules[{module!r}] = None\n{before}import forge_lsp.engine.executor as e\n"
+        f"import sys; sys.modules[{module!r}] = None\n{before}import forge_lsp.engine.executors as e\n"
         f"try:\n    e.make_executor({executor!r}, 'cpu')\nexcept Exception as exc:\n    print(type(exc).__name__, exc)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -130,7 +130,7 @@ def test_the_ray_executor_without_ray_says_what_to_install():
     """Ray is imported only when the Ray executor is made; without it, the error names the extra to install."""
     said = made_without(
         "ray",  # `import ray` raises ImportError, as where it is not installed
-        "import forge_lsp.cli.main, forge_lsp.usecases.optimize, forge_lsp.engine.executor\n"
+        "import forge_lsp.cli.main, forge_lsp.usecases.optimize, forge_lsp.engine.executors\n"
         "assert 'ray' not in [m for m in sys.modules if sys.modules[m] is not None]\n",
         "ray",
     )
