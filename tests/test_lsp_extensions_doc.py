@@ -11,7 +11,7 @@ import pytest
 from pydantic.alias_generators import to_camel
 
 from forge_lsp.server import protocol
-from forge_lsp.server.server import create_server
+from forge_lsp.server.app import create_server
 from forge_lsp.server.settings import Settings
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "lsp-extensions.md").read_text()

@@ -121,7 +121,7 @@ def test_tcp_listens_on_the_given_port(tmp_path):
 
 # --------------------------------------------------------------------------------- file watching
 def test_indexed_files_exclude_forges_own_folder_and_skipped_folders(tmp_path):
-    from forge_lsp.server.features.lifecycle import indexed
+    from forge_lsp.server.server import indexed
 
     for rel in ("m.py", "pkg/m.py", "pkg/k.cu", "kernels/k.cuh"):
         assert indexed(tmp_path, str(tmp_path / rel)), rel
@@ -141,8 +141,8 @@ def test_indexed_files_exclude_forges_own_folder_and_skipped_folders(tmp_path):
 def test_the_server_watches_only_what_it_indexes_and_never_its_own_forge_folder(tmp_path, monkeypatch):
     """Without a client-side watcher the server watches itself: the root, and each top-level folder it indexes
     (recursively); `.forge/`, where it writes proposals, never, so its own writes raise no events or warnings."""
+    from forge_lsp.server.app import create_server
     from forge_lsp.server.features import lifecycle
-    from forge_lsp.server.server import create_server
 
     for folder in ("pkg/sub", ".forge/proposals", ".git", "node_modules/x", "__pycache__"):
         (tmp_path / folder).mkdir(parents=True)

@@ -32,7 +32,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)  # exits 2 with the usage on a bad argument
 
-    from .server import create_server
+    from .app import create_server
 
     # stdout is the protocol stream: logs go to stderr (or $FORGE_LSP_LOG)
     handler = (

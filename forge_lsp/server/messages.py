@@ -30,8 +30,7 @@ from pygls.protocol import JsonRPCResponseMessage, LanguageServerProtocol
 from .transport import Message, Unframed
 
 if TYPE_CHECKING:
-    from .server import ForgeServer
-    from .transport import Event, FrameWriter
+    from .transport import Event, FrameWriter, Served
 
 log = logging.getLogger("forge_lsp.server.messages")
 
@@ -98,7 +97,7 @@ class Dispatcher:
     """Decodes a frame's body, checks the envelope, structures the message and hands it to pygls; answers
     every request that pygls would not."""
 
-    def __init__(self, server: ForgeServer, writer: FrameWriter, on_exit: Callable[[int], None]) -> None:
+    def __init__(self, server: Served, writer: FrameWriter, on_exit: Callable[[int], None]) -> None:
         self.server = server
         self.protocol = server.protocol
         self.writer = writer

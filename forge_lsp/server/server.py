@@ -22,6 +22,7 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,18 +68,24 @@ class ForgeServer(LanguageServer):
         self._observer: Any = None
         self.shown: set[str] = set()
         self.closing = False  # the session is over: nothing more is sent, no job starts
+        #: what features hold beyond the session's jobs (the report pages' HTTP server), each closed by
+        #: `end_session`; a feature adds its own when it registers (`app.create_server`)
+        self.on_session_end: list[Callable[[ForgeServer], None]] = []
+        #: what features read once the workspace is indexed at `initialized` (the latest hot-spot report), each
+        #: run on a thread by the lifecycle feature
+        self.on_workspace_open: list[Callable[[ForgeServer], None]] = []
 
     # ------------------------------------------------------------------ transport
     def start_io(self, stdin=None, stdout=None) -> int:
         """Serve one client over stdio (framing of our own, see `transport`); the process's exit code."""
         import sys
 
-        from .transport import serve_stdio
+        from .session import serve_stdio
 
         return serve_stdio(self, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer)
 
     def start_tcp(self, host: str, port: int) -> int:  # type: ignore[override]
-        from .transport import serve_tcp
+        from .session import serve_tcp
 
         return serve_tcp(self, host, port)
 
@@ -381,9 +388,11 @@ class ForgeServer(LanguageServer):
 
         self.closing = True
         try:
-            from .features import report
-
-            report.close(self)  # the report pages' HTTP server
+            for close in self.on_session_end:
+                try:
+                    close(self)
+                except Exception:  # noqa: BLE001 - the others are closed all the same
+                    log.exception("closing a feature at the session's end")
             self.shutdown_jobs(wait=wait)
         finally:
             killed = sandbox.kill_all(wait=0.5)
@@ -438,14 +447,17 @@ class ForgeServer(LanguageServer):
         return True
 
 
-def create_server() -> ForgeServer:
-    from .features import actions, documents, hotspots, hover, jobs, lifecycle, model_wide, report
-
-    ls = ForgeServer()
-    for feature in (lifecycle, documents, actions, jobs, hotspots, model_wide, hover, report):
-        feature.register(ls)
-    return ls
-
-
 def uri_of(path: str | Path) -> str:
     return from_fs_path(str(path)) or f"file://{path}"
+
+
+def indexed(root: Path, path: str) -> bool:
+    """Whether the workspace index covers this file: a .py/.cu/.cuh file outside forge's own `.forge/`,
+    other dot-folders and the folders the index skips (virtualenvs, caches, node_modules...)."""
+    from ..workspace.index import SKIP_DIRS
+
+    try:
+        parts = Path(path).relative_to(root).parts
+    except ValueError:
+        return False
+    return path.endswith((".py", ".cu", ".cuh")) and not any(p in SKIP_DIRS or p.startswith(".") for p in parts[:-1])

@@ -2,7 +2,7 @@
 
 pygls's own reader trusts the header: a huge length makes it allocate the whole frame (MemoryError),
 and a wrong or missing one leaves it waiting for a line end that may never come. This module owns
-the framing instead and hands pygls only decoded messages (`messages.Dispatcher`):
+the framing instead, and a session (`session.py`) hands pygls only decoded messages (`messages.Dispatcher`):
 
 - a frame over `MAX_FRAME_BYTES` is refused and logged; its bytes are skipped, up to the next header;
 - a malformed header block, junk between frames, or a body shorter or longer than its header says are
@@ -11,8 +11,8 @@ the framing instead and hands pygls only decoded messages (`messages.Dispatcher`
 - a body without a usable header whose JSON can still be read and is a request gets an error reply
   with its id; anything whose id cannot be known gets no reply.
 
-`FrameDecoder` is pure (bytes in, events out); `serve_stdio` and `serve_tcp` run a session on an
-asyncio loop of their own and return the process's exit code.
+`FrameDecoder` is pure (bytes in, events out); `FrameWriter` writes frames; `session.serve_stdio` and
+`session.serve_tcp` run a session with them on an asyncio loop of their own.
 """
 
 from __future__ import annotations
@@ -20,17 +20,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .server import ForgeServer
+from typing import Any, Protocol
 
 log = logging.getLogger("forge_lsp.server.transport")
+
+
+class Served(Protocol):
+    """What the wire needs of the server it feeds (`server.ForgeServer`, which the wire does not import): its
+    JSON-RPC protocol, and the slot for the event loop a session runs on."""
+
+    protocol: Any
+    loop: asyncio.AbstractEventLoop | None
+
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # larger frames are refused (a 2 MB document is already an edge case)
 MAX_HEADER_BYTES = 8 * 1024  # one header block
@@ -284,144 +289,3 @@ class FrameWriter:
                 self._close()
             except (OSError, ValueError, RuntimeError):
                 pass
-
-
-# -------------------------------------------------------------------------------------- sessions
-def _new_loop(server: ForgeServer) -> asyncio.AbstractEventLoop:
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    server.loop = loop
-    return loop
-
-
-def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel what still runs on the loop and close it, without waiting for executor threads (a scan or a
-    handler in a thread must not hold the exit up: the jobs and their workers are stopped by the caller)."""
-    try:
-        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            loop.run_until_complete(asyncio.wait(tasks, timeout=1.0))
-    except Exception:  # noqa: BLE001 - closing down: nothing left to report to
-        log.debug("closing the loop", exc_info=True)
-    finally:
-        loop.close()
-        asyncio.set_event_loop(None)
-
-
-def serve_stdio(server: ForgeServer, stdin: IO[bytes], stdout: IO[bytes]) -> int:
-    """One session over stdin/stdout until the client sends `exit` or closes stdin; the exit code."""
-    from .messages import Dispatcher
-
-    loop = _new_loop(server)
-    done: asyncio.Future[int] = loop.create_future()
-
-    def finish(code: int) -> None:
-        if not done.done():
-            done.set_result(code)
-
-    def lost() -> None:
-        try:
-            loop.call_soon_threadsafe(finish, 0)
-        except RuntimeError:  # the loop is closed already
-            pass
-
-    def write(data: bytes) -> None:
-        stdout.write(data)
-        stdout.flush()
-
-    writer = FrameWriter(write, stdout.close, lost)
-    dispatcher = Dispatcher(server, writer, on_exit=finish)
-    server.protocol.set_writer(writer)
-    backlog = threading.Semaphore(BACKLOG)
-    queue: asyncio.Queue[Event | None] = asyncio.Queue()
-
-    async def consume() -> None:
-        """Messages in order, one per turn of the loop: a handler's task takes its first step before the
-        next message is handled (as with pygls's own reader), so `initialized` sets up before `didOpen`."""
-        while not done.done():
-            event = await queue.get()
-            backlog.release()
-            if event is None:
-                log.info("stdin closed: the client is gone")
-                finish(0)
-                return
-            dispatcher.handle(event)
-            await asyncio.sleep(0)
-
-    def read() -> None:
-        """The reader thread: raw reads (never a readline that waits for a line end), framing, then the
-        events to the loop in order."""
-        decoder = FrameDecoder()
-        fd = stdin.fileno()
-        while True:
-            try:
-                data = os.read(fd, READ_CHUNK)
-            except OSError as exc:
-                log.info("reading stdin failed: %s", exc)
-                data = b""
-            events: list[Event | None] = list(decoder.feed(data)) if data else [None]
-            for event in events:
-                backlog.acquire()
-                try:
-                    loop.call_soon_threadsafe(queue.put_nowait, event)
-                except RuntimeError:  # the loop is closed: the session is over
-                    return
-            if not data:
-                return
-
-    threading.Thread(target=read, name="forge-lsp-stdin", daemon=True).start()
-    consumer = loop.create_task(consume())
-    try:
-        return loop.run_until_complete(done)
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        consumer.cancel()
-        _close_loop(loop)
-
-
-def serve_tcp(server: ForgeServer, host: str, port: int) -> int:
-    """Listen on host:port and serve the first client until it sends `exit` or disconnects (debugging)."""
-    from .messages import Dispatcher
-
-    loop = _new_loop(server)
-    done: asyncio.Future[int] = loop.create_future()
-
-    def finish(code: int) -> None:
-        if not done.done():
-            done.set_result(code)
-
-    async def session(reader: asyncio.StreamReader, stream: asyncio.StreamWriter) -> None:
-        if server.protocol.writer is not None:  # one client at a time, as a stdio session
-            stream.close()
-            return
-        writer = FrameWriter(stream.write, stream.close, lambda: finish(0))
-        dispatcher = Dispatcher(server, writer, on_exit=finish)
-        server.protocol.set_writer(writer)
-        decoder = FrameDecoder()
-        try:
-            while not done.done():
-                data = await reader.read(READ_CHUNK)
-                if not data:
-                    break
-                for event in decoder.feed(data):
-                    dispatcher.handle(event)
-                    await asyncio.sleep(0)  # as on stdio: a handler's task starts before the next message
-        except (ConnectionError, OSError) as exc:
-            log.info("the TCP client is gone: %s", exc)
-        finish(0)
-
-    async def main() -> int:
-        listener = await asyncio.start_server(session, host, port)
-        log.info("serving on %s", ", ".join(str(s.getsockname()) for s in listener.sockets))
-        async with listener:
-            return await done
-
-    try:
-        return loop.run_until_complete(main())
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        _close_loop(loop)

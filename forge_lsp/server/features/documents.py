@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from lsprotocol import types as t
 
-from ..server import MAX_DOC_BYTES, ForgeServer
+from ..server import MAX_DOC_BYTES, ForgeServer, indexed
 from ..state import text_sha
-from .lifecycle import file_changed_outside, indexed
+from .lifecycle import file_changed_outside
 
 
 def register(ls: ForgeServer) -> None:

@@ -24,10 +24,9 @@ from typing import Any
 from lsprotocol import types as t
 
 from ..protocol import EntryArgs, JobStarted, TargetArgs, positional, wire
-from ..server import ForgeServer
+from ..server import ForgeServer, indexed
 from ..state import BackgroundJob, HotClass, HotspotView, text_sha
 from . import jobs
-from .lifecycle import indexed
 
 STALE = "(stale: changed since the hot-spot run)"
 CAPTURED = "optimize (captured inputs)"  # the kind of the numbers an Optimize (captured inputs) run leaves
@@ -47,6 +46,8 @@ _entries_lock = threading.Lock()
 
 
 def register(ls: ForgeServer) -> None:
+    ls.on_workspace_open.append(load_latest)  # .forge/hotspots.json, the latest report's hot classes
+
     @ls.command("forge.hotspots")
     def hotspots(ls: ForgeServer, *args: Any) -> dict[str, Any]:
         a = positional(EntryArgs, args)

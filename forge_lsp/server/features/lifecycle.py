@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lsprotocol import types as t
 
-from ..server import ForgeServer
+from ..server import ForgeServer, indexed
 from ..settings import parse_settings
 
 log = logging.getLogger("forge_lsp.server")
@@ -31,11 +31,10 @@ def register(ls: ForgeServer) -> None:
         from ...workspace.index import WorkspaceIndex
 
         if ls.root is not None:
-            from .hotspots import load_latest
-
             ls.index = WorkspaceIndex(ls.root)
             await asyncio.get_running_loop().run_in_executor(None, ls.index.scan)
-            await asyncio.get_running_loop().run_in_executor(None, load_latest, ls)  # .forge/hotspots.json
+            for opened in ls.on_workspace_open:  # what features read from the workspace (.forge/hotspots.json)
+                await asyncio.get_running_loop().run_in_executor(None, opened, ls)
             try:
                 ls.store = RunStore.for_workspace(ls.root)
             except Exception as exc:  # noqa: BLE001 - a read-only workspace still gets editor features
@@ -130,18 +129,6 @@ def _shown(key: str, value):
             else "<unparsable URL>"
         )
     return value
-
-
-def indexed(root: Path, path: str) -> bool:
-    """Whether the workspace index covers this file: a .py/.cu/.cuh file outside forge's own `.forge/`,
-    other dot-folders and the folders the index skips (virtualenvs, caches, node_modules...)."""
-    from ...workspace.index import SKIP_DIRS
-
-    try:
-        parts = Path(path).relative_to(root).parts
-    except ValueError:
-        return False
-    return path.endswith((".py", ".cu", ".cuh")) and not any(p in SKIP_DIRS or p.startswith(".") for p in parts[:-1])
 
 
 def _watch(ls: ForgeServer) -> None:

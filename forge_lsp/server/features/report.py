@@ -126,6 +126,8 @@ def _can_show_document(ls: ForgeServer) -> bool:
 
 
 def register(ls: ForgeServer) -> None:
+    ls.on_session_end.append(close)  # the report pages' HTTP server
+
     @ls.command("forge.openReport")
     async def open_report(ls: ForgeServer, *args: object) -> dict[str, object]:
         a = positional(ReportArgs, args)
