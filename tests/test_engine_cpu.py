@@ -677,16 +677,19 @@ def test_the_timed_calls_inputs_are_new_to_every_evaluation(cpu_evaluator, softm
     """Timed inputs come from seeds nobody knows beforehand: two evaluations of one candidate see the same
     verification inputs (the task's seed) but timed inputs of their own, so a candidate cannot have drawn them
     itself at construction and have their answers ready."""
-    seen = []
+    seen, pooled = [], []
     for i in range(2):
         log = tmp_path / f"calls{i}.txt"
         src = INPUT_LOGGER.format(log=str(log))
         v = ev_cand(cpu_evaluator, softmax_task, src, name=f"logger{i}", min_reps=12, max_reps=12)
         assert v.status is Status.correct and v.timing is not None, v.reason + v.traceback
         seen.append(log.read_text().split())
+        # a draw slower than the worker's budget (a loaded machine) times a pool: the verified sets and a few new draws
+        pooled.append(any("cycle through" in n for n in v.timing.notes))
     first, second = (set(s) for s in seen)
     assert len(first & second) >= 3  # the verification inputs: the same for both
-    assert len(first - second) >= 10 and len(second - first) >= 10  # the timed calls: each its own
+    for own, other, pool in ((first, second, pooled[0]), (second, first, pooled[1])):
+        assert len(own - other) >= (1 if pool else 10), (pooled, len(own - other))  # the timed calls: each its own
 
 
 # ----------------------------------------------------------------------------- the CPU's physical floor
