@@ -25,6 +25,7 @@ from ..engine import (
     Status,
     Task,
     TaskError,
+    Timing,
     Verdict,
     load_candidate,
     load_task,
@@ -404,11 +405,8 @@ def render(out: Console, task_name: str, cand_name: str, v: Verdict) -> None:
         out.print(f"  mismatch [{m.input_set}] {m.output} ({m.problem}){where}")
     if v.timing:
         t = v.timing
-        lo, hi = t.speedup_ci95
         out.print(
-            f"  reference {_fmt_ms(t.reference.median_ms)}  candidate {_fmt_ms(t.candidate.median_ms)}  "
-            f"speedup [bold]{times(t.speedup)}[/] (95% CI {lo:.2f}–{hi:.2f}, n={t.candidate.n}, {t.mode}"
-            f"{', L2 flushed' if t.l2_flush else ''}): [bold]{interval_words(t.speedup, lo, hi)}[/]"
+            f"  reference {_fmt_ms(t.reference.median_ms)}  candidate {_fmt_ms(t.candidate.median_ms)}  {_speedup(t)}"
         )
         for note in t.notes:
             out.print(f"  note: {note}")
@@ -419,6 +417,16 @@ def render(out: Console, task_name: str, cand_name: str, v: Verdict) -> None:
         text = (v.traceback or v.log_excerpt).strip().splitlines()
         out.print("  " + "\n  ".join(text[-15:]), markup=False, highlight=False)
     out.print()
+
+
+def _speedup(t: Timing) -> str:
+    """A verdict's speedup, its interval and what the interval decides, in words: one line's end."""
+    lo, hi = t.speedup_ci95
+    l2 = ", L2 flushed" if t.l2_flush else ""
+    return (
+        f"speedup [bold]{times(t.speedup)}[/] (95% CI {lo:.2f}–{hi:.2f}, n={t.candidate.n}, {t.mode}{l2}): "
+        f"[bold]{interval_words(t.speedup, lo, hi)}[/]"
+    )
 
 
 def render_repair(out: Console, cand_name: str, r: RepairOutcome, written: Path | None) -> None:
@@ -437,12 +445,7 @@ def render_repair(out: Console, cand_name: str, r: RepairOutcome, written: Path 
     if v.domain is not None:
         out.print(f"    domain: {v.domain.describe()}")
     if v.timing:
-        t = v.timing
-        lo, hi = t.speedup_ci95
-        out.print(
-            f"    speedup [bold]{times(t.speedup)}[/] (95% CI {lo:.2f}–{hi:.2f}, n={t.candidate.n}, {t.mode}): "
-            f"{interval_words(t.speedup, lo, hi)}"
-        )
+        out.print(f"    {_speedup(v.timing)}")
     for limit in r.remaining:
         out.print(f"    not repaired: {limit}")
     if not ok and v.failed_check:

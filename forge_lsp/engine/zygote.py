@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from ..sandbox import _register, package_env, spawn
+from ..sandbox import _register, _stat, package_env, spawn
 
 _MAX_MESSAGE = 1 << 20
 _ENABLED_ENV = "FORGE_ZYGOTE"
@@ -92,17 +92,6 @@ class Forked:
     def as_popen(self) -> subprocess.Popen:
         """This, typed as what forge keeps for a child (it answers everything forge asks of one)."""
         return cast(subprocess.Popen, self)
-
-
-def _running(pid: int) -> bool:
-    """Whether `pid` still runs. A worker whose zygote died before reaping it is a zombie until whoever inherited it
-    reaps it (in a container with no init, never): it has stopped running all the same."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
 
 
 class Zygote:
@@ -180,7 +169,9 @@ class Zygote:
         with self._cond:
             if pid in self._exits:
                 return self._exits[pid]
-            if self._dead and not _running(pid):  # the zygote's children die with it (PDEATHSIG)
+            # the zygote's children die with it (PDEATHSIG); one it died before reaping stays a zombie until whoever
+            # inherited it reaps it (in a container with no init, never): it has stopped running all the same
+            if self._dead and _stat(pid) is None:
                 return -signal.SIGKILL
             return None
 
