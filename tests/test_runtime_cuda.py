@@ -18,8 +18,11 @@ import pytest
 
 pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings is not installed (pip install forge-lsp[nvrtc])")
 
+from forge_lsp.runtime import compiler as fcompiler
 from forge_lsp.runtime import cuda as fcuda
+from forge_lsp.runtime import driver as fdriver
 from forge_lsp.runtime import nvcc as fnvcc
+from forge_lsp.runtime import toolkit as ftoolkit
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,8 +72,8 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh disk cache under tmp_path, empty in-process caches, no FORGE_CUDA_ARCH."""
     monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("FORGE_CUDA_ARCH", raising=False)
-    monkeypatch.setattr(fcuda, "_memory_cache", {})
-    monkeypatch.setattr(fcuda, "_kernels", {})
+    monkeypatch.setattr(fcompiler, "_memory_cache", {})
+    monkeypatch.setattr(fcompiler, "_kernels", {})
     return tmp_path / "cache" / "nvrtc"
 
 
@@ -78,13 +81,13 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def nvrtc_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Records the kernel name of every real NVRTC compile."""
     calls: list[str] = []
-    real = fcuda._nvrtc_compile
+    real = fcompiler.nvrtc_compile
 
     def counting(source: str, name: str, arch: str, options: list[str], output: str, filename=None) -> object:
         calls.append(name)
         return real(source, name, arch, options, output, filename)
 
-    monkeypatch.setattr(fcuda, "_nvrtc_compile", counting)
+    monkeypatch.setattr(fcompiler, "nvrtc_compile", counting)
     return calls
 
 
@@ -186,7 +189,7 @@ def test_user_options_reach_nvrtc() -> None:
 
 
 def test_arch_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fcuda, "_torch_device_arch", lambda: None)
+    monkeypatch.setattr(ftoolkit, "_torch_device_arch", lambda: None)
     assert fcuda.resolve_arch("sm_90") == "sm_90"
     assert fcuda.resolve_arch("90a") == "sm_90a"
     assert fcuda.resolve_arch("compute_80") == "sm_80"
@@ -201,7 +204,7 @@ def test_arch_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert fcuda.resolve_arch("sm_90") == "sm_90"  # the argument wins over the environment
     assert fcuda.compile_kernel(SCALE, "scale").arch == "sm_89"
     monkeypatch.delenv("FORGE_CUDA_ARCH")
-    monkeypatch.setattr(fcuda, "_torch_device_arch", lambda: "sm_90a")
+    monkeypatch.setattr(ftoolkit, "_torch_device_arch", lambda: "sm_90a")
     assert fcuda.resolve_arch() == "sm_90a"
 
 
@@ -219,7 +222,7 @@ def test_disk_cache_hit_skips_nvrtc(
     assert (isolated_cache / files[0]).read_bytes() == first
     assert not [p for p in isolated_cache.iterdir() if p.name.endswith(".tmp")]
 
-    monkeypatch.setattr(fcuda, "_memory_cache", {})  # as in a new process
+    monkeypatch.setattr(fcompiler, "_memory_cache", {})  # as in a new process
     start = time.perf_counter()
     second = fcuda.compile_to_cubin(SCALE, "scale", arch="sm_90")
     warm = time.perf_counter() - start
@@ -240,7 +243,7 @@ def test_corrupt_cache_entry_is_rebuilt(
     good = fcuda.compile_to_cubin(SCALE, "scale", arch="sm_90")
     (cubin_file,) = isolated_cache.glob("*.cubin")
     cubin_file.write_bytes(b"garbage")
-    monkeypatch.setattr(fcuda, "_memory_cache", {})
+    monkeypatch.setattr(fcompiler, "_memory_cache", {})
     assert fcuda.compile_to_cubin(SCALE, "scale", arch="sm_90") == good
     assert cubin_file.read_bytes() == good
     assert nvrtc_calls == ["scale", "scale"]
@@ -518,7 +521,7 @@ def test_launch_path_with_a_fake_driver(monkeypatch: pytest.MonkeyPatch) -> None
     torch = pytest.importorskip("torch")
     fake = _FakeDriver(pytest.importorskip("cuda.bindings.driver"))
     fake.install(monkeypatch)
-    monkeypatch.setattr(fcuda, "_primary_contexts", {})
+    monkeypatch.setattr(fdriver, "_primary_contexts", {})
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: type("S", (), {"cuda_stream": 777})())
@@ -548,11 +551,11 @@ def test_launch_path_with_a_fake_driver(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_driver_errors_carry_the_curesult_name() -> None:
     driver = pytest.importorskip("cuda.bindings.driver")
-    assert fcuda._check((driver.CUresult.CUDA_SUCCESS, 7), "cuX") == 7
+    assert fdriver.check((driver.CUresult.CUDA_SUCCESS, 7), "cuX") == 7
     with pytest.raises(
         fcuda.CudaLaunchError, match=r"cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE \(1\)"
     ) as info:
-        fcuda._check((driver.CUresult.CUDA_ERROR_INVALID_VALUE,), "cuLaunchKernel")
+        fdriver.check((driver.CUresult.CUDA_ERROR_INVALID_VALUE,), "cuLaunchKernel")
     assert info.value.result == "CUDA_ERROR_INVALID_VALUE"
 
 
@@ -608,7 +611,8 @@ def test_filename_names_the_source_in_line_info_and_cache(tmp_path, monkeypatch,
     monkeypatch.setenv("FORGE_CACHE_DIR", str(tmp_path))
     src = 'extern "C" __global__ void named(float* y) { y[threadIdx.x] = 1.f; }'
     plain = fcuda.compile_to_ptx(src, "named", arch="sm_90")
-    fcuda._memory_cache.clear()
-    from_file = fcuda._compile(src, "named", "sm_90", (), True, "ptx", "/work/kernels/named_ops.cu")[2].binary.decode()
+    fcompiler._memory_cache.clear()
+    _, _, artifact = fcompiler._compile(src, "named", "sm_90", (), True, "ptx", "/work/kernels/named_ops.cu")
+    from_file = artifact.binary.decode()
     assert "named_ops.cu" in from_file and "named_ops.cu" not in plain
     assert nvrtc_calls == ["named", "named"]  # a different file name is a different cache entry

@@ -5,6 +5,6 @@
 package loads neither torch nor ``cuda.bindings``.
 """
 
-from forge_lsp.runtime.cuda import CudaCompileError, CudaLaunchError, KernelArgumentError
+from forge_lsp.runtime.errors import CudaCompileError, CudaLaunchError, KernelArgumentError
 
 __all__ = ["CudaCompileError", "CudaLaunchError", "KernelArgumentError"]

@@ -13,7 +13,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from forge_lsp.runtime.cuda import CudaCompileError, resolve_arch
+from forge_lsp.runtime.errors import CudaCompileError
+from forge_lsp.runtime.toolkit import resolve_arch
 
 __all__ = ["compile_cubin", "find_nvcc", "nvcc_version"]
 
