@@ -121,11 +121,11 @@ class Timeline:
             self.events.append(ev)
 
     def reference_seconds(self) -> float:
-        """Seconds the device spent on tasks' own models: from a `reference` stage event to the device's next event."""
-        by_dev: dict[str, list[ExecEvent]] = defaultdict(list)
+        """Seconds the lanes spent on tasks' own models: from a `reference` stage event to the lane's next event."""
+        by_dev: dict[tuple[str, int], list[ExecEvent]] = defaultdict(list)
         for e in self.events:
             if e.device:
-                by_dev[e.device].append(e)
+                by_dev[e.device, e.lane].append(e)
         total = 0.0
         for evs in by_dev.values():
             for a, b in zip(evs, evs[1:], strict=False):
@@ -154,7 +154,7 @@ class Timeline:
                 "t": round(i * step),
                 "verdicts": done[i],
                 "building": round(building[i] / step, 1),
-                "device_busy": round(min(1.0, busy[i] / step), 2),
+                "lanes_busy": round(busy[i] / step, 2),  # lanes at work on evaluations, on average
             }
             for i in range(n)
         ]
@@ -195,6 +195,7 @@ def main() -> int:
         "compare its speedups with that file's",
     )
     ap.add_argument("--label", default="", help="a name for this run in the table (cold, warm...)")
+    ap.add_argument("--lanes", type=int, default=None, help="the GPU's lanes (default: forge's)")
     args = ap.parse_args()
 
     work = corpus(not args.no_structured)
@@ -233,12 +234,13 @@ def main() -> int:
                 state["wall_s"] = time.perf_counter() - t0
                 save()
 
-    executor = make_executor("local", args.device, options=EvalOptions(), cache_dir=cache)
+    executor = make_executor("local", args.device, options=EvalOptions(), cache_dir=cache, lanes=args.lanes)
     executor.subscribe(timeline)
     timer = threading.Timer(args.budget_s, executor.cancel)
     timer.start()
     evaluated: list[Evaluated] = []
     busy: dict[str, float] = {}
+    lane_busy: dict[str, float] = {}
     cut = False
     try:
         with executor:
@@ -246,6 +248,7 @@ def main() -> int:
                 evaluated = evaluate_batch(executor, work, on_result=on_result, ordered=False)
             finally:
                 busy = executor.busy_seconds()
+                lane_busy = executor.lane_seconds() if hasattr(executor, "lane_seconds") else dict(busy)
     except EvaluationCancelled:
         cut = True
     finally:
@@ -298,11 +301,13 @@ def main() -> int:
         build_floor_s=round(sum(builds) / cores, 1),
         header_fallbacks=len(fallbacks),
         header_fallback_s=round(sum(fallbacks), 1),
+        lanes=len(lane_busy),
+        lane_busy_s={k: round(v, 1) for k, v in lane_busy.items()},
         device_busy_s=round(busy_s, 1),
         device_busy=round(busy_s / wall / max(1, len(busy)), 3) if busy else None,
         device_evaluations_s=round(eval_s, 1),
         device_worker_stages_s=round(worker_total_s, 1),
-        device_preparing_s=round(busy_s - eval_s, 1),
+        device_preparing_s=round(sum(lane_busy.values()) - eval_s, 1),
         reference_s=round(timeline.reference_seconds(), 1),
         stages_s={k: round(v, 1) for k, v in stage_sum.most_common()},
         check_costs_s={k: round(v, 1) for k, v in cost_sum.most_common(8)},
@@ -361,9 +366,9 @@ def main() -> int:
     save()
 
     print()
-    print("t(s)  verdicts  building  device_busy")
+    print("t(s)  verdicts  building  lanes_busy")
     for s in state["timeline"]:
-        print(f"{s['t']:>4} {s['verdicts']:>9} {s['building']:>9} {s['device_busy']:>12}")
+        print(f"{s['t']:>4} {s['verdicts']:>9} {s['building']:>9} {s['lanes_busy']:>11}")
     for m in mism[:20]:
         print("UNEXPECTED", m[:240])
     for c in changed[:20]:
@@ -384,7 +389,8 @@ def main() -> int:
         f"{args.label or 'run':<6} judged {len(rows)}/{len(work)}{' (cut)' if cut else ''} in {wall:.0f} s: "
         f"{state['per_minute']}/min ({len(verdicts)} evaluations, {state['evaluations_per_minute']}/min); "
         f"builds {len(builds)} sum {state['build_sum_s']} s, floor {state['build_floor_s']} s on {cores} cores "
-        f"({workers} workers), header fallbacks {len(fallbacks)} ({state['header_fallback_s']} s); device busy {state['device_busy_s']} s ({state['device_busy']}); first verdict at "
+        f"({workers} workers), header fallbacks {len(fallbacks)} ({state['header_fallback_s']} s); device busy {state['device_busy_s']} s ({state['device_busy']}), "
+        f"{state['lanes']} lane(s) at work {sum(state['lane_busy_s'].values()):.0f} s; first verdict at "
         f"{state['first_verdict_s']} s; harness failures {len(harness)}; unexpected {len(mism)}"
         + (f"; changed {len(changed)}/{state['changed_vs']['common']}" if args.compare else "")
         + (

@@ -198,3 +198,69 @@ def test_candidates_of_different_tasks_through_one_evaluator_start_from_the_same
                 verdicts.append(v)
     assert len(verdicts) >= 40
     assert _starts_clean(verdicts) == []
+
+
+RAW_LEAK = """
+import cupy
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if not KEEP:  # once: device memory no allocator of forge's knows of, never freed
+            KEEP.append(cupy.cuda.runtime.malloc({mib} << 20))
+        return x * {a} + {b}  # variant {i}
+"""
+
+LEAK_ONCE = """
+builtins.__dict__.setdefault("_forge_test_keep_{i}", KEEP)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if not KEEP:
+            KEEP.append(torch.ones({mib} << 20, dtype=torch.uint8, device=x.device))
+        return x * {a} + {b}  # variant {i}
+"""
+
+
+def test_three_lanes_on_one_gpu_each_candidate_s_memory_its_own_and_timed_alone(tmp_path, cache_dir):
+    """Three lanes evaluate candidates at once on one GPU: each worker's memory is measured apart (NVML), so honest
+    candidates beside leaking ones keep their workers and a leak outside torch's allocator is still found; timings
+    run with the device's gate held exclusively (`device_wait` where a lane waited for it)."""
+    from forge_lsp.engine.executor import LocalPool
+
+    task = _task(tmp_path, "affine_lanes", 1 << 22, 2.0, 1.0)
+    kinds = ["honest", "big", "raw_leak", "honest", "leak_builtins", "honest"] * 3
+    bodies = {"honest": HONEST, "big": BIG_TEMPORARY, "raw_leak": RAW_LEAK, "leak_builtins": LEAK_ONCE}
+    cands = [
+        (kind, Candidate.from_source(HEADER + bodies[kind].format(i=i, a=2.0, b=1.0, gib=4, mib=512), f"{kind}_{i}"))
+        for i, kind in enumerate(kinds)
+    ]
+    events = []
+    with LocalPool("cuda:0", options=EvalOptions(), cache_dir=cache_dir, lanes=3) as pool:
+        if not pool.hello().own_memory:
+            pytest.skip("NVML does not tell this process's device memory apart here: the device runs one lane")
+        pool.subscribe(events.append)
+        futures = [pool.submit(task, c) for _, c in cands]
+        verdicts = [f.result(timeout=600) for f in futures]
+        lanes_busy = pool.lane_seconds()
+        busy = pool.busy_seconds()["cuda:0"]
+    for (kind, c), v in zip(cands, verdicts, strict=True):
+        m = v.memory
+        assert v.status is Status.correct, (c.name, v.status, v.reason)
+        assert m is not None and m.gpu_outside_bytes is not None, (c.name, m)
+        if kind in ("honest", "big"):
+            assert m.recovered, (c.name, m)
+            assert v.timing is not None and v.timing.speedup > 0
+        else:
+            assert m.recovered is False, (c.name, m)
+        if kind == "raw_leak":
+            assert m.gpu_outside_bytes >= 512 << 20, (c.name, m)
+    used = {e.lane for e in events if e.kind == "verdict"}
+    assert used == {0, 1, 2}, used
+    # the lanes overlapped: their seconds at work add up to more than the device's busy span
+    assert sum(lanes_busy.values()) > 1.2 * busy, (lanes_busy, busy)
+    print(
+        f"\nlanes {lanes_busy}, device busy {busy:.1f} s; waits: "
+        f"{[v.stages.get('device_wait') for v in verdicts if v.stages.get('device_wait')]}"
+    )

@@ -158,6 +158,13 @@ def add_parser(sub) -> None:
         "as many as half the available memory holds at 2 GiB each)",
     )
     p.add_argument(
+        "--lanes",
+        type=positive_int,
+        metavar="N",
+        help="candidates each GPU evaluates at once, each timed with the device to itself (default: "
+        "$FORGE_DEVICE_LANES, else 3 where each worker's device memory can be measured apart, else 1)",
+    )
+    p.add_argument(
         "--events",
         type=Path,
         metavar="FILE",
@@ -543,7 +550,12 @@ def run(args: argparse.Namespace) -> int:
                 return 2
     try:
         executor = make_executor(
-            args.executor, device, options=opts, cache_dir=args.cache_dir, build_workers=args.build_workers
+            args.executor,
+            device,
+            options=opts,
+            cache_dir=args.cache_dir,
+            build_workers=args.build_workers,
+            lanes=args.lanes,
         )
     except (ValueError, ExecutorUnavailable) as exc:
         print(f"forge eval: {exc}", file=sys.stderr)

@@ -54,6 +54,7 @@ class ExecEvent:
     device: str = ""
     stage: str = ""
     t: float = field(default_factory=time.time)
+    lane: int = 0  # which of the device's lanes (`LocalPool`): 0 where it has one
     seconds: float | None = None
     status: str | None = None
 
@@ -197,6 +198,21 @@ def local_devices(device: str = "auto") -> list[str]:
             return [resolve_device("auto") if name == "auto" else "cuda:0"]
         return [f"cuda:{i}" for i in range(n)]
     return [name]
+
+
+#: Lanes a GPU runs by default (`LocalPool`): each a worker and its judge, two CUDA contexts of about 0.5 GiB.
+GPU_LANES = 3
+
+
+def device_lanes(device: str, lanes: int | None = None) -> int:
+    """How many lanes `device` runs: `lanes`, else ``$FORGE_DEVICE_LANES``, else `GPU_LANES` for a GPU. The CPU runs
+    one: its timings run on the host's cores, which no gate can keep to themselves."""
+    if not device.startswith("cuda"):
+        return 1
+    if lanes is None:
+        env = os.environ.get("FORGE_DEVICE_LANES", "").strip()
+        lanes = int(env) if env.isdigit() else GPU_LANES
+    return max(1, lanes)
 
 
 # ------------------------------------------------------------------------------------------ interface
@@ -387,7 +403,13 @@ class Executor(ABC):
 
 # ------------------------------------------------------------------------------------------ local pool
 class LocalPool(Executor):
-    """One persistent worker per device, and GPU-less build workers shared by every task and candidate."""
+    """Persistent workers on each device, and GPU-less build workers shared by every task and candidate.
+
+    A GPU runs several *lanes*: a worker (and its judge) each, evaluating different candidates at once. Most of an
+    evaluation is host-side work, small kernels and waits (the stream probes' delays, synchronizations, the outputs
+    sent to the judge), during which one worker leaves the device idle; the device's gate (`harness.gate`) still
+    times each candidate with the device to itself. Lanes beyond the first start only where each worker's device
+    memory can be measured apart (`Hello.own_memory`), so that each candidate's memory is still its own."""
 
     #: tasks a device's worker is counted as still holding (`WorkerState` keeps their inputs while memory allows)
     RECENT_TASKS = 16
@@ -400,15 +422,21 @@ class LocalPool(Executor):
         cache_dir: Path | None = None,
         build_workers: int | None = None,
         python: str | None = None,
+        lanes: int | None = None,
     ) -> None:
         super().__init__()
         self.devices = local_devices(device)
         self.options = options or EvalOptions()
         self.cache_dir = Path(cache_dir or default_cache_dir())
         self.python = python
+        #: lane name -> (device, lane index); lane 0 of a device is named after the device
+        self.lanes: dict[str, tuple[str, int]] = {}
+        for d in self.devices:
+            for k in range(device_lanes(d, lanes)):
+                self.lanes[d if k == 0 else f"{d}#{k}"] = (d, k)
         self.evaluators = {
-            d: Evaluator(d, options=self.options, cache_dir=self.cache_dir, build_workers=0, python=python)
-            for d in self.devices
+            lane: Evaluator(d, options=self.options, cache_dir=self.cache_dir, build_workers=0, python=python)
+            for lane, (d, _) in self.lanes.items()
         }
         for ev in self.evaluators.values():
             ev.worker.standby = True  # once a device's worker is replaced, the next is started ahead, waiting
@@ -418,10 +446,13 @@ class LocalPool(Executor):
         self._build_q: list[Job] = []  # waiting for a build worker, in submission order
         self._building: list[Job] = []  # with a build worker now
         self._ready: list[Job] = []  # built (or nothing to build): waiting for a device
-        self._in_flight: dict[str, Job] = {}  # device -> the job its worker runs
-        self._busy: dict[str, float] = {}  # device -> seconds its worker spent on evaluations and task preparation
-        self._current: dict[str, str] = {}  # device -> sha of the task its worker holds the inputs of
-        # device -> shas of the tasks its worker prepared last (it keeps their inputs while memory allows), newest last
+        self._in_flight: dict[str, Job] = {}  # lane -> the job its worker runs
+        # device -> seconds at least one of its lanes' workers spent on evaluations and task preparation
+        self._busy: dict[str, float] = {}
+        self._lane_busy: dict[str, float] = {}  # lane -> its worker's seconds on them
+        self._working: dict[str, tuple[int, float]] = {}  # device -> (lanes at work now, since when one was)
+        self._current: dict[str, str] = {}  # lane -> sha of the task its worker holds the inputs of
+        # lane -> shas of the tasks its worker prepared last (it keeps their inputs while memory allows), newest last
         self._recent: dict[str, list[str]] = {}
         self._task_failed: dict[str, tuple[Prepared, bool]] = {}  # task sha -> (what failed, reference?)
         self._referenced: set[str] = set()  # task shas whose own model ran alone and passed
@@ -440,8 +471,8 @@ class LocalPool(Executor):
             if self._device_threads_started:
                 return
             self._device_threads_started = True
-        for d in self.devices:
-            t = threading.Thread(target=self._device_loop, args=(d,), name=f"forge-device-{d}", daemon=True)
+        for lane in self.lanes:
+            t = threading.Thread(target=self._device_loop, args=(lane,), name=f"forge-device-{lane}", daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -605,8 +636,8 @@ class LocalPool(Executor):
                 self._answer(job, compile_error_verdict(b, job.task, job.candidate, self.device))
 
     # ---------------------------------------------------------------------------------- devices
-    def _pick(self, device: str) -> tuple[Job | None, Job | None]:
-        """(the next job for `device`, or one whose task to check or prepare first). Under the lock.
+    def _pick(self, lane: str) -> tuple[Job | None, Job | None]:
+        """(the next job for `lane`, or one whose task to check or prepare first). Under the lock.
 
         Built candidates first: those of the task the device holds, then those whose task's own model passed. Then a
         built candidate whose task's model has not run yet: that model, alone, now (its candidates follow). Idle
@@ -614,11 +645,11 @@ class LocalPool(Executor):
         ahead, its inputs drawn — unless a device holds that task already. So each task's model runs when its first
         candidate is about ready, not all of them before any candidate."""
         held = set(self._current.values()) | {sha for shas in self._recent.values() for sha in shas}
-        current = self._current.get(device)
+        current = self._current.get(lane)
         for i, job in enumerate(self._ready):
             if job.task.sha == current:
                 return self._ready.pop(i), None
-        recent = self._recent.get(device, [])
+        recent = self._recent.get(lane, [])
         for sha in reversed(recent):  # a task this worker still holds: no inputs to draw again
             for i, job in enumerate(self._ready):
                 if job.task.sha == sha and (not job.reference or sha in self._referenced or sha in self._task_failed):
@@ -636,34 +667,50 @@ class LocalPool(Executor):
                 return None, job
         return None, None
 
-    def _device_loop(self, device: str) -> None:
-        ev = self.evaluators[device]
+    def _lane_usable(self, lane: str) -> bool:
+        """Whether a lane beyond its device's first may work: the first lane's worker says its device memory is
+        measured apart from other processes' (`Hello.own_memory`). Asking starts that worker if it has not."""
+        device, k = self.lanes[lane]
+        if k == 0:
+            return True
+        try:
+            return bool(self.evaluators[device].hello().own_memory)
+        except Exception:  # noqa: BLE001 - the first lane says why, with its first candidate
+            return False
+
+    def _device_loop(self, lane: str) -> None:
+        ev = self.evaluators[lane]
+        device, index = self.lanes[lane]
+        if not self._lane_usable(lane):
+            return
         while True:
             with self._cv:
-                job, ahead = self._pick(device)
+                job, ahead = self._pick(lane)
                 while job is None and ahead is None and not self._closed:
                     self._cv.wait()
-                    job, ahead = self._pick(device)
+                    job, ahead = self._pick(lane)
                 if self._closed and job is None:
                     return
                 if ahead is not None:
-                    self._current[device] = ahead.task.sha  # no other device prepares it meanwhile
+                    self._current[lane] = ahead.task.sha  # no other lane prepares it meanwhile
                 if job is not None:
-                    self._in_flight[device] = job
+                    self._in_flight[lane] = job
+                working, since = self._working.get(device, (0, 0.0))
+                self._working[device] = (working + 1, time.monotonic() if working == 0 else since)
             began = time.monotonic()
             try:
                 if ahead is not None:
                     if ahead.reference and ahead.task.sha not in self._referenced:
                         with self._reference_lock:
                             if ahead.task.sha not in self._referenced and ahead.task.sha not in self._task_failed:
-                                self._prepare(ev, device, ahead, reference=True)
+                                self._prepare(ev, lane, ahead, reference=True)
                     else:
-                        self._prepare(ev, device, ahead)
+                        self._prepare(ev, lane, ahead)
                     continue
                 assert job is not None
                 if job.generation != self._generation:
                     raise EvaluationCancelled()
-                verdict = self._run(ev, device, job)
+                verdict = self._run(ev, lane, job)
             except EvaluationCancelled as exc:
                 if job is not None:
                     self._fail(job, exc)
@@ -673,11 +720,16 @@ class LocalPool(Executor):
                     self._fail(job, exc)
                 continue
             finally:
-                held = time.monotonic() - began
+                now = time.monotonic()
+                held = now - began
                 with self._cv:
-                    self._busy[device] = self._busy.get(device, 0.0) + held
+                    self._lane_busy[lane] = self._lane_busy.get(lane, 0.0) + held
+                    working, since = self._working[device]
+                    if working == 1:  # the device's last lane at work finished: the span it was busy ends
+                        self._busy[device] = self._busy.get(device, 0.0) + now - since
+                    self._working[device] = (working - 1, since)
                     if job is not None:
-                        self._in_flight.pop(device, None)
+                        self._in_flight.pop(lane, None)
                     self._cv.notify_all()
             self._emit(
                 ExecEvent(
@@ -687,7 +739,8 @@ class LocalPool(Executor):
                     job.candidate.name,
                     device=device,
                     status=verdict.status.value,
-                    seconds=round(held, 4),  # the device's time on this evaluation
+                    seconds=round(held, 4),  # the lane's time on this evaluation
+                    lane=index,
                 )
             )
             if not job.future.done():
@@ -705,14 +758,17 @@ class LocalPool(Executor):
         if not job.future.done():
             job.future.set_exception(exc)
 
-    def _prepare(self, ev: Evaluator, device: str, job: Job, reference: bool = False) -> bool:
-        """Load `job`'s task and draw its inputs in `device`'s worker (with `reference`, also call its model);
+    def _prepare(self, ev: Evaluator, lane: str, job: Job, reference: bool = False) -> bool:
+        """Load `job`'s task and draw its inputs in `lane`'s worker (with `reference`, also call its model);
         False when the task's own code failed (its candidates are then not run)."""
         task = job.task
+        device, index = self.lanes[lane]
         with self._cv:
-            self._current[device] = task.sha
+            self._current[lane] = task.sha
         if reference:
-            self._emit(ExecEvent("stage", job.id, task.name, job.candidate.name, device=device, stage="reference"))
+            self._emit(
+                ExecEvent("stage", job.id, task.name, job.candidate.name, device=device, stage="reference", lane=index)
+            )
             if job.on_stage is not None:
                 job.on_stage(job.candidate, "reference")
         prepared = ev.worker.prepare(task, job.options or self.options, reference=reference)
@@ -721,27 +777,32 @@ class LocalPool(Executor):
             if reference and prepared.ok:
                 self._referenced.add(task.sha)
             if prepared.ok:
-                recent = self._recent.setdefault(device, [])
+                recent = self._recent.setdefault(lane, [])
                 if task.sha in recent:
                     recent.remove(task.sha)
                 recent.append(task.sha)
                 del recent[: -self.RECENT_TASKS]
             if failed:
                 self._task_failed.setdefault(task.sha, (prepared, reference))
-                self._current.pop(device, None)
+                self._current.pop(lane, None)
             self._cv.notify_all()  # builds of the task may start, or its candidates be answered
         if failed:
-            self._emit(ExecEvent("reference", job.id, task.name, job.candidate.name, device=device, status="failed"))
+            self._emit(
+                ExecEvent(
+                    "reference", job.id, task.name, job.candidate.name, device=device, status="failed", lane=index
+                )
+            )
         return not failed
 
-    def _run(self, ev: Evaluator, device: str, job: Job) -> Verdict:
+    def _run(self, ev: Evaluator, lane: str, job: Job) -> Verdict:
         task, cand = job.task, job.candidate
+        device, index = self.lanes[lane]
         if job.reference and task.sha not in self._referenced and task.sha not in self._task_failed:
-            with self._reference_lock:  # one device calls the task's own model; the others wait for its word
+            with self._reference_lock:  # one lane calls the task's own model; the others wait for its word
                 if task.sha not in self._referenced and task.sha not in self._task_failed:
-                    self._prepare(ev, device, job, reference=True)
-        elif task.sha not in self._task_failed and self._current.get(device) != task.sha:
-            self._prepare(ev, device, job)  # a hanging or crashing task is then said once, for all its candidates
+                    self._prepare(ev, lane, job, reference=True)
+        elif task.sha not in self._task_failed and self._current.get(lane) != task.sha:
+            self._prepare(ev, lane, job)  # a hanging or crashing task is then said once, for all its candidates
         failed = self._task_failed.get(task.sha)
         if failed is not None:
             prepared, was_reference = failed
@@ -749,12 +810,12 @@ class LocalPool(Executor):
         build = job.build
 
         def stage(c: Candidate, s: str) -> None:
-            self._emit(ExecEvent("stage", job.id, task.name, c.name, device=device, stage=s))
+            self._emit(ExecEvent("stage", job.id, task.name, c.name, device=device, stage=s, lane=index))
             if job.on_stage is not None:
                 job.on_stage(c, s)
 
         with self._cv:
-            self._current[device] = task.sha
+            self._current[lane] = task.sha
         verdict = ev.evaluate(task, cand, job.options, stage, sanitize=job.sanitize)
         if build is not None:
             verdict.stages.update(build_stages(build))
@@ -762,8 +823,19 @@ class LocalPool(Executor):
 
     # ---------------------------------------------------------------------------------- tests and tools
     def busy_seconds(self) -> dict[str, float]:
+        """Each device's seconds with at least one of its lanes at work (a span at work now counts to now)."""
+        now = time.monotonic()
         with self._cv:
-            return dict(self._busy)
+            busy = dict(self._busy)
+            for device, (working, since) in self._working.items():
+                if working > 0:
+                    busy[device] = busy.get(device, 0.0) + now - since
+            return busy
+
+    def lane_seconds(self) -> dict[str, float]:
+        """Each lane's seconds at work (their sum over a device's lanes may exceed the wall time)."""
+        with self._cv:
+            return dict(self._lane_busy)
 
     def queue_lengths(self) -> dict[str, int]:
         with self._cv:

@@ -31,13 +31,15 @@ def make_executor(
     options: EvalOptions | None = None,
     cache_dir: Path | None = None,
     build_workers: int | None = None,
+    lanes: int | None = None,
 ) -> Executor:
     """The executor ``--executor`` / ``[tool.forge] executor`` names (see `parse_executor`). Raises ValueError
     for a name that is none of them, and `ExecutorUnavailable` (one line) where Ray is missing or its cluster
-    cannot be reached or refuses the connection."""
+    cannot be reached or refuses the connection. `lanes`: candidates a local GPU evaluates at once (`LocalPool`);
+    a Ray cluster's actors are one a GPU."""
     kind, address = parse_executor(spec)
     if kind == "local":
-        return LocalPool(device, options=options, cache_dir=cache_dir, build_workers=build_workers)
+        return LocalPool(device, options=options, cache_dir=cache_dir, build_workers=build_workers, lanes=lanes)
     from .ray_executor import RayExecutor
 
     try:

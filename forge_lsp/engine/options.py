@@ -17,6 +17,9 @@ class StageTimeouts(BaseModel):
     first_call: float = 180.0  # includes Triton's JIT compilation
     verify: float = 120.0
     time: float = 180.0
+    #: waiting for the device's gate (`harness.gate`): another process's work on the GPU in flight before a timing,
+    #: or another's timing before this one's work; the stage that waited gets its whole limit again after
+    device_wait: float = 600.0
 
 
 class EvalOptions(BaseModel):

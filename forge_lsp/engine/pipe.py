@@ -132,6 +132,9 @@ class Hello(BaseModel):
     capability: tuple[int, int] | None = None
     torch_version: str
     cuda_version: str | None = None
+    #: the driver tells this process's device memory apart from other processes' (NVML): a device may then run
+    #: several lanes, each worker's memory measured on its own (`LocalPool`)
+    own_memory: bool = False
 
 
 class StageStarted(BaseModel):

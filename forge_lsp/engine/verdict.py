@@ -162,6 +162,11 @@ class MemoryUse(BaseModel):
     )
     gpu_allocated_after_bytes: int | None = None
     gpu_reserved_after_bytes: int | None = None
+    gpu_outside_bytes: int | None = Field(
+        None,
+        description="what the worker's own process held on the device outside torch's allocator, beyond its level "
+        "at start (NVML's count for the process; None where the driver does not tell processes apart)",
+    )
     gpu_kept_bytes: int | None = Field(
         None, description="the task's drawn inputs the worker keeps on the device for the next candidates"
     )

@@ -178,6 +178,12 @@ class Models:
     note: str = ""
 
 
+def _no_gate() -> Any:
+    from .harness.gate import NoGate
+
+    return NoGate()
+
+
 @dataclass
 class WorkerState:
     device: Any
@@ -190,6 +196,8 @@ class WorkerState:
     #: dropped first.
     drawn: dict[tuple[Any, ...], tuple[list[Any], list[Any]]] = field(default_factory=dict)
     drawn_bytes: int = 0
+    #: the device's gate (`harness.gate`): held shared around work on a GPU, exclusively around a timing
+    gate: Any = field(default_factory=lambda: _no_gate())
     _drawn_sizes: dict[tuple[Any, ...], int] = field(default_factory=dict)
     _task_order: list[str] = field(default_factory=list)  # task shas, the one used last at the end
 
@@ -228,26 +236,32 @@ class WorkerState:
         """The device's copy bandwidth in bytes per ms (a 256 MiB copy, read and written; the best of five),
         measured once per process: on a GPU device to device with CUDA events, on the CPU with torch's threads."""
         if self._bandwidth is None:
-            n = 64 << 20  # float32 elements: 256 MiB
-            a = torch.ones(n, dtype=torch.float32, device=self.device)
-            b = torch.empty_like(a)
-            b.copy_(a)
-            times = []
-            for _ in range(5):
-                if self.device.type == "cuda":
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    b.copy_(a)
-                    end.record()
-                    torch.cuda.synchronize(self.device)
-                    times.append(start.elapsed_time(end))
-                else:
-                    t0 = time.perf_counter()
-                    b.copy_(a)
-                    times.append((time.perf_counter() - t0) * 1e3)
-            self._bandwidth = 2 * a.numel() * a.element_size() / min(times)  # read + write
-            del a, b
+            with self.gate.exclusive():  # a measurement: the device to this process alone
+                self._bandwidth = self._measure_bandwidth(torch)
         return self._bandwidth
+
+    def _measure_bandwidth(self, torch: Any) -> float:
+        """One measurement (see `bandwidth`)."""
+        n = 64 << 20  # float32 elements: 256 MiB
+        a = torch.ones(n, dtype=torch.float32, device=self.device)
+        b = torch.empty_like(a)
+        b.copy_(a)
+        times = []
+        for _ in range(5):
+            if self.device.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                b.copy_(a)
+                end.record()
+                torch.cuda.synchronize(self.device)
+                times.append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter()
+                b.copy_(a)
+                times.append((time.perf_counter() - t0) * 1e3)
+        bandwidth = 2 * a.numel() * a.element_size() / min(times)  # read + write
+        del a, b
+        return bandwidth
 
 
 def last_level_cache_bytes() -> int:
@@ -321,7 +335,9 @@ class Evaluation:
     # ------------------------------------------------------------------ helpers
     def stage(self, name: str) -> None:
         self._stage_name, self._stage_t0 = name, time.perf_counter()
+        self.state.gate.stage = name
         pipe.send(self.out_fd, StageStarted(stage=name))
+        self.state.gate.checkpoint()  # a timing that waits for the device goes first
 
     def stage_done(self) -> None:
         self.stages[self._stage_name] = round(time.perf_counter() - self._stage_t0, 4)
@@ -396,6 +412,7 @@ class Evaluation:
     @contextmanager
     def cost(self, name: str) -> Iterator[None]:
         """Count the time spent inside towards the check `name` (reported as its `seconds`)."""
+        self.state.gate.checkpoint()  # between checks: a timing that waits for the device goes first
         t0 = time.perf_counter()
         try:
             yield
@@ -1723,7 +1740,11 @@ class Evaluation:
                 if self.opt.timing:
                     self.stage("time")
                     threads = ThreadWatch(self.harness_threads)
-                    self.time_both(mod, models, cases[0])
+                    waited = self.state.gate.waited_s
+                    with self.state.gate.exclusive():  # the device to this process alone while it times
+                        self.time_both(mod, models, cases[0])
+                    if self.state.gate.waited_s > waited:
+                        self.stages["device_wait"] = round(self.state.gate.waited_s - waited, 4)
                     self.check_held(" while it was timed")
                     self.watch_state("while it was timed")
                     threads.sample()
@@ -1884,7 +1905,8 @@ class Judge:
         from .harness.timing import time_alone
 
         on_device = ev.to_device(clone_inputs(inputs))
-        return time_alone(lambda: call_model(ref, on_device), ev.device, l2_flush)
+        with ev.state.gate.exclusive():  # the device to this process alone while it times
+            return time_alone(lambda: call_model(ref, on_device), ev.device, l2_flush)
 
     def retime(self, req: TimeReferenceRequest, out_fd: int) -> ReferenceTimes:
         judged = self.kept.get(req.task_sha)
@@ -2006,10 +2028,21 @@ class DeviceMemory:
     starts from the free memory the first one had."""
 
     def __init__(self, torch: Any, device: Any) -> None:
+        from .harness.nvml import own_memory_reader
+
         self.torch, self.device = torch, device
         self.release()
         self.free0, self.total = torch.cuda.mem_get_info(device)
         self.allocated0 = torch.cuda.memory_allocated(device)
+        #: this process's own bytes on the device (NVML), where the driver tells them apart: then what it holds
+        #: outside torch's allocator is its own, whatever other processes (device lanes, judges) do beside it
+        self.own = own_memory_reader(str(torch.cuda.get_device_properties(device).uuid))
+        self.outside0 = self._outside_own() if self.own is not None else None
+
+    def _outside_own(self) -> int | None:
+        """This process's device bytes outside torch's allocator (its context, CuPy, raw allocations), or None."""
+        used = self.own() if self.own is not None else None
+        return None if used is None else used - int(self.torch.cuda.memory_reserved(self.device))
 
     def release(self, collect: bool = True) -> None:
         torch = self.torch
@@ -2067,7 +2100,12 @@ class DeviceMemory:
                 use.recovered = False
                 return use
             held = allocated - self.allocated0 - state.drawn_bytes  # live tensors nobody should hold any more
-            outside = self.free0 - free - reserved  # device memory outside torch's allocator (CuPy, cudaMalloc...)
+            own = self._outside_own() if self.outside0 is not None else None
+            if own is not None and self.outside0 is not None:  # this process's own, as the driver counts it
+                outside = own - self.outside0
+                use.gpu_outside_bytes = outside
+            else:  # device memory outside torch's allocator (CuPy, cudaMalloc...), from the device's free memory
+                outside = self.free0 - free - reserved
             use.recovered = held <= slack // 8 and outside <= slack
             if use.recovered:
                 break
@@ -2079,6 +2117,10 @@ class DeviceMemory:
                 flush=True,
             )
         return use
+
+
+#: the stage the parent's deadline starts in, by request (`WorkerClient._exchange`'s `first_stage`)
+_FIRST_STAGE = {"CompareRequest": "compare", "TimeReferenceRequest": "time_reference"}
 
 
 def _say_where_os_exit_is_called() -> None:
@@ -2145,23 +2187,23 @@ def main(argv: list[str] | None = None) -> int:
             capability=capability,
             torch_version=torch.__version__,
             cuda_version=torch.version.cuda,
+            own_memory=memory is not None and memory.outside0 is not None,
         ),
     )
     from .harness.checks import process_changes, process_state
 
     state = WorkerState(device=device)
+    if device.type == "cuda":
+        from .harness.gate import DeviceGate
+
+        state.gate = DeviceGate(str(torch.cuda.get_device_properties(device).uuid))
+        state.gate.notify = lambda stage: pipe.send(args.out_fd, StageStarted(stage=stage))
+        state.gate.drain = lambda: torch.cuda.synchronize(device)
     receiver = pipe.Receiver(args.in_fd, pipe.REQUEST)
     judge = Judge(state, memory) if args.judge else None
-    while True:
-        try:
-            req = receiver.recv()
-        except pipe.ChannelClosed:
-            return 0
-        if isinstance(req, ShutdownRequest):
-            return 0
-        if (judge is not None) != isinstance(req, JudgeRequest | CompareRequest | TimeReferenceRequest):
-            print(f"forge worker: a {req.kind} request to a {'judge' if judge else 'worker'}: refused", file=sys.stderr)
-            return 2
+
+    def serve(req: Any) -> int | None:
+        """One request answered; the worker's exit code when it must end after it."""
         if judge is not None:
             if isinstance(req, JudgeRequest):
                 pipe.send(args.out_fd, judge.ready(req, args.out_fd))
@@ -2169,13 +2211,13 @@ def main(argv: list[str] | None = None) -> int:
                 pipe.send(args.out_fd, judge.retime(req, args.out_fd))
             else:
                 pipe.send(args.out_fd, judge.compare(req))
-            continue
+            return None
         if isinstance(req, BuildRequest):
             pipe.send(args.out_fd, _build(req))
-            continue
+            return None
         if isinstance(req, PrepareRequest):
             pipe.send(args.out_fd, Evaluation(req, state, args.out_fd).prepare(req.reference))
-            continue
+            return None
         if memory is not None and req.device_shared:
             memory.rebase()
         free_before, kept_before = (memory.free() if memory is not None else 0), state.drawn_bytes
@@ -2201,6 +2243,24 @@ def main(argv: list[str] | None = None) -> int:
             return 3
         if memory is None:
             gc.collect()
+        return None
+
+    while True:
+        try:
+            req = receiver.recv()
+        except pipe.ChannelClosed:
+            return 0
+        if isinstance(req, ShutdownRequest):
+            return 0
+        if (judge is not None) != isinstance(req, JudgeRequest | CompareRequest | TimeReferenceRequest):
+            print(f"forge worker: a {req.kind} request to a {'judge' if judge else 'worker'}: refused", file=sys.stderr)
+            return 2
+        # the stage the parent's deadline is in as the request begins: it restarts after a wait for the gate
+        state.gate.stage = _FIRST_STAGE.get(type(req).__name__, "load_task")
+        with state.gate.shared():  # work on the device, beside other processes' but never beside a timing
+            code = serve(req)
+        if code is not None:
+            return code
 
 
 if __name__ == "__main__":

@@ -1,0 +1,170 @@
+"""The device gate (`forge_lsp.engine.harness.gate`): work shares the device, a timing has it alone.
+
+Each `DeviceGate` opens its own files, so two gates in one process exclude each other as two processes' do (flock
+locks belong to the open file); threads stand in for the processes here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from forge_lsp.engine.executor import device_lanes
+from forge_lsp.engine.harness.gate import WAIT_STAGE, DeviceGate, NoGate
+from forge_lsp.engine.harness.nvml import own_memory_reader
+
+
+@pytest.fixture
+def folder(tmp_path):
+    return tmp_path / "gates"
+
+
+def _gates(folder, n: int) -> list[DeviceGate]:
+    return [DeviceGate("GPU-0000-test", folder) for _ in range(n)]
+
+
+def test_shared_holders_work_at_once(folder):
+    a, b = _gates(folder, 2)
+    inside = threading.Event()
+    def enter() -> None:
+        with b.shared():
+            inside.set()
+
+    with a.shared():
+        t = threading.Thread(target=enter)
+        t.start()
+        t.join(5)
+        assert inside.is_set()  # b got in while a held it
+
+
+def test_a_timing_waits_for_work_in_flight_and_new_work_waits_for_the_timing(folder):
+    worker, timer, late = _gates(folder, 3)
+    log: list[str] = []
+    released = threading.Event()
+
+    def time_it() -> None:
+        with timer.exclusive():
+            log.append("timing starts")
+            time.sleep(0.2)
+            log.append("timing ends")
+
+    def more_work() -> None:
+        with late.shared():
+            log.append("late work starts")
+
+    with worker.shared():
+        t1 = threading.Thread(target=time_it)
+        t1.start()
+        time.sleep(0.2)  # the timing now waits on the turnstile's far side
+        t2 = threading.Thread(target=more_work)
+        t2.start()
+        time.sleep(0.2)
+        assert log == []  # neither the timing nor the late work ran beside the work in flight
+        log.append("work ends")
+        released.set()
+    t1.join(5)
+    t2.join(5)
+    # the timing, queued before the late work, ran before it and alone: no starvation by a stream of shared holders
+    assert log == ["work ends", "timing starts", "timing ends", "late work starts"]
+    assert timer.waited_s >= 0.3 and late.waited_s >= 0.2
+
+
+def test_exclusive_inside_shared_gives_the_shared_hold_up_and_takes_it_again(folder):
+    me, other = _gates(folder, 2)
+    with me.shared():
+        with me.exclusive():  # would deadlock on itself if it kept the shared hold
+            got = threading.Event()
+            t = threading.Thread(target=lambda: (other.shared().__enter__(), got.set()))
+            t.start()
+            time.sleep(0.1)
+            assert not got.is_set()  # the device is this timing's alone
+        t.join(5)
+        assert got.is_set()  # the timing over, others work beside this one's shared hold again
+
+
+def test_a_wait_is_said_with_the_wait_stage_then_the_stage_again(folder):
+    holder, waiter = _gates(folder, 2)
+    said: list[str] = []
+    waiter.notify, waiter.stage = said.append, "verify"
+    with waiter.shared():
+        pass
+    assert said == []  # no wait, nothing said
+    with holder.exclusive():
+        t = threading.Thread(target=lambda: waiter.shared().__enter__())
+        t.start()
+        time.sleep(0.1)
+        assert said == [WAIT_STAGE]
+    t.join(5)
+    assert said == [WAIT_STAGE, "verify"]  # the stage's deadline restarts once the gate is held
+
+
+def test_a_process_that_dies_holding_the_gate_releases_it(folder):
+    dead = DeviceGate("GPU-0000-test", folder)
+    cm = dead.exclusive()
+    cm.__enter__()
+    dead.close()  # what the OS does to a killed process's files
+    alive = DeviceGate("GPU-0000-test", folder)
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (alive.exclusive().__enter__(), done.set()))
+    t.start()
+    t.join(5)
+    assert done.is_set()
+
+
+def test_the_cpu_runs_one_lane_and_a_gpu_the_lanes_asked(monkeypatch):
+    monkeypatch.delenv("FORGE_DEVICE_LANES", raising=False)
+    assert device_lanes("cpu") == 1
+    assert device_lanes("cpu", 4) == 1  # no gate keeps the host's cores to a timing
+    assert device_lanes("cuda:0", 2) == 2
+    assert device_lanes("cuda:0") == 3
+    monkeypatch.setenv("FORGE_DEVICE_LANES", "1")
+    assert device_lanes("cuda:1") == 1
+
+
+def test_no_gate_and_no_nvml_figure_without_a_gpu():
+    with NoGate().shared(), NoGate().exclusive():
+        pass
+    assert own_memory_reader("GPU-00000000-0000-0000-0000-000000000000") is None
+
+
+def test_a_checkpoint_lets_a_waiting_timing_go_first(folder):
+    worker, timer = _gates(folder, 2)
+    log: list[str] = []
+
+    def time_it() -> None:
+        with timer.exclusive():
+            log.append("timing")
+
+    with worker.shared():
+        worker.checkpoint()  # nobody waits: it keeps its hold
+        assert log == []
+        t = threading.Thread(target=time_it)
+        t.start()
+        time.sleep(0.1)
+        assert log == []
+        worker.checkpoint()  # between two steps: the timing runs now, then this work goes on
+        assert log == ["timing"]
+        log.append("next step")
+    t.join(5)
+    assert log == ["timing", "next step"]
+
+
+def test_the_process_s_queued_work_is_drained_before_the_gate_is_given_up(folder):
+    worker, timer = _gates(folder, 2)
+    drained: list[str] = []
+    worker.drain = lambda: drained.append("synchronized")
+    with worker.shared():
+        worker.checkpoint()
+        assert drained == []  # kept: nothing to drain
+        def time_it() -> None:
+            with timer.exclusive():
+                drained.append("timed")
+
+        t = threading.Thread(target=time_it)
+        t.start()
+        time.sleep(0.1)
+        worker.checkpoint()  # gives the gate up to the waiting timing: its kernels finish first
+        assert drained == ["synchronized", "timed"]
+    t.join(5)
