@@ -43,6 +43,9 @@ def row(name, v):
         "first_call": s.get("first_call", 0.0),
         "verify": s.get("verify", 0.0),
         "time": s.get("time", 0.0),
+        "judge_draw": s.get("judge_draw", 0.0),  # the judge's input sets and reference, once per task
+        "judge": s.get("judge", 0.0),  # the judge's comparison of the candidate's outputs
+        "device_wait": s.get("device_wait", 0.0),
         "total": s.get("total", 0.0) + s.get("build", 0.0),
         "ref_ms": v.timing.reference.median_ms if v.timing else None,
         "cand_ms": v.timing.candidate.median_ms if v.timing else None,
@@ -181,12 +184,13 @@ def main() -> int:
     print(f"\n== forge eval speed on {results['device']} ({results['date']}) ==")
     print(
         f"{'candidate':28s} {'status':9s} {'prep':>5s} {'build':>6s} {'compile':>7s} {'1stcall':>7s} {'verify':>6s} "
-        f"{'time':>5s} {'total':>6s} {'ref ms':>8s} {'cand ms':>8s} {'speedup':>7s}"
+        f"{'time':>5s} {'jdraw':>5s} {'judge':>5s} {'total':>6s} {'ref ms':>8s} {'cand ms':>8s} {'speedup':>7s}"
     )
     for r in fast:
         print(
             f"{r['candidate']:28s} {r['status'][:9]:9s} {r['prepare']:5.2f} {r['build']:6.2f} {r['compile']:7.2f} {r['first_call']:7.2f} "
-            f"{r['verify']:6.2f} {r['time']:5.2f} {r['total']:6.2f} {r['ref_ms'] or 0:8.4f} {r['cand_ms'] or 0:8.4f} "
+            f"{r['verify']:6.2f} {r['time']:5.2f} {r.get('judge_draw', 0):5.2f} {r.get('judge', 0):5.2f} {r['total']:6.2f} "
+            f"{r['ref_ms'] or 0:8.4f} {r['cand_ms'] or 0:8.4f} "
             f"{r['speedup'] or 0:7.3f}"
         )
     if totals:
