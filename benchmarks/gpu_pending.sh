@@ -7,7 +7,8 @@
 export PYTHONUNBUFFERED=1
 timeout "${PYTEST_BUDGET:-250}" python3 -m pytest -q -m "gpu and not slow" -p no:cacheprovider -rf \
   tests/test_adversarial.py tests/test_judge.py > "$OUT/adversarial.log" 2>&1
-timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider -rf tests/test_source_map.py > "$OUT/source-map.log" 2>&1
+timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider -rf tests/test_source_map.py tests/test_runtime_cuda_gpu.py \
+  > "$OUT/source-map.log" 2>&1
 if [ -d .whl-cupti ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/cupti .whl-cupti/*.whl
   lib="$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')"
