@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import shutil
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from forge_lsp.profiler.analyze import analyze  # noqa: E402
 from forge_lsp.profiler.ncu import _run, find_ncu, ncu_command, profile  # noqa: E402
 from forge_lsp.profiler.peaks import load_or_measure_peaks  # noqa: E402
 from forge_lsp.profiler.roofline import place  # noqa: E402
+from forge_lsp.profiler.target import ProfileCall  # noqa: E402
 
 
 def main() -> int:
@@ -117,19 +117,7 @@ def breakdown(cache: Path) -> None:
     task_file, name, _, _, source = CASES[0]
     task = load_task(ROOT / "benchmarks" / "profiler" / task_file)
     work = Path(tempfile.mkdtemp())
-    req = work / "request.json"
-    req.write_text(
-        json.dumps(
-            {
-                "device": "cuda:0",
-                "task_source": task.source,
-                "model_class": task.model_class,
-                "seed": task.seed,
-                "candidate_source": source,
-                "class_name": "ModelNew",
-            }
-        )
-    )
+    req = ProfileCall(device="cuda:0", task=task, candidate=Candidate.from_source(source)).write(work / "request.json")
     env, ncu = worker_env("cuda:0", cache), find_ncu()
     target = [sys.executable, "-m", "forge_lsp.profiler.target", str(req)]
     variants = {

@@ -63,11 +63,12 @@ RULES = (
     Rule("only the Ray executor imports ray", ("*",), ("ray",), exempt=("forge_lsp.engine.ray_executor",)),
     Rule("the sandbox stands alone", ("forge_lsp.sandbox",), ("forge_lsp",)),
     Rule("the thread-safe parse stands alone", ("forge_lsp.parsing",), ("forge_lsp",)),
+    Rule("the child-process request and script runner stand alone", ("forge_lsp.child",), ("forge_lsp",)),
     Rule(
         "the engine knows nothing above it",
         ("forge_lsp.engine",),
         ("forge_lsp",),
-        allowed=("forge_lsp.engine", "forge_lsp.runtime", "forge_lsp.sandbox", "forge_lsp.parsing"),
+        allowed=("forge_lsp.engine", "forge_lsp.runtime", "forge_lsp.sandbox", "forge_lsp.parsing", "forge_lsp.child"),
     ),
     Rule(
         "the workspace index is AST only",
@@ -91,6 +92,7 @@ RULES = (
             "forge_lsp.runtime",
             "forge_lsp.sandbox",
             "forge_lsp.parsing",
+            "forge_lsp.child",
         ),
     ),
     Rule(
@@ -104,13 +106,14 @@ RULES = (
             "forge_lsp.sandbox",
             "forge_lsp.runtime",
             "forge_lsp.words",
+            "forge_lsp.child",
         ),
     ),
     Rule(
         "whole-model profiling stands on the sandbox alone",
         ("forge_lsp.hotspots",),
         ("forge_lsp",),
-        allowed=("forge_lsp.hotspots", "forge_lsp.sandbox", "forge_lsp.parsing", "forge_lsp.words"),
+        allowed=("forge_lsp.hotspots", "forge_lsp.sandbox", "forge_lsp.parsing", "forge_lsp.words", "forge_lsp.child"),
     ),
     Rule("the use cases know no front end", ("forge_lsp.usecases",), ("forge_lsp.server", "forge_lsp.cli")),
     Rule("the CLI is an adapter over the use cases", ("forge_lsp.cli",), ("forge_lsp.server", *BEHIND_THE_USE_CASES)),

@@ -11,7 +11,6 @@ kernels are left out. Without compute-sanitizer the check says it was not run, a
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
@@ -21,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..child import ChildRequest
 from ..sandbox import child_env, default_cache_dir, run_sandboxed
 from .candidate import Candidate
 from .task import Task
@@ -41,6 +41,13 @@ _NOT_AN_ERROR = (
     "Program hit",
     "Target application returned",
 )
+
+
+class SanitizeRequest(ChildRequest):
+    """What the sanitized child (`harness/sanitize_target.py`) calls once: the candidate, on the task's inputs."""
+
+    task: Task
+    candidate: Candidate
 
 
 @dataclass
@@ -167,10 +174,7 @@ def sanitize(
     cache = Path(cache_dir or default_cache_dir())
     report = SanitizerReport(available=True)
     with tempfile.TemporaryDirectory(prefix="forge-sanitize-") as tmp:
-        req = Path(tmp) / "request.json"
-        req.write_text(
-            json.dumps({"task": task.model_dump(mode="json"), "candidate": candidate.model_dump(mode="json")})
-        )
+        req = SanitizeRequest(task=task, candidate=candidate).write(Path(tmp) / "request.json")
         # a torch.compile candidate compiles in the sanitized process itself: inductor's pool of compile workers
         # would start one more process per core under the tool, to no use (they launch no kernel)
         env = child_env(device, cache, {"TORCHINDUCTOR_COMPILE_THREADS": "1"})

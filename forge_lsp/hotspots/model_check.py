@@ -20,11 +20,11 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from .decide import FASTER, INCONCLUSIVE, SLOWER, Decision, decide
 from .patching import PatchError, compile_model, install, instances_by_name, uncompile_model, uninstall
+from .requests import ModelCheckRequest
 from .runner import _flat_tensors, _sync, build_entry, build_script_entry, user_traceback
 
 
@@ -157,26 +157,26 @@ def _label(patch: dict[str, Any]) -> str:
     return str(patch.get("label") or patch["cls"])
 
 
-def run(req: dict[str, Any]) -> dict[str, Any]:
+def run(req: ModelCheckRequest) -> dict[str, Any]:
     import copy
 
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    device = req["device"]
-    if req["entry"].get("kind") == "script":
-        model, args, kwargs = build_script_entry(torch, req["entry"], req["root"])
+    device = req.device
+    if req.entry.kind == "script":
+        model, args, kwargs = build_script_entry(torch, req.entry, req.root)
     else:
-        model, args, kwargs = build_entry(torch, req["entry"], device, Path(req["workspace"]))
-    modes = [m for m in req.get("model_modes", []) if m]
+        model, args, kwargs = build_entry(torch, req.entry, device, req.workspace)
+    modes = [m for m in req.model_modes if m]
     original = copy.deepcopy(model) if modes else None  # "before", while the model itself is compiled
-    tolerances = req.get("tolerances", {})
+    tolerances = req.tolerances
     for _ in range(2):
         _outputs(torch, model, args, kwargs)
     ref = _outputs(torch, model, args, kwargs)
     hi, truth, truth_note = fp32_model(torch, model, args, kwargs, ref)
-    patches = list(req["patches"])
+    patches = list(req.patches)
     reverted: list[dict[str, Any]] = []
 
     def check(chosen: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -242,8 +242,8 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
             reverted += [{"cls": _label(p), "why": why} for p in kept]
             kept, rows = [], []
     uninstall(model)
-    reps = int(req.get("reps", 30))
-    budget_s = float(req.get("timing_budget_s", 30.0))
+    reps = req.reps
+    budget_s = req.timing_budget_s
 
     def pairs(chosen: list[dict[str, Any]]) -> Callable[[int], tuple[list[float], list[float]]]:
         """n forwards without and with `chosen`, alternating (ms each), warmed both ways first."""
@@ -332,7 +332,7 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
 
 def _model_modes(
     torch: Any,
-    req: dict[str, Any],
+    req: ModelCheckRequest,
     original: Any,
     model: Any,
     kept: list[dict[str, Any]],
@@ -347,7 +347,7 @@ def _model_modes(
     """The whole forward (the kept replacements in place) compiled in each mode: its outputs against the
     original's, and its time against the original model's (an untouched copy), alternating, decided as the
     replacements are (`decide`: faster only when the interval lies above 1)."""
-    device, tolerances = req["device"], req.get("tolerances", {})
+    device, tolerances = req.device, req.tolerances
     rows = []
     install(model, kept)
     for mode in modes:
@@ -356,7 +356,7 @@ def _model_modes(
         torch._dynamo.reset()
         t0 = time.perf_counter()
         try:
-            compile_model(model, mode, req.get("blocks") or ())
+            compile_model(model, mode, req.blocks)
             for _ in range(3):  # compiles on the first call; CUDA graphs are recorded on later ones
                 _outputs(torch, model, args, kwargs)
             _sync(torch, device)
@@ -375,7 +375,7 @@ def _model_modes(
                     torch,
                     model,
                     mode,
-                    req.get("blocks") or [],
+                    req.blocks,
                     args,
                     kwargs,
                     ref,
@@ -389,8 +389,7 @@ def _model_modes(
                     row["outputs"], row["ok"] = out, all(r["ok"] for r in out)
                     row["blocks"] = chosen
                     row["note"] = (
-                        f"{len(chosen)} of {len(req.get('blocks') or [])} hot blocks compiled, the others left "
-                        f"eager ({whole})"
+                        f"{len(chosen)} of {len(req.blocks)} hot blocks compiled, the others left eager ({whole})"
                     )
                 row["compile_s"] = round(time.perf_counter() - t0, 1)
                 if not row["ok"]:
@@ -459,8 +458,8 @@ def accurate_blocks(
 
 
 def main(argv: list[str]) -> int:
-    req = json.loads(Path(argv[1]).read_text())
-    out = Path(req["out"])
+    req = ModelCheckRequest.read(argv[1])
+    out = req.out
     out.mkdir(parents=True, exist_ok=True)
     try:
         result = run(req)

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..sandbox import child_env, default_cache_dir, run_sandboxed
 from .entry import Entry
 from .report import HotspotReport
+from .requests import HotspotRequest
 
 LATEST = Path(".forge") / "hotspots.json"
 
@@ -60,24 +61,23 @@ def find_hotspots(
     out = workspace / ".forge" / "captures" / stamp
     out.mkdir(parents=True, exist_ok=True)
     progress_file = out / "progress.jsonl"
-    request = {
-        "entry": {**entry.model_dump(mode="json")},
-        "device": options.device,
-        "workspace": str(workspace),
-        "out": str(out),
-        "progress": str(progress_file),
-        "warmup": options.warmup,
-        "iterations": options.iterations,
-        "top": options.top,
-        "classes": list(options.classes),
-        "capture_calls": options.capture_calls,
-        "capture_call_mb": options.capture_call_mb,
-        "capture_total_mb": options.capture_total_mb,
-    }
-    (out / "request.json").write_text(json.dumps(request, indent=1))
+    request = HotspotRequest(
+        entry=entry,
+        device=options.device,
+        workspace=workspace,
+        out=out,
+        progress=progress_file,
+        warmup=options.warmup,
+        iterations=options.iterations,
+        top=options.top,
+        classes=list(options.classes),
+        capture_calls=options.capture_calls,
+        capture_call_mb=options.capture_call_mb,
+        capture_total_mb=options.capture_total_mb,
+    ).write(out / "request.json")
     cache = Path(cache_dir or default_cache_dir())
     env = child_env(options.device, cache, dict(options.extra_env))
-    cmd = [python or sys.executable, "-m", "forge_lsp.hotspots.runner", str(out / "request.json")]
+    cmd = [python or sys.executable, "-m", "forge_lsp.hotspots.runner", str(request)]
     box: dict = {}
     worker = threading.Thread(
         target=lambda: box.setdefault(

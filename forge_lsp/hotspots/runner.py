@@ -24,7 +24,6 @@ import importlib.util
 import inspect
 import json
 import os
-import runpy
 import sys
 import threading
 import time
@@ -34,8 +33,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..child import run_script_as_main
 from ..parsing import parse
+from .entry import Entry
 from .report import CallArg, Capture, HotspotReport, Instance, ModuleClass, Op, TensorSpec, rank_targets
+from .requests import HotspotRequest
 
 _RANGE = "forge::m"
 #: The script a script entry ran as ``__main__``: where its classes are defined.
@@ -46,7 +48,7 @@ _ENTRY: dict[str, Any] = {}
 
 
 class Progress:
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | Path | None) -> None:
         self.path = path
 
     def __call__(self, step: str, done: int | None = None, of: int | None = None) -> None:
@@ -424,25 +426,27 @@ def _to(torch: Any, value: Any, device: str) -> Any:
     return value
 
 
-def build_entry(torch: Any, entry: dict[str, Any], device: str, workspace: Path) -> tuple[Any, tuple, dict]:
+def build_entry(torch: Any, entry: Entry, device: str, workspace: Path) -> tuple[Any, tuple, dict]:
     """A function entry's (model, args, kwargs), on `device`; `SystemExit` with a message for a wrong entry."""
-    if entry.get("path"):
-        module = _import_path(Path(entry["path"]), workspace)
-    else:
+    if entry.path:
+        module = _import_path(entry.path, workspace)
+    elif entry.module:
         sys.path.insert(0, str(workspace))
-        module = importlib.import_module(entry["module"])
+        module = importlib.import_module(entry.module)
+    else:
+        raise SystemExit(f"the entry {entry.text} names neither a file nor a module")
     _ENTRY["module"] = module
-    fn = getattr(module, entry["function"], None)
+    fn = getattr(module, entry.function or "", None)
     if fn is None:
-        raise SystemExit(f"the entry's module has no function {entry['function']!r}")
-    kwargs = dict(entry.get("arguments") or {})
+        raise SystemExit(f"the entry's module has no function {entry.function!r}")
+    kwargs = dict(entry.arguments)
     takes_device = "device" in inspect.signature(fn).parameters
     if takes_device:
         kwargs.setdefault("device", device)
     built = fn(**kwargs)
     if not isinstance(built, (tuple, list)) or len(built) not in (2, 3):
         raise SystemExit(
-            f"the entry {entry['text']} must return (model, args) or (model, args, kwargs), not {type(built).__name__}"
+            f"the entry {entry.text} must return (model, args) or (model, args, kwargs), not {type(built).__name__}"
         )
     model, args = built[0], built[1]
     call_kwargs = built[2] if len(built) == 3 else {}
@@ -459,7 +463,7 @@ class _FirstForward(BaseException):
     """Ends a script at its model's first forward (not an Exception: the script's own handlers let it through)."""
 
 
-def build_script_entry(torch: Any, entry: dict[str, Any], root: str) -> tuple[Any, tuple, dict]:
+def build_script_entry(torch: Any, entry: Entry, root: str | None) -> tuple[Any, tuple, dict]:
     """A script entry's (model, args, kwargs): the script runs as ``__main__`` until the first forward of an
     outermost module of class `root` (the model of its hot-spot report), and ends there. The model and the
     call are on the device and in the mode the script gave them. `SystemExit` with a message when the
@@ -479,19 +483,24 @@ def build_script_entry(torch: Any, entry: dict[str, Any], root: str) -> tuple[An
         finally:
             depth.n -= 1
 
-    sys.argv = [str(entry["path"]), *entry.get("argv", [])]
-    _SCRIPT["path"] = Path(entry["path"]).resolve()
-    sys.path.insert(0, str(Path(entry["path"]).parent))
+    script = _script(entry)
+    _SCRIPT["path"] = script.resolve()
     nn.Module.__call__ = call
     try:
-        runpy.run_path(str(entry["path"]), run_name="__main__")
+        run_script_as_main(script, entry.argv)
     except _FirstForward:
         pass
     finally:
         nn.Module.__call__ = original
     if "model" not in seen:
-        raise SystemExit(f"the script {entry['text']} ended without a forward of its model {root}")
+        raise SystemExit(f"the script {entry.text} ended without a forward of its model {root}")
     return seen["model"], tuple(seen["args"]), dict(seen["kwargs"])
+
+
+def _script(entry: Entry) -> Path:
+    if entry.path is None:
+        raise SystemExit(f"the entry {entry.text} is a script without a path")
+    return entry.path
 
 
 def _sync(torch: Any, device: str) -> None:
@@ -499,12 +508,12 @@ def _sync(torch: Any, device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def run(req: dict[str, Any]) -> HotspotReport:
+def run(req: HotspotRequest) -> HotspotReport:
     t_start = time.time()
-    progress = Progress(req.get("progress"))
-    entry = req["entry"]
-    device = req["device"]
-    workspace = Path(req["workspace"])
+    progress = Progress(req.progress)
+    entry = req.entry
+    device = req.device
+    workspace = req.workspace
     progress("importing torch")
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -515,19 +524,19 @@ def run(req: dict[str, Any]) -> HotspotReport:
     ctors.install()
     observer = Observer(
         torch,
-        capture_calls=int(req.get("capture_calls", 2)),
-        call_limit=int(req.get("capture_call_mb", 256)) << 20,
-        total_limit=int(req.get("capture_total_mb", 2048)) << 20,
+        capture_calls=req.capture_calls,
+        call_limit=req.capture_call_mb << 20,
+        total_limit=req.capture_total_mb << 20,
     )
     observer.install()
-    report = HotspotReport(entry=entry["text"], device=device)
+    report = HotspotReport(entry=entry.text, device=device)
     if device.startswith("cuda"):
         report.device_name = torch.cuda.get_device_name(torch.device(device))
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     report.timer = "device" if device.startswith("cuda") else "cpu"
-    warmup, iters = int(req.get("warmup", 2)), int(req.get("iterations", 5))
+    warmup, iters = req.warmup, req.iterations
 
-    if entry["kind"] == "function":
+    if entry.kind == "function":
         progress("building the model")
         model, args, call_kwargs = build_entry(torch, entry, device, workspace)
         report.model = type(model).__name__
@@ -557,16 +566,15 @@ def run(req: dict[str, Any]) -> HotspotReport:
     else:
         progress("running the script")
         observer.profiling = True
-        sys.argv = [entry["path"], *entry.get("argv", [])]
-        _SCRIPT["path"] = Path(entry["path"]).resolve()
-        sys.path.insert(0, str(Path(entry["path"]).parent))
+        script = _script(entry)
+        _SCRIPT["path"] = script.resolve()
         t0 = time.perf_counter()
         with profile(activities=activities) as prof:
-            runpy.run_path(entry["path"], run_name="__main__")
+            run_script_as_main(script, entry.argv)
             _sync(torch, device)
         report.wall_ms = (time.perf_counter() - t0) * 1000
         if not observer.roots:
-            raise SystemExit(f"the script {entry['text']} ran no nn.Module")
+            raise SystemExit(f"the script {entry.text} ran no nn.Module")
         roots = {k: observer.modules[k] for k in observer.roots}
         excluded = {f"{_RANGE}{k}#1" for k, n in observer.roots.items() if n > 1}  # each model's first forward
         counted = {k: n - 1 if n > 1 else n for k, n in observer.roots.items()}
@@ -580,7 +588,7 @@ def run(req: dict[str, Any]) -> HotspotReport:
             f"the GPU ran kernels for {report.model_ms:.2f} of the {report.eager_ms:.2f} ms a forward takes: the rest "
             "it waited for the host to launch them (launch-bound); fewer, larger kernels or a CUDA graph help there"
         )
-    report.targets = rank_targets(report, int(req.get("top", 5)))
+    report.targets = rank_targets(report, req.top)
     progress("saving captures")
     _save_captures(torch, req, report, observer, ctors, workspace, keys)
     report.seconds = time.time() - t_start
@@ -755,17 +763,16 @@ def _class_key(cls: type, workspace: Path) -> tuple[str, str]:
 
 def _save_captures(
     torch: Any,
-    req: dict[str, Any],
+    req: HotspotRequest,
     report: HotspotReport,
     observer: Observer,
     ctors: CtorRecorder,
     workspace: Path,
     keys: dict[str, int],
 ) -> None:
-    out = Path(req["out"])
-    folder = out / "captures"
+    folder = req.out / "captures"
     report.capture_folder = os.path.relpath(folder, workspace)
-    hot = set(report.targets) | set(req.get("classes") or [])
+    hot = set(report.targets) | set(req.classes)
     for inst in report.instances:
         if inst.cls not in hot and inst.cls.replace(":", ".").rsplit(".", 1)[-1] not in hot:  # by key or by name
             continue
@@ -942,8 +949,8 @@ def user_traceback(exc: BaseException) -> str:
 
 
 def main(argv: list[str]) -> int:
-    req = json.loads(Path(argv[1]).read_text())
-    out = Path(req["out"])
+    req = HotspotRequest.read(argv[1])
+    out = req.out
     out.mkdir(parents=True, exist_ok=True)
     try:
         report = run(req)

@@ -6,7 +6,6 @@ its answer as a `ModelCheck`. `write_patch_file` writes what a user imports to g
 
 from __future__ import annotations
 
-import json
 import pprint
 import threading
 import time
@@ -17,6 +16,7 @@ from pydantic import BaseModel
 
 from ..sandbox import child_env, default_cache_dir, run_sandboxed
 from .entry import Entry
+from .requests import ModelCheckRequest
 
 
 class Reverted(BaseModel):
@@ -92,22 +92,21 @@ def check_model(
         / (time.strftime("%Y%m%d-%H%M%S") + f"-{time.monotonic_ns() % 10**6:06d}")
     )
     out.mkdir(parents=True, exist_ok=True)
-    request = {
-        "entry": entry.model_dump(mode="json"),
-        "device": device,
-        "workspace": str(workspace),
-        "patches": patches,
-        "tolerances": tolerances,
-        "reps": reps,
-        "timing_budget_s": timing_budget_s,
-        "model_modes": list(model_modes),
-        "blocks": list(blocks),
-        "root": root,
-        "out": str(out),
-    }
-    (out / "request.json").write_text(json.dumps(request, indent=1))
+    request = ModelCheckRequest(
+        entry=entry,
+        device=device,
+        workspace=workspace,
+        out=out,
+        patches=patches,
+        tolerances=tolerances,
+        reps=reps,
+        timing_budget_s=timing_budget_s,
+        model_modes=list(model_modes),
+        blocks=list(blocks),
+        root=root,
+    ).write(out / "request.json")
     env = child_env(device, Path(cache_dir or default_cache_dir()))
-    cmd = [python or sys.executable, "-m", "forge_lsp.hotspots.model_check", str(out / "request.json")]
+    cmd = [python or sys.executable, "-m", "forge_lsp.hotspots.model_check", str(request)]
     run = run_sandboxed(cmd, env=env, cwd=workspace, timeout=timeout, cancel=cancel)
     if run.cancelled:
         raise ModelCheckError("cancelled")

@@ -23,7 +23,7 @@ from ..engine.task import Task
 from ..sandbox import child_env, default_cache_dir, run_sandboxed
 from .metrics import METRICS
 from .model import DevicePeaks, OpTime, ProfileResult
-from .target import NVTX_RANGE
+from .target import NVTX_RANGE, ProfileCall, ProfileScript
 
 _EXCERPT = 6000
 PERMISSION_HELP = (
@@ -103,14 +103,7 @@ def profile(
     """Profile the candidate (or the task's reference) on `device`. Never raises for user code."""
     cache = Path(cache_dir or default_cache_dir())
     work = Path(tempfile.mkdtemp(prefix="profile-", dir=_mkdir(cache / "profiles")))
-    request = {
-        "device": device,
-        "task_source": task.source,
-        "model_class": task.model_class,
-        "seed": task.seed,
-        "candidate_source": candidate.source if candidate else None,
-        "class_name": candidate.class_name if candidate else "ModelNew",
-    }
+    request = ProfileCall(device=device, task=task, candidate=candidate)
     env = child_env(device, cache)
     python = python or sys.executable
     t0 = time.perf_counter()
@@ -122,8 +115,7 @@ def profile(
             else "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu"
         )
         return _degraded(request, work, env, python, timeout, why, t0)
-    req = work / "request.json"
-    req.write_text(json.dumps(request))
+    req = request.write(work / "request.json")
     report = work / "profile.ncu-rep"
     cmd = ncu_command(ncu, report, [python, "-m", "forge_lsp.profiler.target", str(req)], kernel=kernel, full=full)
     code, log, timed_out = _run(cmd, env, timeout, work)
@@ -176,7 +168,7 @@ def _mkdir(p: Path) -> Path:
 
 
 def _degraded(
-    request: dict,
+    request: ProfileCall | ProfileScript,
     work: Path,
     env: dict[str, str],
     python: str,
@@ -186,8 +178,7 @@ def _degraded(
     log: str = "",
     cwd: Path | None = None,
 ) -> ProfileResult:
-    req = work / "request.json"
-    req.write_text(json.dumps(dict(request, mode="degraded")))
+    req = request.model_copy(update={"mode": "degraded"}).write(work / "request.json")
     code, out, timed_out = _run([python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, cwd or work)
     result_file = req.with_suffix(".result.json")
     if timed_out or code != 0 or not result_file.exists():
@@ -220,7 +211,7 @@ def device_peaks(
     (the caller never touches the GPU) and cached; else the datasheet row. The note says which,
     and why measuring failed.
     """
-    from .peaks import cached_peaks, datasheet_peaks
+    from .peaks import PeaksRequest, cached_peaks, datasheet_peaks
 
     cache = Path(cache_dir or default_cache_dir())
     found = cached_peaks(cache, device_name) if device_name else None
@@ -229,8 +220,9 @@ def device_peaks(
     why = ""
     if device != "cpu":
         with tempfile.TemporaryDirectory() as tmp:
+            request = PeaksRequest(device=device, cache_dir=cache).write(Path(tmp) / "request.json")
             code, out, timed_out = _run(
-                [python or sys.executable, "-m", "forge_lsp.profiler.peaks", device, str(cache)],
+                [python or sys.executable, "-m", "forge_lsp.profiler.peaks", str(request)],
                 child_env(device, cache),
                 timeout,
                 Path(tmp),
@@ -273,7 +265,7 @@ def profile_script(
     env["CUDA_VISIBLE_DEVICES"] = env.get("CUDA_VISIBLE_DEVICES", device.split(":")[-1] if ":" in device else "0")
     python = python or sys.executable
     t0 = time.perf_counter()
-    request = {"device": device, "script": str(entry), "args": list(args or []), "kernel": kernel}
+    request = ProfileScript(device=device, script=entry, args=list(args or []), kernel=kernel)
     ncu = find_ncu() if device != "cpu" else None
     if ncu is None:
         why = (
@@ -315,8 +307,7 @@ def profile_script(
             ",".join(METRICS),
         ]
     )
-    req = work / "request.json"
-    req.write_text(json.dumps(request))
+    req = request.write(work / "request.json")
     code, log, timed_out = _run(cmd + [python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, entry.parent)
     if timed_out:
         return ProfileResult(

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..child import ChildRequest
 from .model import DevicePeaks
 
 log = logging.getLogger(__name__)
@@ -381,8 +382,16 @@ def cached_peaks(cache_dir: Path, device_name: str) -> DevicePeaks | None:
     return _read_cached(peaks_cache_path(cache_dir, device_name, driver_version()))
 
 
+class PeaksRequest(ChildRequest):
+    """Measure (or load) the peaks of `device` with the cache in `cache_dir`."""
+
+    device: str
+    cache_dir: Path
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m forge_lsp.profiler.peaks DEVICE CACHE_DIR``: measure (or load) and cache; print JSON.
+    """``python -m forge_lsp.profiler.peaks REQUEST.json`` (a `PeaksRequest`): measure (or load) and cache; print
+    JSON.
 
     The way a server or CLI measures peaks: in a child process, so the caller never initializes
     CUDA or holds GPU memory.
@@ -390,8 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     args = argv if argv is not None else sys.argv[1:]
+    request = PeaksRequest.read(args[0])
     try:
-        peaks = load_or_measure_peaks(args[0], Path(args[1]))
+        peaks = load_or_measure_peaks(request.device, request.cache_dir)
     except PeaksUnavailable as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -5,7 +5,8 @@
 Started by `forge_lsp.profiler.ncu.profile` under ``ncu`` (or alone for the degraded path).
 Only the call inside the NVTX range ``forge_profile`` is profiled, so harness and warm-up
 kernels never pollute the numbers. Writes its results (degraded path: torch.profiler kernel
-breakdown and event timing) as JSON next to the request.
+breakdown and event timing) as JSON next to the request. The request is a `ProfileCall` or a
+`ProfileScript` (`ProfileRequest`), which `forge_lsp.profiler.ncu` writes.
 """
 
 from __future__ import annotations
@@ -14,14 +15,49 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from ..child import ChildRequest, read_request, run_script_as_main
+from ..engine.candidate import Candidate
+from ..engine.task import Task
 
 NVTX_RANGE = "forge_profile"
 
 
+class ProfileCall(ChildRequest):
+    """One call of the task's reference, or of `candidate`, after `warmup` calls: inside the NVTX range (under
+    ncu), or, with `mode="degraded"`, timed `reps` times and then once under torch.profiler."""
+
+    kind: Literal["call"] = "call"
+    device: str
+    mode: Literal["ncu", "degraded"] = "ncu"
+    task: Task
+    candidate: Candidate | None = None
+    warmup: int = 3
+    reps: int = 20
+
+
+class ProfileScript(ChildRequest):
+    """A user's script run as ``__main__`` with `args` (ncu picks the launches); with `mode="degraded"`, under
+    torch.profiler, keeping the kernels whose names match `kernel` (a regex; empty: all)."""
+
+    kind: Literal["script"] = "script"
+    device: str
+    mode: Literal["ncu", "degraded"] = "ncu"
+    script: Path
+    args: list[str]
+    kernel: str
+
+
+ProfileRequest = Annotated[ProfileCall | ProfileScript, Field(discriminator="kind")]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    request = json.loads(Path(args[0]).read_text())
-    if request.get("script"):
+    request = read_request(ProfileRequest, args[0])
+    if isinstance(request, ProfileScript):
         return run_script(request, Path(args[0]))
     stages: dict[str, float] = {}
     t_stage = time.perf_counter()
@@ -37,24 +73,25 @@ def main(argv: list[str] | None = None) -> int:
     from ..engine.harness.loading import cached_load_inline, call_model, exec_module
 
     mark("import")
-    device = torch.device(request["device"])
+    device = torch.device(request.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.cuda.init()
     mark("cuda_init")
-    task_mod = exec_module(request["task_source"], "task", "task")
-    torch.manual_seed(request.get("seed", 42))
+    task, candidate = request.task, request.candidate
+    task_mod = exec_module(task.source, "task", "task")
+    torch.manual_seed(task.seed)
     init = list(task_mod.get_init_inputs())
-    torch.manual_seed(request.get("seed", 42))
+    torch.manual_seed(task.seed)
     with cached_load_inline():
-        if request.get("candidate_source"):
-            cand_mod = exec_module(request["candidate_source"], "candidate", "candidate")
-            model = getattr(cand_mod, request.get("class_name", "ModelNew"))(*init)
+        if candidate is not None and candidate.source:
+            cand_mod = exec_module(candidate.source, "candidate", "candidate")
+            model = getattr(cand_mod, candidate.class_name)(*init)
         else:
-            model = getattr(task_mod, request.get("model_class", "Model"))(*init)
+            model = getattr(task_mod, task.model_class)(*init)
     model = model.to(device)
     mark("build")
-    torch.manual_seed(request.get("seed", 42) + 1)
+    torch.manual_seed(task.seed + 1)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task_mod.get_inputs()]
     mark("inputs")
 
@@ -62,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    for _ in range(int(request.get("warmup", 3))):
+    for _ in range(request.warmup):
         call_model(model, inputs)
     sync()
     mark("warmup")
@@ -70,12 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "stages_s": stages,
     }
-    if request.get("mode") == "degraded":
+    if request.mode == "degraded":
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         times = []
-        for _ in range(int(request.get("reps", 20))):
+        for _ in range(request.reps):
             t0 = time.perf_counter_ns()
             call_model(model, inputs)
             sync()
@@ -98,32 +135,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_script(request: dict, request_file: Path) -> int:
-    """Run a user's entry script as ``__main__`` (its own folder on sys.path, its own argv).
+def run_script(request: ProfileScript, request_file: Path) -> int:
+    """Run a user's entry script as ``__main__`` (`run_script_as_main`: its own folder on sys.path, its own argv).
 
     Under ncu the kernel-name filter picks the launches. Degraded mode wraps the run in
-    torch.profiler and keeps the device times of kernels matching ``request["kernel"]``.
+    torch.profiler and keeps the device times of kernels matching ``request.kernel``.
     """
     import re
-    import runpy
 
     import torch
 
-    script = request["script"]
-    device = torch.device(request["device"])
+    device = torch.device(request.device)
     result: dict = {"device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
-    sys.argv = [script, *request.get("args", [])]
-    sys.path.insert(0, str(Path(script).parent))
     exit_code = 0
 
     def run() -> None:
         nonlocal exit_code
         try:
-            runpy.run_path(script, run_name="__main__")
+            run_script_as_main(request.script, request.args)
         except SystemExit as exc:  # the script's own exit status is the target's
             exit_code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
 
-    if request.get("mode") == "degraded":
+    if request.mode == "degraded":
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -131,7 +164,7 @@ def run_script(request: dict, request_file: Path) -> int:
             run()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-        pattern = re.compile(request.get("kernel") or ".")
+        pattern = re.compile(request.kernel or ".")
         rows = []
         for evt in prof.key_averages():
             dev_us = getattr(evt, "device_time_total", 0.0) or getattr(evt, "cuda_time_total", 0.0) or 0.0

@@ -25,10 +25,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ...child import ChildRequest
 from ...engine.task import Task
 from ...sandbox import child_env, default_cache_dir, run_sandboxed
 
 _EXCERPT = 4000
+
+
+class ProbeRequest(ChildRequest):
+    """What the probe child traces: each task's model, its graph written as one `ProbeReport` per task to `out`."""
+
+    out: Path
+    tasks: list[Task]
 
 
 class ProbeNode(BaseModel):  # type: ignore[no-redef]  # pydantic's mypy plugin clashes with a field named kwargs
@@ -88,24 +96,10 @@ def probe_tasks(
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="probe-", dir=work_root) as tmp:
         work = Path(tmp)
-        request = {
-            "out": str(work / "graph.json"),
-            "tasks": [
-                {
-                    "task_source": t.source,
-                    "task_name": t.name,
-                    "model_class": t.model_class,
-                    "init_inputs_fn": t.init_inputs_fn,
-                    "inputs_fn": t.inputs_fn,
-                    "seed": t.seed,
-                }
-                for t in tasks
-            ],
-        }
-        (work / "request.json").write_text(json.dumps(request))
+        request = ProbeRequest(out=work / "graph.json", tasks=tasks).write(work / "request.json")
         # tracing needs no GPU: keep the probe off it (it may run while a worker is timing)
         env = child_env(device, cache, {"CUDA_VISIBLE_DEVICES": ""})
-        cmd = [python or sys.executable, "-m", "forge_lsp.agent.offline.probe", str(work / "request.json")]
+        cmd = [python or sys.executable, "-m", "forge_lsp.agent.offline.probe", str(request)]
         run = run_sandboxed(cmd, env=env, cwd=work, timeout=timeout, cancel=cancel, excerpt=_EXCERPT)
         code, log = run.returncode, run.output
         seconds = time.perf_counter() - t0
@@ -303,7 +297,7 @@ def _propagate_shapes(gm: Any, mod: Any, inputs_fn: str, seed: int) -> None:
     ShapeProp(gm, fake_mode=mode).propagate(*inputs)
 
 
-def _probe_one(request: dict[str, Any]) -> dict[str, Any]:
+def _probe_one(task: Task) -> dict[str, Any]:
     result: dict[str, Any] = {"ok": False, "traced": False, "shapes": False, "error": "", "nodes": []}
     try:
         import torch
@@ -311,12 +305,12 @@ def _probe_one(request: dict[str, Any]) -> dict[str, Any]:
 
         from ...engine.harness.loading import exec_module
 
-        mod = exec_module(request["task_source"], request.get("task_name", "task"), "task")
-        seed = int(request.get("seed", 42))
+        mod = exec_module(task.source, task.name, "task")
+        seed = task.seed
         torch.manual_seed(seed)
-        init = list(getattr(mod, request.get("init_inputs_fn", "get_init_inputs"))())
+        init = list(getattr(mod, task.init_inputs_fn)())
         torch.manual_seed(seed)
-        model = getattr(mod, request.get("model_class", "Model"))(*init)
+        model = getattr(mod, task.model_class)(*init)
         result["ok"] = True
     except Exception as exc:  # noqa: BLE001 - a broken task is an answer, not a crash
         result["error"] = f"the task could not be built: {type(exc).__name__}: {exc}"[:2000]
@@ -328,7 +322,7 @@ def _probe_one(request: dict[str, Any]) -> dict[str, Any]:
         result["error"] = f"torch.fx.symbolic_trace failed: {type(exc).__name__}: {exc}"[:2000]
         return result
     try:
-        _propagate_shapes(gm, mod, request.get("inputs_fn", "get_inputs"), seed)
+        _propagate_shapes(gm, mod, task.inputs_fn, seed)
         result["shapes"] = True
     except Exception as exc:  # noqa: BLE001 - shapes are optional
         result["error"] = f"shape propagation failed (shapes unknown): {type(exc).__name__}: {exc}"[:2000]
@@ -342,9 +336,9 @@ def _probe_one(request: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    request = json.loads(Path(args[0]).read_text())
-    out_path = Path(request["out"])
-    reports = [_probe_one(r) for r in request["tasks"]]
+    request = ProbeRequest.read(args[0])
+    out_path = request.out
+    reports = [_probe_one(t) for t in request.tasks]
     tmp = out_path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"reports": reports}))
     os.replace(tmp, out_path)

@@ -3,22 +3,19 @@ on the smallest input set the task verifies (`forge_lsp.engine.sanitize` runs th
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 import torch
 
-from ..candidate import Candidate
-from ..task import Task
+from ..sanitize import SanitizeRequest
 from .loading import cached_load_inline, call_model, exec_module
 
 
 def main(request_file: str) -> int:
     """In the sanitized child: build the task's and the candidate's models and call the candidate once on the
     smallest input set the task verifies."""
-    data = json.loads(Path(request_file).read_text())
-    task, cand = Task.model_validate(data["task"]), Candidate.model_validate(data["candidate"])
+    request = SanitizeRequest.read(request_file)
+    task, cand = request.task, request.candidate
     device = torch.device("cuda", torch.cuda.current_device())
     mod = exec_module(task.source, task.name, "task")
     sizes: list[dict[str, int]] = [{}] + [{name: v} for name, values in task.vary.items() for v in values]
