@@ -364,7 +364,8 @@ def main() -> int:
                         flush=True,
                     )
 
-                ev.evaluate_many(task, cands, on_verdict=on_verdict)
+                for c in cands:  # one after another in the one device worker, built ahead (`prebuild`)
+                    on_verdict(c, ev.evaluate(task, c))
         finally:
             sampler.stop()
             results["worker_starts"] = ev.worker.starts

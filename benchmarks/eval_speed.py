@@ -3,8 +3,8 @@
     python benchmarks/eval_speed.py [--out results.json]
 
 1. Triton + NVRTC candidates of benchmarks/tasks: cold compile cache, evaluated with
-   `evaluate_many` (builds overlap timing; the device worker draws each task's inputs meanwhile, once,
-   shown as `prep` on the first candidate and not in its `total`); per-stage seconds and the median total.
+   one lane of a `LocalPool` (builds overlap timing; the device worker loads each task and draws its inputs
+   ahead, once); per-stage seconds and the median total.
 2. The load_inline CUDA candidate: cold (fresh cache, single arch), then cached.
 3. Stability: the same candidate timed twice; the two speedups must agree within 3%.
 4. What each verification check costs (its `seconds` in the verdict, median and max over the correct
@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from forge_lsp.cli.eval_cmd import pair_directory  # noqa: E402
-from forge_lsp.engine import EvalOptions, Evaluator, load_candidate, load_task  # noqa: E402
+from forge_lsp.engine import EvalOptions, load_candidate, load_task  # noqa: E402
+from forge_lsp.engine.local_pool import LocalPool  # noqa: E402
 
 TASKS, CANDS = ROOT / "benchmarks" / "tasks", ROOT / "benchmarks" / "candidates"
 
@@ -81,7 +82,10 @@ def main() -> int:
     opts = EvalOptions(timing_budget_s=0.5)
 
     # 1. Triton + NVRTC, cold cache, overlapped builds
-    with tempfile.TemporaryDirectory() as cache, Evaluator("cuda:0", options=opts, cache_dir=Path(cache)) as ev:
+    with (
+        tempfile.TemporaryDirectory() as cache,
+        LocalPool("cuda:0", options=opts, cache_dir=Path(cache), lanes=1) as ev,
+    ):
         hello = ev.worker.ensure_started()
         results["device"] = hello.device_name
         t_all = time.perf_counter()
@@ -153,7 +157,10 @@ def main() -> int:
         base = load_candidate(inline)
         for pch in args.pch:
             os.environ["FORGE_LOAD_INLINE_PCH"] = pch
-            with tempfile.TemporaryDirectory() as cache, Evaluator("cuda:0", options=opts, cache_dir=Path(cache)) as ev:
+            with (
+                tempfile.TemporaryDirectory() as cache,
+                LocalPool("cuda:0", options=opts, cache_dir=Path(cache), lanes=1) as ev,
+            ):
                 runs = {}
                 for label, src in (
                     ("first", base.source),

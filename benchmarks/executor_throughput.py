@@ -7,7 +7,7 @@ Over a directory of `load_inline` candidates of different tasks (default: benchm
 one candidate each), each run with a cold compile cache of its own:
 
 1. ``before``: the engine as `forge eval DIR` used it before the executors — one task after the other, each task's
-   own model checked alone, then its candidates through `Evaluator.evaluate_many` (build workers overlap only
+   own model checked alone, then its candidates through `Evaluator.evaluate` (build workers overlap only
    within a task). In this process, through the engine's API.
 2. ``local``: ``forge eval DIR --executor local`` — one worker per visible device, the build workers shared by every
    task (every task's candidates build while the device verifies and times those built).
@@ -116,7 +116,7 @@ def run_before(device: str, tasks: Path, cands: Path, cache: Path) -> dict:
             if not ref.ok:
                 statuses += ["reference_failed"] * len(cs)
                 continue
-            statuses += [v.status.value for v in ev.evaluate_many(task, cs)]
+            statuses += [ev.evaluate(task, c).status.value for c in cs]
     return {"wall_s": time.perf_counter() - t0, "statuses": statuses}
 
 

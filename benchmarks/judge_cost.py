@@ -44,7 +44,7 @@ def evaluations(device: str, rounds: int) -> dict:
     cases = [(ROOT / "tests" / c.task, c.source, c.name) for c in HONEST]
     options = EvalOptions(device=device, timing_budget_s=0.3)
     rows, diffs, draws, compares = [], [], [], []
-    with Evaluator(device, options=options, cache_dir=Path(tempfile.mkdtemp()), build_workers=1) as ev:
+    with Evaluator(device, options=options, cache_dir=Path(tempfile.mkdtemp())) as ev:
         for path, source, name in cases:
             task = load_task(path)
             cand = Candidate.from_source(source, name.replace("-", "_"))

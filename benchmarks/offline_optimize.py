@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 from forge_lsp.agent.offline import offline_candidates  # noqa: E402
 from forge_lsp.agent.optimize import OptimizeOptions, Optimizer  # noqa: E402
 from forge_lsp.agent.store import RunStore  # noqa: E402
-from forge_lsp.engine import EvalOptions, Evaluator, StageTimeouts, load_task  # noqa: E402
+from forge_lsp.engine import EvalOptions, StageTimeouts, load_task  # noqa: E402
+from forge_lsp.engine.local_pool import LocalPool  # noqa: E402
 from forge_lsp.profiler.ncu import device_peaks  # noqa: E402
 
 TASKS = {
@@ -46,8 +47,8 @@ def main() -> int:
     # torch.compile's max-autotune benchmarks many Triton configs on its first call and during
     # verification (new sizes): give those stages room
     options = EvalOptions(timeouts=StageTimeouts(first_call=900, verify=600, time=300))
-    with Evaluator("cuda:0", options=options, cache_dir=work / "cache") as ev:
-        name = ev.worker.ensure_started().device_name
+    with LocalPool("cuda:0", options=options, cache_dir=work / "cache", lanes=1) as ev:
+        name = ev.hello().device_name
         peaks, note = device_peaks("cuda:0", name, cache_dir=work / "cache")
         print(f"{name}: DRAM roof {peaks.dram_bytes_per_s / 1e12:.2f} TB/s ({note})")
         for label, (path, min_bytes) in TASKS.items():

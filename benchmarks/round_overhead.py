@@ -31,7 +31,8 @@ from forge_lsp.agent.config import ModelSettings  # noqa: E402
 from forge_lsp.agent.optimize import OptimizeOptions, Optimizer  # noqa: E402
 from forge_lsp.agent.provider import ChatModel  # noqa: E402
 from forge_lsp.agent.store import RunStore  # noqa: E402
-from forge_lsp.engine import Evaluator, load_task  # noqa: E402
+from forge_lsp.engine import load_task  # noqa: E402
+from forge_lsp.engine.local_pool import LocalPool  # noqa: E402
 from forge_lsp.usecases.explain import judge_feedback as make_profile_fn  # noqa: E402
 
 PLAN = json.dumps({"bottleneck": "DRAM bandwidth", "method": "single pass", "plan": "keep the row in registers"})
@@ -57,7 +58,7 @@ def main() -> int:
         n = next(counter)
         return json.dumps({"summary": f"variant {n}", "source": source + f"\n# variant {n}\n"})
 
-    with FakeOpenAI() as server, Evaluator(args.device, cache_dir=work / "cache") as ev:
+    with FakeOpenAI() as server, LocalPool(args.device, cache_dir=work / "cache", lanes=1) as ev:
         server.script(*[reply] * (4 * args.rounds + 4))
         model = ChatModel(ModelSettings(model="instant", base_url=server.base_url), api_key="unused-key-0000")
         store = RunStore(work / "runs.sqlite")

@@ -67,7 +67,7 @@ def fast_options():
 def cpu_evaluator(cache_dir, fast_options):
     from forge_lsp.engine import Evaluator
 
-    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1)
+    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir)
     yield ev
     ev.close()
 

@@ -135,7 +135,7 @@ CPU_CLASSES = [
 
 @pytest.fixture(scope="module")
 def adv_evaluator(cache_dir, fast_options):
-    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1)
+    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir)
     yield ev
     ev.close()
 

@@ -12,6 +12,7 @@ import torch
 from conftest import FIXTURES
 
 from forge_lsp.engine import Candidate, EvaluationCancelled, Evaluator, StageTimeouts, Status, load_task
+from forge_lsp.engine.local_pool import LocalPool
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
 
@@ -294,17 +295,19 @@ def test_cancel_kills_the_worker_promptly(cache_dir, fast_options, softmax_task)
 
 
 @pytest.mark.slow
-def test_evaluate_many_prebuilds_and_reports_compile_errors_early(cpu_evaluator, softmax_task):
+def test_a_batch_prebuilds_and_reports_compile_errors_without_the_device(cache_dir, fast_options, softmax_task):
     cands = [
         Candidate.from_source(C.CPP_COMPILE_ERROR, "broken"),
         Candidate.from_source(C.CPP_CORRECT, "good"),
         Candidate.from_source(C.TORCH_CORRECT, "torch"),
     ]
     seen = []
-    vs = cpu_evaluator.evaluate_many(softmax_task, cands, on_verdict=lambda c, v: seen.append(c.name))
+    with LocalPool("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1) as pool:
+        vs = pool.evaluate_many(softmax_task, cands, on_verdict=lambda c, v: seen.append(c.name))
     assert [v.status for v in vs] == [Status.compile_error, Status.correct, Status.correct], [v.reason for v in vs]
     assert "build" in vs[0].stages and "build" in vs[1].stages and "build" not in vs[2].stages
-    assert seen == ["broken", "good", "torch"]
+    assert "verify" not in vs[0].stages  # the build's error answered it: the device never ran it
+    assert sorted(seen) == ["broken", "good", "torch"]
 
 
 KEPT_TASK = """
@@ -511,10 +514,9 @@ def test_a_batch_draws_its_inputs_while_sources_build_and_a_hanging_draw_is_said
     cache_dir, fast_options, softmax_task, tmp_path
 ):
     cands = [Candidate.from_source(C.CPP_CORRECT, "cpp"), Candidate.from_source(C.TORCH_CORRECT, "torch")]
-    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1) as ev:
+    with LocalPool("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1) as ev:
         vs = ev.evaluate_many(softmax_task, cands)
         assert [v.status for v in vs] == [Status.correct, Status.correct]
-        assert vs[0].stages["prepare"] > 0 and "prepare" not in vs[1].stages
 
         counter = tmp_path / "draws.txt"
         task_file = tmp_path / "hangs.py"

@@ -16,8 +16,10 @@ from conftest import FIXTURES, tool_on_path
 
 from forge_lsp.agent.config import ConfigError, load_config
 from forge_lsp.engine import Candidate, Status, load_candidate, load_task
-from forge_lsp.engine.executor import ExecEvent, LocalPool, local_devices
+from forge_lsp.engine.devices import local_devices
+from forge_lsp.engine.executor import ExecEvent
 from forge_lsp.engine.executors import make_executor, parse_executor
+from forge_lsp.engine.local_pool import LocalPool
 from forge_lsp.engine.pipe import Hello
 from forge_lsp.engine.worker_client import Worker
 
@@ -178,7 +180,7 @@ def test_the_gpus_are_counted_from_nvidia_smi_where_the_drivers_folder_cannot_be
 ):
     """In a container that shows `nvidia-smi` but not /proc/driver/nvidia, the local pool still gets one worker per
     GPU: the count comes from `nvidia-smi -L`, bounded by CUDA_VISIBLE_DEVICES."""
-    from forge_lsp.engine.executor import visible_gpu_count
+    from forge_lsp.engine.devices import visible_gpu_count
 
     if Path("/proc/driver/nvidia/gpus").exists():
         pytest.skip("this machine's driver folder is readable: the count comes from it")
@@ -264,7 +266,7 @@ def test_workers_are_closed_at_once_not_one_after_the_other():
 def test_build_workers_follow_the_machines_cores_and_memory_and_a_cap_the_user_sets(monkeypatch):
     """One builder per core but the device's, as many as half the available memory holds at 2 GiB each, at least
     one; $FORGE_BUILD_WORKERS caps it."""
-    from forge_lsp.engine.executor import default_build_workers
+    from forge_lsp.engine.devices import default_build_workers
 
     monkeypatch.delenv("FORGE_BUILD_WORKERS", raising=False)
     assert default_build_workers(cores=16, memory=128 << 30) == 15  # the H200 host: cores bound it
@@ -349,7 +351,7 @@ def test_a_replaced_worker_keeps_its_next_process_started_and_waiting(tmp_path, 
 @pytest.mark.slow
 def test_build_workers_yield_the_cpu_to_the_device_worker(cache_dir, fast_options):
     """Build workers (and the compilers they start) run niced, the device's worker at the caller's priority."""
-    from forge_lsp.engine.executor import BUILD_NICE
+    from forge_lsp.engine.devices import BUILD_NICE
 
     pool = LocalPool("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1)
     try:
@@ -364,7 +366,7 @@ def test_build_workers_yield_the_cpu_to_the_device_worker(cache_dir, fast_option
 
 
 def test_a_builds_header_fallback_is_counted_in_its_verdicts_stages():
-    from forge_lsp.engine.executor import build_stages
+    from forge_lsp.engine.jobs import build_stages
     from forge_lsp.engine.pipe import BuildResult
 
     fell_back = BuildResult(

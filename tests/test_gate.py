@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from forge_lsp.engine.executor import device_lanes
+from forge_lsp.engine.devices import device_lanes
 from forge_lsp.engine.harness.gate import WAIT_STAGE, DeviceGate, NoGate
 from forge_lsp.engine.harness.nvml import own_memory_reader
 
@@ -28,6 +28,7 @@ def _gates(folder, n: int) -> list[DeviceGate]:
 def test_shared_holders_work_at_once(folder):
     a, b = _gates(folder, 2)
     inside = threading.Event()
+
     def enter() -> None:
         with b.shared():
             inside.set()
@@ -158,6 +159,7 @@ def test_the_process_s_queued_work_is_drained_before_the_gate_is_given_up(folder
     with worker.shared():
         worker.checkpoint()
         assert drained == []  # kept: nothing to drain
+
         def time_it() -> None:
             with timer.exclusive():
                 drained.append("timed")

@@ -1,6 +1,6 @@
 """Each candidate starts from the same free GPU memory as the first, however the ones before it behaved.
 
-Fifty candidates through one persistent device worker in one `evaluate_many` batch: honest ones, ones
+Fifty candidates through one persistent device worker in one batch (one lane): honest ones, ones
 that use tens of GiB for a moment, ones that leak on purpose (tensors kept in a module-level list that
 outlives the module), ones that ask for more than the device has (CUDA out of memory, retried once in a
 fresh worker, then `out_of_memory`). Then candidates of different tasks, one after the other, through one
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, Status, load_task
+from forge_lsp.engine.local_pool import LocalPool
 from forge_lsp.engine.verdict import Verdict
 
 pytestmark = pytest.mark.gpu
@@ -152,9 +153,9 @@ def _starts_clean(verdicts: list[Verdict]) -> list[str]:
 def test_fifty_candidates_in_one_batch_each_start_from_the_same_free_memory(tmp_path, cache_dir):
     task = _task(tmp_path, "affine", 1 << 22, 2.0, 1.0)
     cands = _candidates(2.0, 1.0)
-    with Evaluator("cuda:0", options=EvalOptions(timing=False), cache_dir=cache_dir) as ev:
-        verdicts = ev.evaluate_many(task, [c for _, c in cands])
-        starts = ev.worker.starts
+    with LocalPool("cuda:0", options=EvalOptions(timing=False), cache_dir=cache_dir, lanes=1) as pool:
+        verdicts = pool.evaluate_many(task, [c for _, c in cands])
+        starts = pool.evaluators["cuda:0"].worker.starts
     lines = []
     for (_kind, c), v in zip(cands, verdicts, strict=True):
         m = v.memory
@@ -227,7 +228,7 @@ def test_three_lanes_on_one_gpu_each_candidate_s_memory_its_own_and_timed_alone(
     """Three lanes evaluate candidates at once on one GPU: each worker's memory is measured apart (NVML), so honest
     candidates beside leaking ones keep their workers and a leak outside torch's allocator is still found; timings
     run with the device's gate held exclusively (`device_wait` where a lane waited for it)."""
-    from forge_lsp.engine.executor import LocalPool
+    from forge_lsp.engine.local_pool import LocalPool
 
     task = _task(tmp_path, "affine_lanes", 1 << 22, 2.0, 1.0)
     kinds = ["honest", "big", "raw_leak", "honest", "leak_builtins", "honest"] * 3

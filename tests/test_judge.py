@@ -204,7 +204,7 @@ def test_a_candidate_wrong_only_after_the_verified_calls_is_caught_by_the_judge(
     task = load_task(SOFTMAX)
     count = tmp_path / "calls"
     options = fast_options.model_copy(update={"timing": False, "device": device})
-    with Evaluator(device, options=options, cache_dir=cache_dir, build_workers=1) as ev:
+    with Evaluator(device, options=options, cache_dir=cache_dir) as ev:
         honest = ev.evaluate(task, Candidate.from_source(_COUNTING.format(path=str(count), honest=10**9), "count"))
         assert honest.status is Status.correct, honest.reason
         assert any(c.name == "clean_judge" and c.passed for c in honest.checks)
@@ -261,7 +261,7 @@ def test_a_reference_slowed_beside_the_candidate_gets_no_speedup(cache_dir, fast
     withheld as inconclusive (no speedup claimed; a busy machine would look the same). An honest candidate's
     reference times the same in both processes, and its speedup stands."""
     task = load_task(_MATMUL)
-    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "reftime", build_workers=1) as ev:
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "reftime") as ev:
         honest = ev.evaluate(task, Candidate.from_source(_MM, "mm"))
         slowed = ev.evaluate(task, Candidate.from_source(_BURNERS, "burners"))
     assert honest.status is Status.correct, honest.reason

@@ -11,6 +11,7 @@ import pytest
 from conftest import FIXTURES
 
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, load_task
+from forge_lsp.engine.local_pool import LocalPool
 from forge_lsp.engine.options import default_host_memory_limit
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
@@ -36,7 +37,7 @@ class ModelNew(nn.Module):
 def test_a_candidate_over_the_cap_is_out_of_memory_and_the_next_one_is_evaluated(cache_dir):
     task = load_task(FIXTURES / "softmax_small.py")
     opts = EvalOptions(timing=False, host_memory_limit_bytes=GIB, timeouts=StageTimeouts(first_call=120))
-    with Evaluator("cpu", options=opts, cache_dir=cache_dir, build_workers=0) as ev:
+    with Evaluator("cpu", options=opts, cache_dir=cache_dir) as ev:
         first = ev.worker.ensure_started().pid
         t0 = time.monotonic()
         v = ev.evaluate(task, Candidate.from_source(GREEDY, "greedy"))
@@ -80,7 +81,7 @@ def test_a_build_worker_over_the_cap_says_so(cache_dir):
     ).replace("import torch.nn as nn", "import torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline")
     cands = [Candidate.from_source(greedy_module, "greedy_build"), Candidate.from_source(C.TORCH_CORRECT, "ok")]
     opts = EvalOptions(timing=False, host_memory_limit_bytes=GIB)
-    with Evaluator("cpu", options=opts, cache_dir=cache_dir, build_workers=1) as ev:
+    with LocalPool("cpu", options=opts, cache_dir=cache_dir, build_workers=1) as ev:
         greedy, ok = ev.evaluate_many(task, cands)
         builder = ev._builders[0]
         assert builder.peak_rss > GIB and builder.proc is None  # the build worker was killed over the cap

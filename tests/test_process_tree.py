@@ -19,6 +19,7 @@ from conftest import FIXTURES, ROOT
 from proctree import descendants, running, seconds_until_gone
 
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, load_task
+from forge_lsp.engine.local_pool import LocalPool
 from forge_lsp.engine.worker_client import EvaluationCancelled
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
@@ -202,7 +203,7 @@ def _hang_in_thread(ev: Evaluator, cand: Candidate) -> tuple[threading.Thread, d
 
 def test_cancelling_or_closing_an_evaluator_kills_its_workers_and_their_children(tmp_path, cache_dir):
     opts = EvalOptions(timing=False, timeouts=StageTimeouts(first_call=120))
-    with Evaluator("cpu", options=opts, cache_dir=cache_dir, build_workers=0) as ev:
+    with Evaluator("cpu", options=opts, cache_dir=cache_dir) as ev:
         for end in ("cancel", "close"):
             mark = tmp_path / f"pids-{end}"
             thread, box = _hang_in_thread(ev, Candidate.from_source(HANG_WITH_CHILDREN.format(mark=str(mark)), end))
@@ -234,7 +235,7 @@ def test_cancelling_a_batch_kills_the_build_workers_compilers(tmp_path, cache_di
     ]
     opts = EvalOptions(timing=False)
     before = set(descendants(os.getpid()))  # other tests' session-wide workers are not this batch's
-    with Evaluator("cpu", options=opts, cache_dir=cache_dir, build_workers=1) as ev:
+    with LocalPool("cpu", options=opts, cache_dir=cache_dir, build_workers=1) as ev:
         box: dict = {}
 
         def run() -> None:

@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES, short_tmp, start_local_ray
 
 from forge_lsp.engine import Candidate, Status, Verdict, load_candidate, load_task
-from forge_lsp.engine.executor import LocalPool
+from forge_lsp.engine.local_pool import LocalPool
 
 # set before ray is imported (it reads them then): no usage reports, no token, and Ray's single-machine mode —
 # every one of its servers on the loopback address, none on the network

@@ -262,7 +262,7 @@ def _evaluate(evaluator: Evaluator, pair: Pair) -> Verdict:
 
 @pytest.fixture(scope="module")
 def structured_evaluator(cache_dir, fast_options):
-    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir, build_workers=1)
+    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir)
     yield ev
     ev.close()
 

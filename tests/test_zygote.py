@@ -65,7 +65,7 @@ def test_a_forked_worker_is_a_started_workers_equal_and_its_crash_a_verdict(tmp_
     monkeypatch.setenv("FORGE_TEST_SECRET_TOKEN", "sk-never-in-a-worker")
     cache = tmp_path / "cache"
     task = load_task(FIXTURES / "softmax_small.py")
-    with Evaluator("cpu", options=_options(), cache_dir=cache, build_workers=1) as ev:
+    with Evaluator("cpu", options=_options(), cache_dir=cache) as ev:
         checked = ev.evaluate(task, Candidate.from_source(_CHECKS_ITS_PROCESS.format(cache=str(cache)), "own"))
         assert checked.status is Status.correct, checked.reason
         z = zygote.get_zygote(ev.worker.python, cache)
@@ -93,7 +93,7 @@ def test_without_a_zygote_the_worker_is_started_and_its_log_says_why(tmp_path, m
     monkeypatch.setattr(zygote, "get_zygote", none)
     cache = tmp_path / "cache"
     task = load_task(FIXTURES / "softmax_small.py")
-    with Evaluator("cpu", options=_options(), cache_dir=cache, build_workers=1) as ev:
+    with Evaluator("cpu", options=_options(), cache_dir=cache) as ev:
         v = ev.evaluate(task, Candidate.from_source(_CHECKS_ITS_PROCESS.format(cache=str(cache)), "own"))
         assert v.status is Status.correct, v.reason
         assert ev.worker.proc is not None and _ppid(ev.worker.proc.pid) == os.getpid()

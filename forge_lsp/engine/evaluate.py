@@ -3,25 +3,22 @@
     with Evaluator(device="cuda:0") as ev:
         verdict = ev.evaluate(load_task("softmax.py"), load_candidate("softmax_triton.py"))
 
-`evaluate_many` overlaps compilation with timing: a pool of build workers (no GPU) executes
-queued candidate modules first — load_inline and NVRTC builds land in the shared compile
-cache — while the device worker verifies and times the candidates already built.
+One device worker (and its judge), one evaluation at a time. Batches — builds overlapped with timing, several
+tasks, several lanes or devices — go through an executor (`local_pool.LocalPool`), which runs each evaluation here.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
-from .candidate import Backend, Candidate, gpu_requirement
+from .candidate import Candidate, gpu_requirement
 from .options import EvalOptions
-from .pipe import BuildResult, Hello, Prepared
+from .pipe import Hello, Prepared
 from .task import Task
 from .verdict import Status, Verdict
 from .worker_client import EvaluationCancelled, Worker, close_all, default_cache_dir
@@ -68,7 +65,6 @@ class Evaluator:
         *,
         options: EvalOptions | None = None,
         cache_dir: Path | None = None,
-        build_workers: int | None = None,
         python: str | None = None,
     ) -> None:
         self.device = resolve_device(device)
@@ -84,8 +80,6 @@ class Evaluator:
             host_memory_limit=self.options.host_memory_limit(),
             judged=self.options.judged_sets > 0,
         )
-        self.n_builders = build_workers if build_workers is not None else max(1, min(4, (os.cpu_count() or 2) // 2))
-        self._builders: list[Worker] = []
         self._sanitizing = threading.Event()  # set by `cancel`: the compute-sanitizer run in flight is killed
 
     def __enter__(self) -> Evaluator:
@@ -95,7 +89,7 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
-        close_all([self.worker, *self._builders])
+        close_all([self.worker])
 
     @property
     def capacity(self) -> int:
@@ -111,8 +105,6 @@ class Evaluator:
         `EvaluationCancelled`."""
         self._sanitizing.set()
         self.worker.cancel()
-        for b in self._builders:
-            b.cancel()
 
     def evaluate(
         self,
@@ -165,94 +157,3 @@ class Evaluator:
         file failed to load"). The inputs stay in the worker for the candidates. Raises only
         `EvaluationCancelled`."""
         return self.worker.prepare(task, options or self.options, reference=True)
-
-    # ------------------------------------------------------------ overlapped batch
-    def _builder_env(self) -> dict[str, str]:
-        env = {"CUDA_VISIBLE_DEVICES": ""}  # builders compile; they never touch the GPU
-        hello = self.worker.ensure_started()
-        if hello.arch and hello.capability:
-            env["FORGE_CUDA_ARCH"] = hello.arch
-            env["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*hello.capability)
-        return env
-
-    def _build(self, cand: Candidate) -> BuildResult:
-        builder = self._idle.get()
-        try:
-            return builder.build(cand, timeout=self.options.timeouts.compile)
-        finally:
-            self._idle.put(builder)
-
-    def evaluate_many(
-        self,
-        task: Task,
-        candidates: Iterable[Candidate],
-        options: EvalOptions | None = None,
-        on_stage: StageCallback | None = None,
-        on_verdict: Callable[[Candidate, Verdict], None] | None = None,
-    ) -> list[Verdict]:
-        cands = list(candidates)
-        needs_build = [
-            c
-            for c in cands
-            if c.backend in (Backend.cuda_inline, Backend.cpp_inline, Backend.nvrtc)
-            and gpu_requirement(c.backend, self.device) is None  # `evaluate` refuses the others at once
-        ]
-        if len(cands) < 2 or not needs_build or self.n_builders == 0:
-            out = []
-            for c in cands:
-                v = self.evaluate(task, c, options, on_stage)
-                if on_verdict:
-                    on_verdict(c, v)
-                out.append(v)
-            return out
-        if not self._builders:
-            env = self._builder_env()
-            limit = self.options.host_memory_limit()
-            self._builders = [
-                Worker("cpu", cache_dir=self.cache_dir, python=self.python, env=env, host_memory_limit=limit)
-                for _ in range(self.n_builders)
-            ]
-            self._idle: queue.Queue[Worker] = queue.Queue()
-            for b in self._builders:
-                self._idle.put(b)
-        futures: dict[int, Future[BuildResult]] = {}
-        verdicts: list[Verdict] = []
-        with ThreadPoolExecutor(max_workers=len(self._builders)) as pool:
-            for i, c in enumerate(cands):
-                if c in needs_build:
-                    futures[i] = pool.submit(self._build, c)
-            # meanwhile the device worker loads the task and draws its inputs, once for all the candidates
-            prepared = self.worker.prepare(task, options or self.options)
-            for i, c in enumerate(cands):
-                build = futures[i].result() if i in futures else None
-                if prepared.killed is not None:  # the task's own code hangs or crashes the worker: say so once
-                    v = Verdict(
-                        status=prepared.killed,
-                        reason=f"{prepared.reason} (while loading the task and drawing its inputs)",
-                        device=self.device,
-                        backend=c.backend.value,
-                        task_sha=task.sha,
-                        candidate_sha=c.sha,
-                        stages={"prepare": -1.0},
-                    )
-                elif build is not None and not build.ok and build.compile_error:
-                    v = Verdict(
-                        status=Status.compile_error,
-                        reason=build.reason,
-                        traceback=build.traceback,
-                        device=self.device,
-                        backend=c.backend.value,
-                        task_sha=task.sha,
-                        candidate_sha=c.sha,
-                        stages={"build": round(build.seconds, 4)},
-                    )
-                else:
-                    v = self.evaluate(task, c, options, on_stage)
-                    if build is not None:
-                        v.stages["build"] = round(build.seconds, 4)
-                    if prepared.ok and not any("prepare" in u.stages for u in verdicts):
-                        v.stages["prepare"] = round(prepared.seconds, 4)  # overlapped with the builds
-                if on_verdict:
-                    on_verdict(c, v)
-                verdicts.append(v)
-        return verdicts

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from .executor import Executor, ExecutorUnavailable, LocalPool, reason_line
+from .executor import Executor, ExecutorUnavailable, reason_line
+from .local_pool import LocalPool
 from .options import EvalOptions
 
 

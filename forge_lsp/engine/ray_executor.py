@@ -32,18 +32,8 @@ from typing import Any
 
 from .candidate import Candidate
 from .evaluate import Evaluator
-from .executor import (
-    ExecEvent,
-    Executor,
-    ExecutorUnavailable,
-    Job,
-    StageCallback,
-    build_target,
-    compile_error_verdict,
-    failure_verdict,
-    needs_build,
-    task_failure_verdict,
-)
+from .executor import ExecEvent, Executor, ExecutorUnavailable, Job, StageCallback
+from .jobs import build_target, failure_verdict, needs_build, run_job
 from .options import EvalOptions
 from .pipe import Hello, Prepared
 from .task import Task
@@ -109,7 +99,7 @@ class EvalActor:
             os.environ["OMP_NUM_THREADS"] = omp_threads
         self.options = EvalOptions.model_validate(options)
         cache = Path(cache_dir) if cache_dir else default_cache_dir()
-        self.ev = Evaluator(device, options=self.options, cache_dir=cache, build_workers=0)
+        self.ev = Evaluator(device, options=self.options, cache_dir=cache)
         self.device = self.ev.device
         env = {"CUDA_VISIBLE_DEVICES": ""}
         self._builder_env = env
@@ -201,6 +191,7 @@ class EvalActor:
         opts = EvalOptions.model_validate(options) if options else None
         if needs_build(c, self.device):
             self._start_builders()  # they import torch while the task is checked
+        failed: tuple[Prepared, bool] | None = None
         if reference:
             with self._reference_lock:
                 if t.sha not in self._referenced:
@@ -208,13 +199,18 @@ class EvalActor:
                     self._referenced[t.sha] = self.ev.check_reference(t, opts)
             prepared = self._referenced[t.sha]
             if not prepared.ok:
-                return task_failure_verdict(prepared, True, t, c, self.device).model_dump(mode="json")
-        build = self._build(job, c) if needs_build(c, self.device) else None
-        if build is not None and not build.ok and build.compile_error:
-            return compile_error_verdict(build, t, c, self.device).model_dump(mode="json")
-        verdict = self.ev.evaluate(t, c, opts, lambda _c, s: self._event(job, s), sanitize=sanitize)
-        if build is not None:
-            verdict.stages["build"] = round(build.seconds, 4)
+                failed = (prepared, True)
+        build = self._build(job, c) if failed is None and needs_build(c, self.device) else None
+        verdict = run_job(
+            self.ev,
+            t,
+            c,
+            opts,
+            build=build,
+            task_failed=failed,
+            on_stage=lambda _c, s: self._event(job, s),
+            sanitize=sanitize,
+        )
         return verdict.model_dump(mode="json")
 
     def cancel(self) -> None:

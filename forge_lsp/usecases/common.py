@@ -31,7 +31,7 @@ DEVICES = "cpu, cuda, cuda:N or auto"
 def _visible_gpus() -> int | None:
     """How many NVIDIA GPUs this process may use, read without torch (0: none; None: there is a driver but
     the count cannot be read)."""
-    from ..engine.executor import visible_gpu_count
+    from ..engine.devices import visible_gpu_count
 
     return visible_gpu_count()
 
