@@ -46,6 +46,20 @@ BEHIND_THE_USE_CASES = (
     "forge_lsp.hotspots",
 )
 
+#: The language server without its features: the server, the wire, the protocol's types, its state, and the `Feature`
+#: protocol. The features (`forge_lsp.server.features`) stand on it; the composition root (`app`) puts them together.
+SERVER_CORE = (
+    "forge_lsp.server.server",
+    "forge_lsp.server.feature",
+    "forge_lsp.server.protocol",
+    "forge_lsp.server.state",
+    "forge_lsp.server.settings",
+    "forge_lsp.server.messages",
+    "forge_lsp.server.transport",
+    "forge_lsp.server.session",
+)
+SERVER_COMPOSITION = ("forge_lsp.server.features", "forge_lsp.server.app")
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -120,6 +134,8 @@ RULES = (
     Rule(
         "the server is an adapter over the use cases", ("forge_lsp.server",), ("forge_lsp.cli", *BEHIND_THE_USE_CASES)
     ),
+    Rule("the server knows no feature: the composition root puts them together", SERVER_CORE, SERVER_COMPOSITION),
+    Rule("a feature knows no composition root", ("forge_lsp.server.features",), ("forge_lsp.server.app",)),
 )
 
 
@@ -178,7 +194,7 @@ def test_every_rule_constrains_something_that_exists():
     mods = modules()
     for rule in RULES:
         assert rule.applies_to == ("*",) or any(_under(m, rule.applies_to) for m in mods), rule.name
-    for prefix in CHILD_PROCESS_MODULES + BEHIND_THE_USE_CASES:
+    for prefix in CHILD_PROCESS_MODULES + BEHIND_THE_USE_CASES + SERVER_CORE + SERVER_COMPOSITION:
         assert any(_under(m, (prefix,)) for m in mods), f"{prefix} names no module (renamed?)"
 
 
@@ -284,3 +300,23 @@ def test_a_new_import_cycle_is_found():
     found = cycles(import_edges(mods))
     assert ["forge_lsp.engine.executor", "forge_lsp.engine.ray_executor"] in found, found
     assert not any("forge_lsp.engine" in c for c in found)  # the package's __init__ and its submodules: no cycle
+
+
+@pytest.mark.integration
+def test_the_server_reaching_for_a_feature_is_caught_as_a_layer_and_as_a_cycle():
+    """Not vacuous: `server.py` importing a feature (the central code-lens handler of old, which knew each feature) is
+    reported by the rule and closes a cycle; a feature importing the composition root is reported too."""
+    mods = modules()
+    source, is_pkg = mods["forge_lsp.server.server"]
+    mods["forge_lsp.server.server"] = (source + "\n\ndef _lenses():\n    from .features import hotspots\n", is_pkg)
+    mods["forge_lsp.server.features._injected"] = ("def g():\n    from ..app import FEATURES\n", False)
+    found = violations(mods)
+    assert any(
+        v.startswith("forge_lsp.server.server:")
+        and v.endswith("imports forge_lsp.server.features.hotspots: " + RULES[-2].name)
+        for v in found
+    ), found
+    assert f"forge_lsp.server.features._injected:2 imports forge_lsp.server.app: {RULES[-1].name}" in found
+    assert any(
+        {"forge_lsp.server.server", "forge_lsp.server.features.hotspots"} <= set(c) for c in cycles(import_edges(mods))
+    )

@@ -68,11 +68,10 @@ class ForgeServer(LanguageServer):
         self._observer: Any = None
         self.shown: set[str] = set()
         self.closing = False  # the session is over: nothing more is sent, no job starts
-        #: what features hold beyond the session's jobs (the report pages' HTTP server), each closed by
-        #: `end_session`; a feature adds its own when it registers (`app.create_server`)
+        #: each feature's `close` (the report pages' HTTP server), called by `end_session`, and its
+        #: `workspace_opened` (the latest hot-spot report), run on a thread by the lifecycle feature once the workspace
+        #: is indexed at `initialized`: put here by the composition root (`app.create_server`), in the features' order
         self.on_session_end: list[Callable[[ForgeServer], None]] = []
-        #: what features read once the workspace is indexed at `initialized` (the latest hot-spot report), each
-        #: run on a thread by the lifecycle feature
         self.on_workspace_open: list[Callable[[ForgeServer], None]] = []
 
     # ------------------------------------------------------------------ transport

@@ -1,4 +1,6 @@
-"""Accept, reject and show a proposed candidate. Accept sends one versioned edit and confirms it from the text."""
+"""Accept, reject and show a proposed candidate: the lenses and code actions on a class with an open proposal, and
+their commands (`forge.accept`, `forge.reject`, `forge.showDiff`). Accept sends one versioned edit and confirms it
+from the text."""
 
 from __future__ import annotations
 
@@ -7,15 +9,62 @@ import difflib
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types as t
 
-from ..protocol import AcceptResult, CandidateArgs, DiffResult, RejectResult
+from ..feature import Unit, command_action, file_entry, lens, module_at
+from ..protocol import AcceptResult, CandidateArgs, DiffResult, RejectResult, positional, wire
 from ..server import ForgeServer
 from ..state import Proposal, text_sha
 
 CONFIRM_S = 5.0
 log = logging.getLogger("forge_lsp.server")
+
+
+def register(ls: ForgeServer) -> None:
+    @ls.command("forge.accept")
+    async def accept_(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return wire(await accept(ls, positional(CandidateArgs, args)))
+
+    @ls.command("forge.reject")
+    def reject_(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return wire(reject(ls, positional(CandidateArgs, args)))
+
+    @ls.command("forge.showDiff")
+    async def show_diff_(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        return wire(await show_diff(ls, positional(CandidateArgs, args)))
+
+
+def code_lenses(ls: ForgeServer, uri: str) -> list[t.CodeLens]:
+    """On each class with an open proposal: its speedup and Show diff, Accept, Reject."""
+    entry = file_entry(ls, uri)
+    lenses: list[t.CodeLens] = []
+    for m in entry.modules if entry is not None else []:
+        prop = ls.state.proposals.get((uri, m.name))
+        if prop is not None:
+            args = [uri, m.name, prop.run_id, prop.candidate_id]
+            lenses += [
+                lens(m.line, f"forge: {prop.label} faster candidate — Show diff", "forge.showDiff", args),
+                lens(m.line, "Accept", "forge.accept", args),
+                lens(m.line, "Reject", "forge.reject", args),
+            ]
+    return lenses
+
+
+def code_actions(ls: ForgeServer, params: t.CodeActionParams) -> list[t.CodeAction]:
+    uri = params.text_document.uri
+    entry = file_entry(ls, uri)
+    module = module_at(entry, params.range.start.line) if entry is not None else None
+    prop = ls.state.proposals.get((uri, module.name)) if module is not None else None
+    if module is None or prop is None:
+        return []
+    args = [uri, module.name, prop.run_id, prop.candidate_id]
+    return [
+        command_action(f"Accept forge's {prop.label} candidate for {module.name}", "forge.accept", args),
+        command_action("Reject forge's candidate", "forge.reject", args),
+        command_action("Show forge's candidate diff", "forge.showDiff", args),
+    ]
 
 
 def _proposal(ls: ForgeServer, uri: str, target: str, candidate_id: str) -> Proposal | None:
@@ -206,3 +255,6 @@ def _safe(name: str) -> str:
 def _refuse(ls: ForgeServer, message: str) -> AcceptResult:
     ls.message(f"forge: {message}", t.MessageType.Warning)
     return AcceptResult(applied=False, message=message)
+
+
+FEATURE = Unit("accept", register, code_lenses=code_lenses, code_actions=code_actions)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types as t
 
+from ..feature import Unit
 from ..server import MAX_DOC_BYTES, ForgeServer, indexed
 from ..state import text_sha
 from .lifecycle import file_changed_outside
@@ -56,3 +57,6 @@ def register(ls: ForgeServer) -> None:
             path = ls.path_of(change.uri)
             if path is not None and (ls.root is None or indexed(ls.root, path)):  # not .forge/proposals/...
                 file_changed_outside(ls, change.uri, path)
+
+
+FEATURE = Unit("documents", register)

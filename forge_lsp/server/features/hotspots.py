@@ -23,6 +23,7 @@ from typing import Any
 
 from lsprotocol import types as t
 
+from ..feature import Unit, lens
 from ..protocol import EntryArgs, JobStarted, TargetArgs, positional, wire
 from ..server import ForgeServer, indexed
 from ..state import BackgroundJob, HotClass, HotspotView, text_sha
@@ -46,8 +47,6 @@ _entries_lock = threading.Lock()
 
 
 def register(ls: ForgeServer) -> None:
-    ls.on_workspace_open.append(load_latest)  # .forge/hotspots.json, the latest report's hot classes
-
     @ls.command("forge.hotspots")
     def hotspots(ls: ForgeServer, *args: Any) -> dict[str, Any]:
         a = positional(EntryArgs, args)
@@ -86,17 +85,12 @@ def lenses(ls: ForgeServer, uri: str) -> list[t.CodeLens]:
     text = ls.doc_text(uri)
     if text is None:
         return []
-    out = [_lens(line, "forge: Find hot spots", "forge.hotspots", [uri, name]) for name, line in entry_functions(text)]
+    out = [lens(line, "forge: Find hot spots", "forge.hotspots", [uri, name]) for name, line in entry_functions(text)]
     for hot, line, stale in hot_classes_of(ls, path, text):
-        out.append(_lens(line, f"forge: {hot.summary}" + (f" {STALE}" if stale else ""), "", []))
+        out.append(lens(line, f"forge: {hot.summary}" + (f" {STALE}" if stale else ""), "", []))
         if hot.task is not None:
-            out.append(_lens(line, "Optimize (captured inputs)", "forge.optimizeCaptured", [uri, hot.name]))
+            out.append(lens(line, "Optimize (captured inputs)", "forge.optimizeCaptured", [uri, hot.name]))
     return out
-
-
-def _lens(line: int, title: str, command: str, args: list[Any]) -> t.CodeLens:
-    rng = t.Range(start=t.Position(line=line, character=0), end=t.Position(line=line, character=0))
-    return t.CodeLens(range=rng, command=t.Command(title=title, command=command, arguments=args))
 
 
 def hot_classes_of(ls: ForgeServer, path: str, text: str) -> list[tuple[HotClass, int, bool]]:
@@ -390,3 +384,7 @@ def _optimize_captured(
             job.decision = "rejected"
             job.message = f"not offered again: this {answer.label} candidate was rejected for this code before"
     ls.message(f"forge: {name} (captured inputs): {job.message}")
+
+
+# the latest report (.forge/hotspots.json) is read once the workspace is indexed
+FEATURE = Unit("hotspots", register, code_lenses=lenses, workspace_opened=load_latest)

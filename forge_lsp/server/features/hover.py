@@ -8,6 +8,7 @@ import time
 from lsprotocol import types as t
 
 from ...agent.progress import speedup_label
+from ..feature import Unit
 from ..server import ForgeServer
 from ..state import Result, text_sha
 from . import hotspots
@@ -82,3 +83,6 @@ def _age(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+FEATURE = Unit("hover", register)

@@ -14,7 +14,8 @@ from typing import Any
 from lsprotocol import types as t
 
 from ...agent.progress import RunProgress
-from ..protocol import Job, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
+from ..feature import Unit
+from ..protocol import CancelResult, Job, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
 from ..state import BackgroundJob, Proposal, Result, text_sha
 
@@ -46,6 +47,18 @@ def register(ls: ForgeServer) -> None:
             return wire(RunResult.of(run_details(ls.store, run_id)))
         except UseCaseError as exc:
             return wire(RunResult(error=str(exc)))
+
+    @ls.command("forge.cancel")
+    def cancel(ls: ForgeServer, *args: Any) -> dict[str, Any]:
+        """``[]``: every job; ``[jobId]``: that one."""
+        values = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
+        job_id = values[0] if values else None  # null too: a client's `undefined`
+        if len(values) > 1 or not (job_id is None or isinstance(job_id, str)):
+            raise ProtocolError("expected no argument (every job) or one job id (a string)")
+        return wire(CancelResult(cancelled=ls.cancel_job(job_id)))
+
+
+FEATURE = Unit("jobs", register)  # the jobs' lenses and actions are `targets`'s, `hotspots`'s and `model_wide`'s
 
 
 def start(ls: ForgeServer, kind: str, uri: str, target: str) -> JobStarted:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from lsprotocol import types as t
 
+from ..feature import Unit
 from ..server import ForgeServer, indexed
 from ..settings import parse_settings
 
@@ -189,3 +190,6 @@ def file_changed_outside(ls: ForgeServer, uri: str, path: str) -> None:
     if ls.index is not None:
         ls.index.refresh(path)
     ls.clear_file_results(uri, "changed outside the editor")
+
+
+FEATURE = Unit("lifecycle", register)

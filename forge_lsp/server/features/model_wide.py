@@ -24,6 +24,7 @@ from typing import Any
 
 from lsprotocol import types as t
 
+from ..feature import Unit, lens
 from ..protocol import JobStarted, ModelWideArgs, ModelWideEditResult, positional, wire
 from ..server import ForgeServer, uri_of
 from ..state import BackgroundJob, FileChange, ModelWideOffer
@@ -76,17 +77,17 @@ def lenses(ls: ForgeServer, uri: str) -> list[t.CodeLens]:
             offer = ls.state.model_wide.get((uri, name))
         if offer is not None and not offer.accepted:
             out += [
-                _lens(
+                lens(
                     line,
                     f"forge: model-wide {offer.summary} — Accept into {', '.join(offer.classes)}",
                     "forge.acceptModelWide",
                     [uri, name],
                 ),
-                _lens(line, "Reject", "forge.rejectModelWide", [uri, name]),
+                lens(line, "Reject", "forge.rejectModelWide", [uri, name]),
             ]
         elif offer is not None:
             out.append(
-                _lens(
+                lens(
                     line,
                     f"forge: Undo model-wide accept ({', '.join(offer.classes)})",
                     "forge.undoModelWide",
@@ -99,20 +100,15 @@ def lenses(ls: ForgeServer, uri: str) -> list[t.CodeLens]:
                 r = stopped[0]
                 done = sum(1 for m in r.modules if m.status in _finished())
                 out.append(
-                    _lens(
+                    lens(
                         line,
                         f"forge: Resume model-wide run ({done} of {r.top} hot modules done)",
                         "forge.optimizeModelWide",
                         [uri, name, r.folder.name],
                     )
                 )
-        out.append(_lens(line, "forge: Optimize model-wide", "forge.optimizeModelWide", [uri, name]))
+        out.append(lens(line, "forge: Optimize model-wide", "forge.optimizeModelWide", [uri, name]))
     return out
-
-
-def _lens(line: int, title: str, command: str, args: list[Any]) -> t.CodeLens:
-    rng = t.Range(start=t.Position(line=line, character=0), end=t.Position(line=line, character=0))
-    return t.CodeLens(range=rng, command=t.Command(title=title, command=command, arguments=args))
 
 
 def _finished() -> frozenset[str]:
@@ -379,3 +375,6 @@ def _forget(ls: ForgeServer, offer: ModelWideOffer, what: str) -> None:
 def _refuse(ls: ForgeServer, message: str) -> ModelWideEditResult:
     ls.message(f"forge: {message}", t.MessageType.Warning)
     return ModelWideEditResult(applied=False, message=message)
+
+
+FEATURE = Unit("model_wide", register, code_lenses=lenses)

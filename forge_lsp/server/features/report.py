@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from lsprotocol import types as t
 
+from ..feature import Unit
 from ..protocol import ReportArgs, ReportResult, positional, wire
 from ..server import ForgeServer, uri_of
 
@@ -126,8 +127,6 @@ def _can_show_document(ls: ForgeServer) -> bool:
 
 
 def register(ls: ForgeServer) -> None:
-    ls.on_session_end.append(close)  # the report pages' HTTP server
-
     @ls.command("forge.openReport")
     async def open_report(ls: ForgeServer, *args: object) -> dict[str, object]:
         a = positional(ReportArgs, args)
@@ -156,3 +155,6 @@ def register(ls: ForgeServer) -> None:
                 shown=shown,
             )
         )
+
+
+FEATURE = Unit("report", register, close=close)  # the session's end closes the report pages' HTTP server
