@@ -2,8 +2,8 @@
 
     PYTHONPATH=. python3 benchmarks/batch_memory.py --device cuda:0 --out results.json [--limit N]
 
-The 42 tasks of benchmarks/kernelbench_batch/tasks (KernelBench levels 1-3, sizes shrunk) and their
-load_inline CUDA candidates (benchmarks/kernelbench_batch/candidates, same stem) are paired with
+The 42 tasks of corpus/kernelbench/tasks (KernelBench levels 1-3, sizes shrunk) and their
+load_inline CUDA candidates (corpus/kernelbench/candidates, same stem) are paired with
 `forge eval DIR`'s own `pair_directory` and evaluated as `forge eval DIR` does: one `Evaluator` on the
 device, `evaluate_many` per task, every candidate in the same device worker one after another, with
 all of the engine's checks and timing. Before that, the candidates' CUDA builds are run by build
@@ -60,7 +60,7 @@ from forge_lsp.engine import (  # noqa: E402
     load_task,
 )
 
-BATCH = ROOT / "benchmarks" / "kernelbench_batch"
+BATCH = ROOT / "corpus" / "kernelbench"
 MIB = 1 << 20
 #: How far below the starting level free memory may end (the engine's `gpu_memory_slack_bytes` default).
 SLACK_MIB = 512

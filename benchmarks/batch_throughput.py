@@ -4,8 +4,8 @@
     PYTHONPATH=. python3 benchmarks/batch_throughput.py --device cuda:0 --out $OUT/warm.json --cache-dir D  # warm
 
 The corpus: every candidate of `corpus/model_style/candidates/` (model-style: legacy-stream launches, raw
-`data_ptr`, `x.type()`, real bugs) and of `benchmarks/kernelbench_batch/candidates/`, each paired with its task in
-`benchmarks/kernelbench_batch/tasks/`, plus the structured-input corpus (`corpus/structured/`). They run through
+`data_ptr`, `x.type()`, real bugs) and of `corpus/kernelbench/candidates/`, each paired with its task in
+`corpus/kernelbench/tasks/`, plus the structured-input corpus (`corpus/structured/`). They run through
 `usecases.evaluate.evaluate_batch` with the automatic repairs and `forge eval`'s default options — what
 `forge eval DIR` does — on an executor sized as `forge eval` sizes it (build workers from cores and memory).
 
@@ -45,8 +45,8 @@ from forge_lsp.engine.executors import make_executor  # noqa: E402
 from forge_lsp.engine.worker_client import EvaluationCancelled  # noqa: E402
 from forge_lsp.usecases.evaluate import Evaluated, evaluate_batch, summarize  # noqa: E402
 
-TASKS = ROOT / "benchmarks" / "kernelbench_batch" / "tasks"
-CAND_DIRS = [ROOT / "corpus" / "model_style" / "candidates", ROOT / "benchmarks" / "kernelbench_batch" / "candidates"]
+TASKS = ROOT / "corpus" / "kernelbench" / "tasks"
+CAND_DIRS = [ROOT / "corpus" / "model_style" / "candidates", ROOT / "corpus" / "kernelbench" / "candidates"]
 EXPECTED = ROOT / "corpus" / "model_style" / "expected"
 STRUCTURED = ROOT / "corpus" / "structured"
 #: words in a verdict's reason or traceback that say the harness failed, not the candidate
@@ -192,7 +192,7 @@ def main() -> int:
         type=Path,
         default=None,
         help="eval_speed.py's JSON: also evaluate the benchmark set "
-        "(benchmarks/tasks, benchmarks/candidates) in the middle of the batch, builds running beside its timing, and "
+        "(corpus/ops/tasks, corpus/ops/candidates) in the middle of the batch, builds running beside its timing, and "
         "compare its speedups with that file's",
     )
     ap.add_argument("--label", default="", help="a name for this run in the table (cold, warm...)")
@@ -205,7 +205,9 @@ def main() -> int:
     bench_names: set[str] = set()
     if args.benchmark_set:
         bench = []
-        for task_path, cand_paths in pair_directory(ROOT / "benchmarks" / "tasks", ROOT / "benchmarks" / "candidates"):
+        for task_path, cand_paths in pair_directory(
+            ROOT / "corpus" / "ops" / "tasks", ROOT / "corpus" / "ops" / "candidates"
+        ):
             task = load_task(task_path)
             bench += [(task, load_candidate(p)) for p in cand_paths if "load_inline" not in p.stem]
         bench_names = {c.path.stem for _, c in bench}

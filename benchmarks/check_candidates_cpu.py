@@ -1,4 +1,4 @@
-"""CPU-only check of the benchmark tasks and their kernel candidates (no GPU needed).
+"""CPU-only check of the tasks of corpus/ops and their kernel candidates (no GPU needed).
 
 * Triton candidates run under the Triton interpreter (TRITON_INTERPRET=1) on tiny shapes
   (task size constants overridden, incl. non-power-of-two widths) and are compared with the
@@ -41,8 +41,8 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-TASKS = HERE / "tasks"
-CANDS = HERE / "candidates"
+TASKS = HERE.parent / "corpus" / "ops" / "tasks"
+CANDS = HERE.parent / "corpus" / "ops" / "candidates"
 ATOL = RTOL = 1e-4
 ARCH = "sm_90"
 NVCC = shutil.which("nvcc") or "/usr/local/bin/nvcc"

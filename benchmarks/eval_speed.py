@@ -2,7 +2,7 @@
 
     python benchmarks/eval_speed.py [--out results.json]
 
-1. Triton + NVRTC candidates of benchmarks/tasks: cold compile cache, evaluated with
+1. Triton + NVRTC candidates of corpus/ops/tasks: cold compile cache, evaluated with
    one lane of a `LocalPool` (builds overlap timing; the device worker loads each task and draws its inputs
    ahead, once); per-stage seconds and the median total.
 2. The load_inline CUDA candidate: cold (fresh cache, single arch), then cached.
@@ -29,7 +29,7 @@ from forge_lsp.cli.eval_cmd import pair_directory  # noqa: E402
 from forge_lsp.engine import EvalOptions, load_candidate, load_task  # noqa: E402
 from forge_lsp.engine.local_pool import LocalPool  # noqa: E402
 
-TASKS, CANDS = ROOT / "benchmarks" / "tasks", ROOT / "benchmarks" / "candidates"
+TASKS, CANDS = ROOT / "corpus" / "ops" / "tasks", ROOT / "corpus" / "ops" / "candidates"
 
 
 def row(name, v):

@@ -3,7 +3,7 @@
     PYTHONPATH=. python3 benchmarks/executor_throughput.py --device cuda:0 [--limit N] [--out results.json]
     PYTHONPATH=. python3 benchmarks/executor_throughput.py --device cpu --small   # the CPU check: 2 C++ candidates
 
-Over a directory of `load_inline` candidates of different tasks (default: benchmarks/kernelbench_batch, 42 tasks,
+Over a directory of `load_inline` candidates of different tasks (default: corpus/kernelbench, 42 tasks,
 one candidate each), each run with a cold compile cache of its own:
 
 1. ``before``: the engine as `forge eval DIR` used it before the executors — one task after the other, each task's
@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from forge_lsp.cli.eval_cmd import pair_directory  # noqa: E402
 from forge_lsp.engine import Evaluator, load_candidate, load_task  # noqa: E402
 
-BATCH = ROOT / "benchmarks" / "kernelbench_batch"
+BATCH = ROOT / "corpus" / "kernelbench"
 EXAMPLES = ROOT / "forge_lsp" / "examples"
 
 #: a C++ (CPU) candidate for forge_lsp/examples/softmax_task.py, for the --small check on the CPU

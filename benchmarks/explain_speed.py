@@ -21,14 +21,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks" / "profiler"))
+sys.path.insert(0, str(ROOT / "corpus" / "profiler"))
 
 from candidates import CASES  # noqa: E402
 
 from forge_lsp.engine import Candidate, load_task  # noqa: E402
 from forge_lsp.usecases.explain import ProfileRequest, explain, judge_feedback  # noqa: E402
 
-BATCH = ROOT / "benchmarks" / "kernelbench_batch"
+BATCH = ROOT / "corpus" / "kernelbench"
 #: model-written load_inline kernels of the KernelBench-style batch (their tasks share the file name)
 LOAD_INLINE = ["level1_19_ReLU", "level1_23_Softmax", "level1_36_RMSNorm_", "level2_76_Gemm_Add_ReLU"]
 
@@ -39,7 +39,7 @@ def cases(work: Path) -> list[tuple[str, Path, Path, str]]:
     for task_file, name, expected, _marker, source in CASES:
         cand = work / f"{name}.py"
         cand.write_text(source)
-        flawed.append((name, ROOT / "benchmarks" / "profiler" / task_file, cand, expected))
+        flawed.append((name, ROOT / "corpus" / "profiler" / task_file, cand, expected))
     inline = [(s, BATCH / "tasks" / f"{s}.py", BATCH / "candidates" / f"{s}.py", "") for s in LOAD_INLINE]
     # one of each in turn: a run cut by its budget still has both kinds
     return [case for pair in zip(flawed, inline, strict=True) for case in pair]

@@ -2,7 +2,7 @@
 
     python benchmarks/inline_headers.py [--serial] [--only NAME-FRAGMENT]
 
-Builds benchmarks/candidates/softmax_load_inline.py's sources cold, single arch, in parallel
+Builds corpus/ops/candidates/softmax_load_inline.py's sources cold, single arch, in parallel
 subprocesses, once as written and once per header rewrite (including the engine's slim
 per-operator prelude); prints wall and ninja step times. Run it sequentially (--serial) for
 absolute figures.
@@ -59,7 +59,7 @@ print(json.dumps({"ok": ok, "wall": time.perf_counter() - t0}))
 
 def main():
     env = dict(os.environ, TORCH_CUDA_ARCH_LIST="9.0")
-    cand = ROOT / "benchmarks" / "candidates" / "softmax_load_inline.py"
+    cand = ROOT / "corpus" / "ops" / "candidates" / "softmax_load_inline.py"
     serial = "--serial" in sys.argv
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     procs = {}

@@ -4,7 +4,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/model_style_corpus.py --device cpu --structured-only   # the CPU part
 
 Evaluates every candidate of `corpus/model_style/candidates/` against its task in
-`benchmarks/kernelbench_batch/tasks/` (and, with the structured-input corpus, every honest candidate of
+`corpus/kernelbench/tasks/` (and, with the structured-input corpus, every honest candidate of
 `corpus/structured/`, each expected `correct`) through `usecases.evaluate.evaluate_batch` — what `forge eval DIR`
 runs — with the automatic repairs. Each result is compared with `corpus/model_style/expected/*.json`: status, failed
 check, domain (layouts, streams), and the repair's fixes and verdict. Results are written to `--out` as they come (a
@@ -31,7 +31,7 @@ from forge_lsp.engine.executors import make_executor  # noqa: E402
 from forge_lsp.engine.worker_client import EvaluationCancelled  # noqa: E402
 from forge_lsp.usecases.evaluate import Evaluated, evaluate_batch, summarize  # noqa: E402
 
-TASKS = ROOT / "benchmarks" / "kernelbench_batch" / "tasks"
+TASKS = ROOT / "corpus" / "kernelbench" / "tasks"
 CANDS = ROOT / "corpus" / "model_style" / "candidates"
 EXPECTED = ROOT / "corpus" / "model_style" / "expected"
 STRUCTURED = ROOT / "corpus" / "structured"

@@ -3,7 +3,7 @@ through a single-node Ray instance, and proof that no device ever timed two cand
 
 Everything runs in this process, through the engine's executors, as ``forge eval DIR`` and ``forge optimize`` use them:
 
-1. **Batch (``forge eval DIR``-style).** The task/candidate pairs of a directory (default: benchmarks/kernelbench_batch,
+1. **Batch (``forge eval DIR``-style).** The task/candidate pairs of a directory (default: corpus/kernelbench,
    42 KernelBench tasks with one ``load_inline`` CUDA candidate each; ``--limit N`` takes the first N pairs, copied as
    ``benchmarks/executor_throughput.py`` does), every task's own model checked first
    (``Executor.evaluate_all(pairs, reference=True)``), evaluated by

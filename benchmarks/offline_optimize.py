@@ -3,7 +3,7 @@
     python benchmarks/offline_optimize.py [--out results.json]
 
 Runs the optimizer with no model configured (offline candidates only) on
-benchmarks/tasks/softmax.py (4096x8192 fp32) and benchmarks/agent_tasks/groupnorm_sd.py
+corpus/ops/tasks/softmax.py (4096x8192 fp32) and corpus/agent_tasks/groupnorm_sd.py
 (GroupNorm(32, 320) on 2x320x64x64). Every candidate goes through the engine (verified,
 timed against eager). For each task the table gives: each candidate's time and speedup vs eager,
 its speedup vs the torch.compile default candidate, and its share of the measured DRAM roofline
@@ -29,9 +29,9 @@ from forge_lsp.engine.local_pool import LocalPool  # noqa: E402
 from forge_lsp.profiler.ncu import device_peaks  # noqa: E402
 
 TASKS = {
-    "softmax 4096x8192 fp32": (ROOT / "benchmarks" / "tasks" / "softmax.py", 2 * 4096 * 8192 * 4),
+    "softmax 4096x8192 fp32": (ROOT / "corpus" / "ops" / "tasks" / "softmax.py", 2 * 4096 * 8192 * 4),
     "groupnorm 2x320x64x64 fp32": (
-        ROOT / "benchmarks" / "agent_tasks" / "groupnorm_sd.py",
+        ROOT / "corpus" / "agent_tasks" / "groupnorm_sd.py",
         2 * 2 * 320 * 64 * 64 * 4 + 2 * 320 * 4,
     ),
 }

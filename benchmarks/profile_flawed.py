@@ -2,7 +2,7 @@
 
     python benchmarks/profile_flawed.py [--out DIR]
 
-For each case in benchmarks/profiler/candidates.py: profile the candidate under ncu (forge's
+For each case in corpus/profiler/candidates.py: profile the candidate under ncu (forge's
 isolated runner), analyze it with measured device peaks, and check the top finding and the
 source line it points at. Copies each report and its raw CSV to --out (fixtures for CPU tests).
 Prints a short table last.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks" / "profiler"))
+sys.path.insert(0, str(ROOT / "corpus" / "profiler"))
 
 from candidates import CASES  # noqa: E402
 
@@ -55,7 +55,7 @@ def main() -> int:
     )
     rows = []
     for task_file, name, expected, marker, source in CASES:
-        task = load_task(ROOT / "benchmarks" / "profiler" / task_file)
+        task = load_task(ROOT / "corpus" / "profiler" / task_file)
         result = profile(task, Candidate.from_source(source, name), device="cuda:0", cache_dir=cache)
         if not result.kernels:
             rows.append((name, expected, f"no kernels ({result.reason})", "", "", f"{result.seconds:.1f}"))
@@ -115,7 +115,7 @@ def main() -> int:
 def breakdown(cache: Path) -> None:
     """Where the profiling seconds of one candidate go: the process alone, ncu light, ncu as used."""
     task_file, name, _, _, source = CASES[0]
-    task = load_task(ROOT / "benchmarks" / "profiler" / task_file)
+    task = load_task(ROOT / "corpus" / "profiler" / task_file)
     work = Path(tempfile.mkdtemp())
     req = ProfileCall(device="cuda:0", task=task, candidate=Candidate.from_source(source)).write(work / "request.json")
     env, ncu = worker_env("cuda:0", cache), find_ncu()

@@ -6,7 +6,7 @@ The run is written through the real `RunStore` API into a temporary workspace, s
 a GPU: 20 rounds, each candidate a child of an earlier one (failed ones get repair children), every candidate
 with a Judge call and a Coder call whose prompts carry the task's source, the parent's source and the Judge's
 advice, as the agent's prompts do, and a few failed model calls. Sources are the CUDA (NVRTC) and Triton
-candidates of `benchmarks/candidates/` (3-5 KB each), each made distinct (a tuned constant, a comment, a
+candidates of `corpus/ops/candidates/` (3-5 KB each), each made distinct (a tuned constant, a comment, a
 changed line). Verdicts: about half correct (timing with its interval, the engine's checks), the others compile
 errors with a log excerpt, wrong results with their worst mismatch, runtime errors with a traceback, timeouts,
 crashes; 30 candidates are left queued (never evaluated). One correct candidate in ten has profiler findings
@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 from forge_lsp.agent.store import RunStore  # noqa: E402
 from forge_lsp.engine.verdict import Check, Mismatch, Status, Timing, TimingStats, Verdict  # noqa: E402
 
-TASK = (ROOT / "benchmarks" / "candidates" / "softmax_nvrtc.py").read_text()
-POOL = [p.read_text() for p in sorted((ROOT / "benchmarks" / "candidates").glob("*.py"))]
+TASK = (ROOT / "corpus" / "ops" / "candidates" / "softmax_nvrtc.py").read_text()
+POOL = [p.read_text() for p in sorted((ROOT / "corpus" / "ops" / "candidates").glob("*.py"))]
 PROMPTS = ROOT / "prompts"
 CHECKS = [
     "checkpoint_compatible",

@@ -3,9 +3,9 @@
     python benchmarks/round_overhead.py [--rounds 8] [--no-profile] [--out results.json]
 
 A chat-completions server on 127.0.0.1 (tests/fake_openai.py) answers instantly: the Judge with
-a fixed plan, the Coder with the softmax Triton candidate of benchmarks/candidates (a new
+a fixed plan, the Coder with the softmax Triton candidate of corpus/ops/candidates (a new
 comment each round, so every round evaluates a new candidate). The optimizer runs `linear`
-search on benchmarks/tasks/softmax.py with the product's defaults. Those include Nsight
+search on corpus/ops/tasks/softmax.py with the product's defaults. Those include Nsight
 Compute profiling for the Judge unless --no-profile.
 
 Overhead of a round = its wall time minus the model's own latency (the calls' latency_s).
@@ -47,8 +47,8 @@ def main() -> int:
         "--device", default="cuda:0", help="cpu: a dry run of the script on tests/fixtures/softmax_small.py"
     )
     args = ap.parse_args()
-    task_file = ROOT / ("tests/fixtures/softmax_small.py" if args.device == "cpu" else "benchmarks/tasks/softmax.py")
-    source = (ROOT / "benchmarks" / "candidates" / "softmax_triton.py").read_text()
+    task_file = ROOT / ("tests/fixtures/softmax_small.py" if args.device == "cpu" else "corpus/ops/tasks/softmax.py")
+    source = (ROOT / "corpus" / "ops" / "candidates" / "softmax_triton.py").read_text()
     work = Path(tempfile.mkdtemp())
     counter = iter(range(10_000))
 

@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/split_bindings.py [FILES ...] [--sample 12] [--out bindings.json]
 
 For each `load_inline` CUDA candidate (default: every `--sample`-th of `corpus/model_style/candidates` and
-`benchmarks/kernelbench_batch/candidates`), its load_inline call is recorded (no build), split as the engine's first
+`corpus/kernelbench/candidates`), its load_inline call is recorded (no build), split as the engine's first
 build tier splits it, and its main.cpp compiled by g++ two ways, each with its prelude precompiled beforehand (once per
 flag set, not timed):
 - **inline**: the full split prelude (pybind11 and torch's Python headers) and the bindings load_inline writes;

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/split_check.py [DIR_OR_FILE ...] [--jobs 2] [--out split.json]
 
-For each `load_inline` CUDA candidate (default: `corpus/model_style/candidates`, `benchmarks/kernelbench_batch/
+For each `load_inline` CUDA candidate (default: `corpus/model_style/candidates`, `corpus/kernelbench/
 candidates`), its module is executed with `load_inline` recorded instead of built, and the engine's first build tier
 (`forge_lsp.engine.harness.cudasplit`) is made from the recorded call. Then:
 - the device source is compiled by nvcc (`-c`, the flags `loading.device_object` gives, sm_90), and
@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DIRS = [ROOT / "corpus" / "model_style" / "candidates", ROOT / "benchmarks" / "kernelbench_batch" / "candidates"]
+DIRS = [ROOT / "corpus" / "model_style" / "candidates", ROOT / "corpus" / "kernelbench" / "candidates"]
 WORK = Path(tempfile.gettempdir()) / "forge_split_check"
 
 CHILD = r"""

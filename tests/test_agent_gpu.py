@@ -52,7 +52,7 @@ print("REPORT " + json.dumps(report))
 
 def test_optimize_apply_rewrites_the_class_with_a_triton_kernel_that_runs_on_cuda(tmp_path):
     task = tmp_path / "softmax.py"
-    shutil.copy(ROOT / "benchmarks" / "tasks" / "softmax.py", task)
+    shutil.copy(ROOT / "corpus" / "ops" / "tasks" / "softmax.py", task)
     original = task.read_text()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
     p = subprocess.run(

@@ -498,7 +498,7 @@ def test_split_builds_keep_each_candidates_verdict_and_stream_domain(tmp_path):
     from forge_lsp.engine.executors import make_executor
     from forge_lsp.usecases.evaluate import evaluate_batch
 
-    tasks = ROOT / "benchmarks" / "kernelbench_batch" / "tasks"
+    tasks = ROOT / "corpus" / "kernelbench" / "tasks"
     cands = ROOT / "corpus" / "model_style" / "candidates"
     work = [
         (load_task(tasks / "level1_19_ReLU.py"), load_candidate(cands / "level1_19_ReLU_legacy_raw.py")),

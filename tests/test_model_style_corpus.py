@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration  # real processes end to end: left out of t
 
 ROOT = Path(__file__).resolve().parents[1]
 CANDS = ROOT / "corpus" / "model_style" / "candidates"
-TASKS = ROOT / "benchmarks" / "kernelbench_batch" / "tasks"
+TASKS = ROOT / "corpus" / "kernelbench" / "tasks"
 EXPECTED: dict[str, dict] = {}
 for _f in sorted((ROOT / "corpus" / "model_style" / "expected").glob("*.json")):
     EXPECTED.update(json.loads(_f.read_text()))

@@ -1,7 +1,7 @@
 """Reading and analyzing real Nsight Compute reports captured on the H200 (tests/fixtures/ncu).
 
 The fixtures come from `benchmarks/profile_flawed.py --out tests/fixtures/ncu` on the GPU machine:
-one report per case of benchmarks/profiler/candidates.py, its raw CSV export, and the device peaks
+one report per case of corpus/profiler/candidates.py, its raw CSV export, and the device peaks
 measured in the same run. These tests need no GPU and no ncu: NVIDIA's `ncu_report` reader only.
 """
 
@@ -20,7 +20,7 @@ from forge_lsp.profiler.model import DevicePeaks
 from forge_lsp.profiler.report import from_raw_csv, read_report
 from forge_lsp.profiler.roofline import place
 
-_spec = importlib.util.spec_from_file_location("profiler_cases", ROOT / "benchmarks" / "profiler" / "candidates.py")
+_spec = importlib.util.spec_from_file_location("profiler_cases", ROOT / "corpus" / "profiler" / "candidates.py")
 _cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_cases)
 CASES = _cases.CASES

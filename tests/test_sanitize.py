@@ -40,8 +40,8 @@ def fake_tool(tmp_path: Path, monkeypatch, text: str, code: int) -> None:
 
 
 def run(tmp_path: Path):
-    task = load_task(ROOT / "benchmarks/tasks/softmax.py")
-    cand = load_candidate(ROOT / "benchmarks/candidates/softmax_triton.py")
+    task = load_task(ROOT / "corpus/ops/tasks/softmax.py")
+    cand = load_candidate(ROOT / "corpus/ops/candidates/softmax_triton.py")
     return sanitize(task, cand, "cuda:0", cache_dir=tmp_path / "cache", timeout=60)
 
 
@@ -110,7 +110,7 @@ def test_a_candidate_of_pytorch_calls_only_is_not_run_and_says_why(tmp_path, mon
     from forge_lsp.engine.candidate import Candidate
 
     fake_tool(tmp_path, monkeypatch, RACE, 0)  # would report a race in the candidate's kernel if it were run
-    task = load_task(ROOT / "benchmarks/tasks/softmax.py")
+    task = load_task(ROOT / "corpus/ops/tasks/softmax.py")
     # as a module extracted from a model is built: in its captured mode and dtype (`self.eval()` is not eval())
     extracted = TORCH_ONLY.replace(
         "    def forward", "    def __init__(self):\n        super().__init__()\n        self.eval()\n\n    def forward"
@@ -129,7 +129,7 @@ def test_a_candidate_that_could_bring_a_kernel_of_its_own_is_run(tmp_path, monke
     from forge_lsp.engine.candidate import Candidate
 
     fake_tool(tmp_path, monkeypatch, RACE, 0)
-    task = load_task(ROOT / "benchmarks/tasks/softmax.py")
+    task = load_task(ROOT / "corpus/ops/tasks/softmax.py")
     source = TORCH_ONLY.replace("class ModelNew", HIDDEN[how] + "\n\nclass ModelNew")
     report = sanitize(task, Candidate.from_source(source, "hidden"), "cuda:0", cache_dir=tmp_path / "c", timeout=60)
     assert set(report.seconds) == {"racecheck", "memcheck", "initcheck"}, (how, report)
@@ -151,8 +151,8 @@ def test_a_cancel_kills_the_tool_in_flight(tmp_path, monkeypatch):
     cancel = threading.Event()
     threading.Timer(1.0, cancel.set).start()
     t0 = time.monotonic()
-    task = load_task(ROOT / "benchmarks/tasks/softmax.py")
-    cand = load_candidate(ROOT / "benchmarks/candidates/softmax_triton.py")
+    task = load_task(ROOT / "corpus/ops/tasks/softmax.py")
+    cand = load_candidate(ROOT / "corpus/ops/candidates/softmax_triton.py")
     report = sanitize(task, cand, "cuda:0", cache_dir=tmp_path / "cache", timeout=60, cancel=cancel)
     assert report.cancelled and list(report.seconds) == ["racecheck"], report
     assert time.monotonic() - t0 < 10
@@ -168,8 +168,8 @@ def test_the_evaluators_cancel_reaches_its_sanitizer_run(tmp_path, monkeypatch):
     from forge_lsp.engine.verdict import Status, Verdict
 
     hung_tool(tmp_path, monkeypatch)
-    task = load_task(ROOT / "benchmarks/tasks/softmax.py")
-    cand = load_candidate(ROOT / "benchmarks/candidates/softmax_triton.py")
+    task = load_task(ROOT / "corpus/ops/tasks/softmax.py")
+    cand = load_candidate(ROOT / "corpus/ops/candidates/softmax_triton.py")
     ev = Evaluator("cpu", cache_dir=tmp_path / "cache")
     try:
         verdict = Verdict(status=Status.correct, reason="", device="cuda:0", stages={})

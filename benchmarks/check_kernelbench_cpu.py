@@ -1,8 +1,9 @@
 """Check the batch's load_inline CUDA candidates on a CPU-only machine (no GPU, CPU torch).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/kernelbench_batch/check_cpu.py [STEM ...] [--jobs 2] [--no-nvcc]
+    PYTHONPATH=. .venv/bin/python benchmarks/check_kernelbench_cpu.py [STEM ...] [--jobs 2] [--no-nvcc]
 
-For each candidate in candidates/ (against its task in tasks/), in a child process of its own:
+For each candidate in corpus/kernelbench/candidates/ (against its task in corpus/kernelbench/tasks/), in a child
+process of its own:
 
 1. nvcc: the CUDA source as the engine builds it first (`forge_lsp.engine.harness.loading.slim_build_args`: the
    slim per-operator prelude in place of torch's umbrella headers, torch host code hidden from the device pass)
@@ -37,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-TASKS, CANDS = HERE / "tasks", HERE / "candidates"
+ROOT = HERE.parent
+TASKS, CANDS = ROOT / "corpus" / "kernelbench" / "tasks", ROOT / "corpus" / "kernelbench" / "candidates"
 WORK = Path(tempfile.gettempdir()) / "kernelbench_batch_check"
 
 _EW = [{"batch_size": 4, "dim": 1000}, {"batch_size": 3, "dim": 333}]
@@ -128,7 +129,7 @@ SMALL: dict[str, list[dict[str, Any]]] = {
 
 # ----------------------------------------------------------------------------- CUDA -> C++ emulation
 EMU_HEADER = r"""
-// ---- kernelbench_batch/check_cpu.py: CPU emulation of the CUDA subset the candidates use ----
+// ---- check_kernelbench_cpu.py: CPU emulation of the CUDA subset the candidates use ----
 #include <torch/extension.h>
 #include <array>
 #include <chrono>
