@@ -86,7 +86,7 @@ def main() -> int:
         tempfile.TemporaryDirectory() as cache,
         LocalPool("cuda:0", options=opts, cache_dir=Path(cache), lanes=1) as ev,
     ):
-        hello = ev.worker.ensure_started()
+        hello = ev.hello()
         results["device"] = hello.device_name
         t_all = time.perf_counter()
         for task_path, cand_paths in [] if args.skip_fast else pair_directory(TASKS, CANDS):
