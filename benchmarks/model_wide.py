@@ -108,7 +108,8 @@ def _stages(run_id: str) -> dict:
                 for c in cands
             ],
             "events": [
-                [e.kind, round(e.ts, 1), e.data.get("stage") or e.data.get("candidate")] for e in store.events(run_id)
+                [e.kind, round(e.ts, 1), getattr(e.event, "stage", None) or getattr(e.event, "candidate", None)]
+                for e in store.events(run_id)
             ],
         }
     except Exception as exc:  # noqa: BLE001 - the benchmark's own record; the table is what matters

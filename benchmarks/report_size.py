@@ -31,6 +31,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from forge_lsp.agent.run_events import (  # noqa: E402
+    CandidateFailed,
+    CandidateQueued,
+    CandidateTimed,
+    CandidateVerified,
+    ModelCall,
+    NewBest,
+    Profiled,
+    Round,
+    RunFinished,
+    RunStarted,
+)
 from forge_lsp.agent.store import RunStore  # noqa: E402
 from forge_lsp.engine.verdict import Check, Mismatch, Status, Timing, TimingStats, Verdict  # noqa: E402
 
@@ -201,7 +213,7 @@ def build(workspace: Path, n: int, seed: int = 0) -> str:
             "options": {"search": "mcts", "rounds": 20, "concurrency": 25, "offline": True},
         },
     )
-    store.add_event(run, "run_started", {"resumed": False, "task": "softmax.py", "model_configured": True})
+    store.add_event(run, RunStarted(resumed=False, task="softmax.py", model_configured=True))
     ids: list[str] = []
     state_of: dict[str, str] = {}
     per_round = max(1, n // 20)
@@ -209,7 +221,7 @@ def build(workspace: Path, n: int, seed: int = 0) -> str:
     for i in range(n):
         rnd = i // per_round + 1
         if i % per_round == 0:
-            store.add_event(run, "round", {"round": rnd, "of": 20, "targets": [], "best_speedup": best or None})
+            store.add_event(run, Round(round=rnd, of=20, targets=[], best_speedup=best or None))
         parent = rng.choice(ids) if ids and rng.random() < 0.9 else None
         origin = "repair" if parent and state_of[parent] != "correct" else "coder"
         source = distinct(rng.choice(POOL), i, rng)
@@ -240,9 +252,7 @@ def build(workspace: Path, n: int, seed: int = 0) -> str:
             candidate_id=parent,
         )
         store.add_event(
-            run,
-            "model_call",
-            {"role": "judge", "ok": not failed, "prompt_tokens": 3000, "completion_tokens": 250, "cost_usd": 0.004},
+            run, ModelCall(role="judge", ok=not failed, prompt_tokens=3000, completion_tokens=250, cost_usd=0.004)
         )
         coder_msgs = [
             {"role": "system", "content": system_coder},
@@ -262,9 +272,7 @@ def build(workspace: Path, n: int, seed: int = 0) -> str:
             candidate_id=parent,
         )
         store.add_event(
-            run,
-            "model_call",
-            {"role": "coder", "ok": True, "prompt_tokens": 4500, "completion_tokens": 1500, "cost_usd": 0.02},
+            run, ModelCall(role="coder", ok=True, prompt_tokens=4500, completion_tokens=1500, cost_usd=0.02)
         )
         rec = store.add_candidate(
             run,
@@ -274,7 +282,7 @@ def build(workspace: Path, n: int, seed: int = 0) -> str:
             summary=f"{'repair' if origin == 'repair' else 'variant'} {i}: fused max/sum, BLOCK tuned",
             instruction=advice,
         )
-        store.add_event(run, "candidate_queued", {"candidate": rec.id, "parent": parent, "origin": origin})
+        store.add_event(run, CandidateQueued(candidate=rec.id, parent=parent, origin=origin))
         ids.append(rec.id)
         if i >= n - 30:
             state_of[rec.id] = "queued"
@@ -286,35 +294,34 @@ def build(workspace: Path, n: int, seed: int = 0) -> str:
         v = verdict_for(state, i, rng)
         store.set_verdict(rec.id, v, correct=state == "correct", speedup=v.speedup if state == "correct" else None)
         if state == "correct":
-            store.add_event(run, "candidate_verified", {"candidate": rec.id})
-            store.add_event(run, "candidate_timed", {"candidate": rec.id, "speedup": v.speedup})
+            store.add_event(run, CandidateVerified(candidate=rec.id))
+            store.add_event(run, CandidateTimed(candidate=rec.id, speedup=v.speedup))
             if (v.speedup or 0) > best:
                 best = v.speedup or 0
-                store.add_event(run, "new_best", {"candidate": rec.id, "speedup": best})
+                store.add_event(run, NewBest(candidate=rec.id, speedup=best))
             if rng.random() < 0.1:
                 store.set_findings(rec.id, findings(rng))
                 ai = rng.uniform(0.2, 2.0)
                 store.add_event(
                     run,
-                    "profiled",
-                    {
-                        "candidate": rec.id,
-                        "phase": "done",
-                        "pct_of_roof": rng.uniform(20, 80),
-                        "roofline": {
+                    Profiled(
+                        candidate=rec.id,
+                        phase="done",
+                        pct_of_roof=rng.uniform(20, 80),
+                        roofline={
                             "arithmetic_intensity": ai,
                             "achieved_flops_per_s": ai * 4.8e12 * rng.uniform(0.2, 0.8),
                             "achieved_bytes_per_s": 3e12,
                             "bound": "memory",
                             "pct_of_roof": 55.0,
                         },
-                    },
+                    ),
                 )
         else:
-            store.add_event(run, "candidate_failed", {"candidate": rec.id, "status": state, "reason": v.reason})
+            store.add_event(run, CandidateFailed(candidate=rec.id, status=state, reason=v.reason))
     best_rec = max((store.get_candidate(c) for c in ids if state_of[c] == "correct"), key=lambda r: r.speedup or 0)
     store.set_run_status(run, "done", "rounds", best_rec.id)
-    store.add_event(run, "run_finished", {"status": "done", "best": best_rec.id})
+    store.add_event(run, RunFinished(status="done", best=best_rec.id))
     store.close()
     return run
 

@@ -18,6 +18,7 @@ from forge_lsp.agent.config import ModelSettings
 from forge_lsp.agent.events import EventBus
 from forge_lsp.agent.optimize import OptimizeOptions, Optimizer
 from forge_lsp.agent.provider import ChatModel
+from forge_lsp.agent.run_events import CandidateTimed, Profiled
 from forge_lsp.agent.store import RunStore
 from forge_lsp.engine import Evaluator, load_task
 
@@ -357,7 +358,7 @@ class ModelNew(nn.Module):
 """
     fake_openai.script(coder_reply(liar, "softmax"))
     opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=1, final_retime=True)
-    opt.bus.subscribe(lambda ev: armed.touch() if ev.kind == "candidate_timed" and not ev.data.get("final") else None)
+    opt.bus.subscribe(lambda ev: armed.touch() if isinstance(ev.event, CandidateTimed) and not ev.event.final else None)
     result = opt.run()
     assert result.best is not None and result.best.correct  # the search saw a correct candidate
     assert result.final_failure is not None and "elements outside atol" in result.final_failure
@@ -447,20 +448,20 @@ def test_a_profiled_candidate_is_placed_on_the_roofline_in_its_run_and_its_repor
     opt = optimizer(tmp_path, evaluator, fake_openai, search="linear", rounds=2)
     opt.profile = judge_feedback("cuda:0", cache_dir=cache)
     result = opt.run()
-    events = [e for e in opt.store.events(result.run_id) if e.kind == "profiled" and e.data.get("phase") == "done"]
-    assert len(events) == 1, [e.data for e in opt.store.events(result.run_id) if e.kind == "profiled"]
-    done = events[0].data
-    assert done["mode"] == "ncu" and done["kernel"] == "scale4"
+    events = [e for e in opt.store.events(result.run_id) if isinstance(e.event, Profiled) and e.event.phase == "done"]
+    assert len(events) == 1, [e.event for e in opt.store.events(result.run_id) if e.kind == "profiled"]
+    done = events[0].event
+    assert done.mode == "ncu" and done.kernel == "scale4"
 
     # the placement is roofline.place of the recorded kernel under the cached peaks, with those peaks
     (gunzipped := tmp_path / "good_copy.ncu-rep").write_bytes(gzip.decompress(recorded.read_bytes()))
     (kernel,) = read_report(gunzipped)
     expected = place(kernel, peaks)
-    roof = done["roofline"]
+    roof = done.roofline
     for key in ("arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_s"):
         assert roof[key] > 0 and roof[key] == pytest.approx(getattr(expected, key)), key
     assert roof["bound"] == "memory" and roof["pct_of_roof"] == pytest.approx(expected.pct_of_roof)
-    assert done["pct_of_roof"] == roof["pct_of_roof"]
+    assert done.pct_of_roof == roof["pct_of_roof"]
     assert roof["compute_pipe"] == "fp32" and roof["compute_roof_flops_per_s"] == peaks.fp32_flops_per_s
     assert roof["dram_bytes_per_s"] == peaks.dram_bytes_per_s
     assert roof["peaks_device"] == "NVIDIA H200" and roof["peaks_source"] == "measured"
@@ -469,7 +470,7 @@ def test_a_profiled_candidate_is_placed_on_the_roofline_in_its_run_and_its_repor
     data = gather(opt.store, result.run_id, peaks=peaks, peaks_note="measured")
     rows = {r.id: r for r in data.candidates}
     placed = [r for r in rows.values() if r.roofline]
-    assert [r.id for r in placed] == [done["candidate"].split("/")[-1]] and placed[0].correct
+    assert [r.id for r in placed] == [(done.candidate or "").split("/")[-1]] and placed[0].correct
     assert placed[0].profiled and placed[0].roofline == roof
 
 
@@ -531,8 +532,8 @@ def test_a_model_call_that_waits_says_so_every_two_seconds_to_live_consumers_onl
     opt.bus.subscribe(lambda e: seen.append(e) if e.kind == "model_waiting" else None)
     result = opt.run()
     assert "no first token" in result.stop_reason
-    assert [round(e.data["seconds"]) for e in seen][:2] == [2, 4]  # the wait goes on across the call's retry
-    assert all(e.data["role"] == "coder" and e.data["pieces"] == 0 for e in seen)
+    assert [round(e.event.seconds) for e in seen][:2] == [2, 4]  # the wait goes on across the call's retry
+    assert all(e.event.role == "coder" and e.event.pieces == 0 for e in seen)
     assert not [e for e in opt.store.events(result.run_id) if e.kind == "model_waiting"]
 
 

@@ -11,6 +11,20 @@ from conftest import FIXTURES
 from forge_lsp.agent.events import EventBus
 from forge_lsp.agent.optimize import OptimizeOptions, Optimizer
 from forge_lsp.agent.progress import RunProgress, speedup_label
+from forge_lsp.agent.run_events import (
+    Budget,
+    CandidateFailed,
+    CandidateQueued,
+    CandidateStage,
+    CandidateTimed,
+    FinalRetime,
+    ModelCall,
+    ModelWaiting,
+    NewBest,
+    Round,
+    RunStarted,
+    UnknownEvent,
+)
 from forge_lsp.agent.store import RunStore
 from forge_lsp.engine import Evaluator, load_task
 
@@ -37,22 +51,22 @@ class ModelNew(nn.Module):
 def test_a_run_with_a_model_counts_seeds_rounds_and_the_final_retiming():
     p = RunProgress(rounds=2, model=True, offline=True)
     seen = []
-    for kind, data in [
-        ("round", {"round": 0}),
-        ("candidate_queued", {"candidate": "r/c1"}),
-        ("candidate_queued", {"candidate": "r/c2"}),
-        ("candidate_timed", {"candidate": "r/c1"}),
-        ("new_best", {"candidate": "r/c1", "speedup": 1.25}),
-        ("candidate_failed", {"candidate": "r/c2"}),
-        ("round", {"round": 1}),
-        ("model_call", {}),
-        ("candidate_queued", {"candidate": "r/c3"}),
-        ("candidate_compiled", {"candidate": "r/c3"}),
-        ("candidate_timed", {"candidate": "r/c3"}),
-        ("round", {"round": 2}),
-        ("final_retime", {"candidate": "r/c3"}),
+    for event in [
+        Round(round=0),
+        CandidateQueued(candidate="r/c1"),
+        CandidateQueued(candidate="r/c2"),
+        CandidateTimed(candidate="r/c1"),
+        NewBest(candidate="r/c1", speedup=1.25),
+        CandidateFailed(candidate="r/c2"),
+        Round(round=1),
+        ModelCall(),
+        CandidateQueued(candidate="r/c3"),
+        CandidateStage(kind="candidate_compiled", candidate="r/c3"),
+        CandidateTimed(candidate="r/c3"),
+        Round(round=2),
+        FinalRetime(candidate="r/c3"),
     ]:
-        assert p.update(kind, data)
+        assert p.update(event)
         seen.append((p.message(), p.percentage()))
     messages = [m for m, _ in seen]
     assert messages[0] == "offline candidates · preparing"
@@ -73,8 +87,9 @@ def test_a_speedup_is_said_one_way_the_final_retiming_then_the_searchs():
 
 def test_events_that_change_nothing_are_ignored():
     p = RunProgress(rounds=3, model=True)
-    assert not p.update("run_started", {})
-    assert not p.update("budget", {"reason": "round budget reached"})
+    assert not p.update(RunStarted())
+    assert not p.update(Budget(reason="round budget reached"))
+    assert not p.update(UnknownEvent(kind="a_newer_kind", data={"candidate": "r/c9"}))
 
 
 @pytest.fixture()
@@ -93,7 +108,7 @@ def test_an_offline_only_run_never_speaks_of_rounds(tmp_path, evaluator):
     lines: list[tuple[str, int]] = []
 
     def on_event(ev):
-        if progress.update(ev.kind, ev.data):
+        if progress.update(ev.event):
             lines.append((progress.message(), progress.percentage()))
 
     bus.subscribe(on_event)
@@ -117,3 +132,44 @@ def test_an_offline_only_run_never_speaks_of_rounds(tmp_path, evaluator):
     assert messages[-1].startswith("final re-timing of the best candidate"), messages
     pcts = [p for _, p in lines]
     assert pcts == sorted(pcts) and pcts[-1] == 50, pcts  # two parts: the seeds, then the final re-timing
+
+
+def test_the_percentage_is_the_larger_of_candidates_done_and_budget_steps_and_the_clock():
+    """One scripted run, every step's percentage: the candidates done of those queued in the phase, or the budget's
+    steps within it (the model replied, candidates queued, each one done), whichever says more; the wall clock when
+    a wall-time budget is set. Four phases: the seeds, two rounds, the final re-timing."""
+    p = RunProgress(rounds=2, model=True, offline=True, started=0.0)
+    script = [
+        (Round(round=0), 0, "offline candidates · preparing"),
+        (CandidateQueued(candidate="r/c1"), 10, "offline candidates 0/1 · candidates queued"),
+        (CandidateQueued(candidate="r/c2"), 10, "offline candidates 0/2 · candidates queued"),
+        (CandidateTimed(candidate="r/c1", speedup=0.9), 16, "offline candidates 1/2 · verified"),
+        (CandidateFailed(candidate="r/c2", reason="wrong"), 25, "offline candidates 2/2 · a candidate was rejected"),
+        (Round(round=1, of=2), 25, "round 1/2 · asking the model"),
+        (
+            ModelWaiting(role="coder", seconds=4.4, pieces=3),
+            25,
+            "round 1/2 · asking the coder model · 4 s, 3 pieces of the reply",
+        ),
+        (ModelCall(role="coder", ok=True), 31, "round 1/2 · model replied"),
+        (CandidateQueued(candidate="r/c3"), 35, "round 1/2 · candidates queued"),
+        (CandidateStage(kind="candidate_stage", candidate="r/c3", stage="compile"), 35, "round 1/2 · building"),
+        (CandidateTimed(candidate="r/c3", speedup=1.5), 50, "round 1/2 · verified"),
+        (NewBest(candidate="r/c3", speedup=1.5), 50, "round 1/2 · best 1.50× (search) · verified"),
+        (FinalRetime(candidate="r/c3"), 75, "final re-timing of the best candidate · best 1.50× (search)"),
+        (
+            CandidateTimed(candidate="r/c3", speedup=1.6, final=True),
+            75,
+            "final re-timing of the best candidate · best 1.50× (search)",
+        ),
+    ]
+    for event, pct, message in script:
+        assert p.update(event), event
+        assert (p.percentage(now=0.0), p.message()) == (pct, message), event
+    assert (p.done, p.queued) == (1, 1)  # the final re-timing is not a candidate of the round
+
+    clocked = RunProgress(rounds=3, model=True, wall_s=100.0, started=0.0)
+    clocked.update(Round(round=1, of=3))
+    assert clocked.percentage(now=0.0) == 20  # one phase of five done: the seeds
+    assert clocked.percentage(now=60.0) == 60  # the wall clock says more
+    assert clocked.percentage(now=1000.0) == 99  # 100 only when the job ends

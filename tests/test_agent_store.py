@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from forge_lsp.agent.run_events import ModelCall, NewBest
 from forge_lsp.agent.store import REDACTED, RunStore, scrub
 from forge_lsp.engine import Status, Timing, TimingStats, Verdict
 
@@ -42,7 +43,7 @@ def test_runs_candidates_calls_and_events_round_trip(tmp_path):
         cost_usd=0.25,
     )
     store.add_call(run, role="judge", model="m", messages=[], reply_text="", parsed=None, error="timeout: slow")
-    store.add_event(run, "new_best", {"candidate": a.id})
+    store.add_event(run, NewBest(candidate=a.id))
     assert [c.id for c in store.candidates(run)] == [a.id, b.id] and store.get_candidate(b.id).parent_id == a.id
     got = store.get_candidate(a.id)
     assert got.correct is True and got.speedup == 1.7 and got.status == "evaluated"
@@ -81,7 +82,7 @@ def test_secret_values_never_reach_the_database(tmp_path, monkeypatch):
         parsed={"k": key},
         error=f"401 for {key}",
     )
-    store.add_event(run, "model_call", {"message": key})
+    store.add_event(run, ModelCall(message=key))
     store.close()
     raw = (tmp_path / ".forge" / "runs.sqlite").read_bytes()
     for extra in (tmp_path / ".forge").glob("runs.sqlite-*"):

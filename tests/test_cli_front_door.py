@@ -394,27 +394,24 @@ def test_optimize_says_a_long_model_wait_at_once_then_every_ten_seconds():
 
     from rich.console import Console
 
-    from forge_lsp.agent.events import RunEvent
     from forge_lsp.agent.progress import RunProgress
+    from forge_lsp.agent.run_events import ModelWaiting, Round
+    from forge_lsp.agent.store import EventRecord
     from forge_lsp.cli.optimize_cmd import _printer
 
     buf = io.StringIO()
     show = _printer(Console(file=buf, width=200, no_color=True))
     waits = [(2.0, 0), (4.0, 0), (6.0, 0), (8.0, 0), (10.0, 0), (12.0, 31), (14.0, 40)]
     for seconds, pieces in waits:
-        show(
-            RunEvent(
-                run_id="r", kind="model_waiting", ts=0.0, data={"role": "coder", "seconds": seconds, "pieces": pieces}
-            )
-        )
+        show(EventRecord(id=0, run_id="r", ts=0.0, event=ModelWaiting(role="coder", seconds=seconds, pieces=pieces)))
     lines = buf.getvalue().splitlines()
     assert lines == [
         "  waiting for the coder model… 2 s, no reply yet",
         "  waiting for the coder model… 12 s, 31 pieces of the reply so far",
     ]
     progress = RunProgress(rounds=3, model=True)
-    progress.update("round", {"round": 1})
-    assert progress.update("model_waiting", {"role": "judge", "seconds": 6.2, "pieces": 0})
+    progress.update(Round(round=1))
+    assert progress.update(ModelWaiting(role="judge", seconds=6.2, pieces=0))
     assert progress.message() == "round 1/3 · asking the judge model · 6 s, no reply yet"
 
 

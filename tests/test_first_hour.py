@@ -148,16 +148,13 @@ def test_show_latest_says_the_outcome_and_the_final_retiming_first(tmp_path):
     """A run whose best candidate is slower: `forge show latest` works like `forge report latest`, and its first
     lines are the outcome in words and the final re-timing."""
     from forge_lsp.agent.progress import outcome_words
+    from forge_lsp.agent.run_events import FinalTiming, Outcome
     from forge_lsp.agent.store import RunStore
 
     store = RunStore.for_workspace(tmp_path)
     run_id = store.create_run(str(FIXTURES / "softmax_small.py"), "Model", "", {})
-    store.add_event(
-        run_id,
-        "final_timing",
-        {"candidate": f"{run_id}/c1", "speedup": 0.73, "timing": {"speedup_ci95": [0.70, 0.76]}},
-    )
-    store.add_event(run_id, "outcome", {"message": "no offline candidate beat the reference", "speedup": None})
+    store.add_event(run_id, FinalTiming(candidate=f"{run_id}/c1", speedup=0.73, timing={"speedup_ci95": [0.70, 0.76]}))
+    store.add_event(run_id, Outcome(message="no offline candidate beat the reference", speedup=None))
     store.set_run_status(run_id, "done", "offline candidates only")
     store.close()
     r = forge("show", "latest", "--workspace", tmp_path)

@@ -83,7 +83,7 @@ def spans(events: list[EventRecord]) -> dict[str, tuple[float, float]]:
     first: dict[str, float] = {}
     end: dict[str, float] = {}
     for e in events:
-        cand = e.data.get("candidate")
+        cand = getattr(e.event, "candidate", None)
         if e.kind in ("candidate_stage", "candidate_compiled"):
             first.setdefault(cand, e.ts)
         elif e.kind in ("candidate_verified", "candidate_failed"):
@@ -96,7 +96,7 @@ def check_round(opt: Optimizer, result, coder: ScriptedCoder) -> tuple[list, lis
     assert result.status == "done" and result.rounds == 1, result.stop_reason
     events = opt.store.events(result.run_id)
     rounds = [e for e in events if e.kind == "round"]
-    assert len(rounds) == 1 and len(rounds[0].data["targets"]) == 2, [e.data for e in rounds]
+    assert len(rounds) == 1 and len(rounds[0].event.targets) == 2, [e.event for e in rounds]
     # the second Coder request arrived before the first was answered: the expansions ran concurrently
     assert len(coder.arrivals) == 2
     assert abs(coder.arrivals[1] - coder.arrivals[0]) < MODEL_DELAY_S / 2, coder.arrivals

@@ -27,6 +27,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 from fake_openai import FakeOpenAI
 
+from forge_lsp.agent.run_events import FinalTiming, UnknownEvent
 from forge_lsp.agent.store import RunStore
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
@@ -272,7 +273,7 @@ def test_a_run_still_being_written_is_reported_as_it_stands(tmp_path, browser):
     def write() -> None:
         n = 0
         while not stop.is_set():
-            store.add_event(run, "model_waiting_note", {"n": n})
+            store.add_event(run, UnknownEvent(kind="model_waiting_note", data={"n": n}))
             n += 1
             time.sleep(0.005)
 
@@ -470,7 +471,7 @@ def test_gpu_seconds_are_the_measured_device_time_of_the_timed_calls(tmp_path):
     cid = store.add_candidate(run, FAST_CPU, parent_id=None, origin="coder", summary="one").id
     verdict = Verdict(status=Status.correct, timing=timing, stages={"compile": 3.0, "verify": 1.0, "time": 0.5})
     store.set_verdict(cid, verdict, correct=True, speedup=2.0)
-    store.add_event(run, "final_timing", {"candidate": cid, "speedup": 2.0, "timing": timing.model_dump(mode="json")})
+    store.add_event(run, FinalTiming(candidate=cid, speedup=2.0, timing=timing.model_dump(mode="json")))
     store.set_run_status(run, "done", "")
     data = gather(store, run)
     store.close()

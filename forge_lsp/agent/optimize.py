@@ -45,6 +45,24 @@ from .roles import (
     judge_optimize_messages,
     judge_repair_messages,
 )
+from .run_events import (
+    Budget,
+    CandidateFailed,
+    CandidateQueued,
+    CandidateStage,
+    CandidateTimed,
+    CandidateVerified,
+    FinalRetime,
+    FinalTiming,
+    ModelCall,
+    ModelWaiting,
+    NewBest,
+    Profiled,
+    Round,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+)
 from .search import ROOT, Node, SearchParams, Tree, select_linear, select_mcts
 from .store import CandidateRecord, RunStore
 
@@ -192,8 +210,8 @@ class Optimizer:
         if self._cancel.is_set():
             raise RunCancelled()
 
-    def _publish(self, kind: str, **data: Any) -> None:
-        self.bus.publish(self.run_id, kind, **data)
+    def _publish(self, event: RunEvent) -> None:
+        self.bus.publish(self.run_id, event)
 
     # ------------------------------------------------------------------------------- run
     def run(self, resume: str | None = None) -> RunOutcome:
@@ -201,7 +219,7 @@ class Optimizer:
         if resume:
             self._load(resume)
             self.store.set_run_status(self.run_id, "running", "resumed")
-            self._publish("run_started", resumed=True, candidates=len(self.records), rounds=self.rounds)
+            self._publish(RunStarted(resumed=True, candidates=len(self.records), rounds=self.rounds))
         else:
             self.run_id = self.store.create_run(
                 self.task.path,
@@ -209,9 +227,7 @@ class Optimizer:
                 self.task.source,
                 self.config_record | {"options": self.opt.model_dump()},
             )
-            self._publish(
-                "run_started", resumed=False, task=str(self.task.path), model_configured=self.coder is not None
-            )
+            self._publish(RunStarted(resumed=False, task=str(self.task.path), model_configured=self.coder is not None))
         stop = "rounds"
         reference: Prepared | None = None
         try:
@@ -239,12 +255,13 @@ class Optimizer:
         spent = self.store.spent(self.run_id)[0]
         self.store.set_run_status(self.run_id, status, stop, best.id if best else None)
         self._publish(
-            "run_finished",
-            status=status,
-            reason=stop,
-            best=best.id if best else None,
-            best_speedup=best.speedup if best else None,
-            spent_usd=spent,
+            RunFinished(
+                status=status,
+                reason=stop,
+                best=best.id if best else None,
+                best_speedup=best.speedup if best else None,
+                spent_usd=spent,
+            )
         )
         return RunOutcome(
             self.run_id,
@@ -288,15 +305,15 @@ class Optimizer:
                     speedup=rec.speedup,
                     reason=rec.verdict.reason if rec.verdict else "",
                 )
-        self.rounds = sum(1 for e in self.store.events(run.id) if e.kind == "round")
+        self.rounds = sum(1 for e in self.store.events(run.id) if isinstance(e.event, Round))
 
     # ----------------------------------------------------------------------------- seeds
     def _seed(self) -> None:
-        self._publish("round", round=0, phase="offline seeds")
+        self._publish(Round(round=0, phase="offline seeds"))
         try:
             seeds = self.offline(self.task) if self.offline else []
         except Exception as exc:  # noqa: BLE001 - no seeds is not a failed run
-            self._publish("candidate_failed", candidate=None, reason=f"offline candidates unavailable: {exc}")
+            self._publish(CandidateFailed(candidate=None, reason=f"offline candidates unavailable: {exc}"))
             return
         recs = [
             self.store.add_candidate(
@@ -310,9 +327,7 @@ class Optimizer:
 
     def _add(self, rec: CandidateRecord) -> Node:
         self.records[rec.id] = rec
-        self._publish(
-            "candidate_queued", candidate=rec.id, parent=rec.parent_id, origin=rec.origin, summary=rec.summary
-        )
+        self._publish(CandidateQueued(candidate=rec.id, parent=rec.parent_id, origin=rec.origin, summary=rec.summary))
         return self.tree.add(rec.id, rec.parent_id, rec.summary, repair=rec.origin in ("repair", AUTO_REPAIR))
 
     # ------------------------------------------------------------------------------ loop
@@ -337,7 +352,7 @@ class Optimizer:
             self._check_cancel()
             reason = self._budget_stop()
             if reason:
-                self._publish("budget", reason=reason)
+                self._publish(Budget(reason=reason))
                 return reason
             if self.opt.search == "linear":
                 targets = select_linear(self.tree, self.params)
@@ -346,11 +361,12 @@ class Optimizer:
             self.rounds += 1
             best = self.tree.best()
             self._publish(
-                "round",
-                round=self.rounds,
-                of=self.opt.rounds,
-                targets=[t.id for t in targets],
-                best_speedup=best.speedup if best else None,
+                Round(
+                    round=self.rounds,
+                    of=self.opt.rounds,
+                    targets=[t.id for t in targets],
+                    best_speedup=best.speedup if best else None,
+                )
             )
             with ThreadPoolExecutor(max_workers=len(targets)) as pool:
                 outcomes = list(pool.map(self._expand, targets))
@@ -433,7 +449,9 @@ class Optimizer:
 
         cand = None if candidate_id == ROOT else candidate_id
         try:
-            with _Waiting(lambda **d: self._publish("model_waiting", role=role, **d)) as waiting:
+            with _Waiting(
+                lambda seconds, pieces: self._publish(ModelWaiting(role=role, seconds=seconds, pieces=pieces))
+            ) as waiting:
                 result = self._until_cancelled(
                     lambda: model.complete(messages, schema, on_progress=waiting.pieces), model
                 )
@@ -448,7 +466,7 @@ class Optimizer:
                 error=f"{exc.kind}: {exc}",
                 candidate_id=cand,
             )
-            self._publish("model_call", role=role, ok=False, error=exc.kind, message=str(exc))
+            self._publish(ModelCall(role=role, ok=False, error=exc.kind, message=str(exc)))
             if exc.kind in FATAL_ERRORS:
                 raise FatalModelError(f"{role} model failed: {exc}") from exc
             if exc.kind == "timeout" and role not in self._answered:
@@ -471,15 +489,16 @@ class Optimizer:
             candidate_id=cand,
         )
         self._publish(
-            "model_call",
-            role=role,
-            ok=True,
-            model=result.model,
-            attempts=result.attempts,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cost_usd=usage.cost_usd,
-            latency_s=result.latency_s,
+            ModelCall(
+                role=role,
+                ok=True,
+                model=result.model,
+                attempts=result.attempts,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cost_usd=usage.cost_usd,
+                latency_s=result.latency_s,
+            )
         )
         return result.parsed
 
@@ -528,9 +547,11 @@ class Optimizer:
 
         def on_stage(cand: Candidate, stage: str) -> None:
             self._publish(
-                "candidate_compiled" if stage in ("first_call", "verify") else "candidate_stage",
-                candidate=by_name[cand.name].id,
-                stage=stage,
+                CandidateStage(
+                    kind="candidate_compiled" if stage in ("first_call", "verify") else "candidate_stage",
+                    candidate=by_name[cand.name].id,
+                    stage=stage,
+                )
             )
 
         def on_verdict(cand: Candidate, verdict: Verdict) -> None:
@@ -595,19 +616,20 @@ class Optimizer:
         previous = self.tree.best()
         self.tree.record(rec.id, correct=correct, speedup=speedup, reason=verdict.reason)
         if correct:
-            self._publish("candidate_verified", candidate=rec.id, reused=reused)
-            self._publish("candidate_timed", candidate=rec.id, speedup=speedup)
+            self._publish(CandidateVerified(candidate=rec.id, reused=reused))
+            self._publish(CandidateTimed(candidate=rec.id, speedup=speedup))
             best = self.tree.best()
             if best is not None and best.id == rec.id and (previous is None or previous.id != rec.id):
-                self._publish("new_best", candidate=rec.id, speedup=speedup, summary=rec.summary)
+                self._publish(NewBest(candidate=rec.id, speedup=speedup, summary=rec.summary))
         else:
             self._publish(
-                "candidate_failed",
-                candidate=rec.id,
-                status=verdict.status.value,
-                check=verdict.failed_check,
-                reason=verdict.reason[:500],
-                reused=reused,
+                CandidateFailed(
+                    candidate=rec.id,
+                    status=verdict.status.value,
+                    check=verdict.failed_check,
+                    reason=verdict.reason[:500],
+                    reused=reused,
+                )
             )
 
     def _profile(self, rec: CandidateRecord) -> dict[str, Any] | None:
@@ -624,7 +646,7 @@ class Optimizer:
                     if ancestor.id in self.profiles and self.profiles[ancestor.id]:
                         return self.profiles[ancestor.id] | {"inherited_from": ancestor.id}
             self._last_profiled = self.rounds
-        self._publish("profiled", candidate=rec.id, phase="start")
+        self._publish(Profiled(candidate=rec.id, phase="start"))
         prof = self.profile(self.task, Candidate.from_source(rec.source, rec.id.replace("/", "_")))
         self.profiles[rec.id] = prof or {}
         if prof and prof.get("findings") is not None:
@@ -633,13 +655,14 @@ class Optimizer:
         # placed under) is recorded with the event: the run's report places it from there
         roofline = (prof or {}).get("roofline") or None
         self._publish(
-            "profiled",
-            candidate=rec.id,
-            phase="done",
-            mode=(prof or {}).get("mode"),
-            kernel=(prof or {}).get("kernel"),
-            pct_of_roof=(roofline or {}).get("pct_of_roof"),
-            roofline=roofline,
+            Profiled(
+                candidate=rec.id,
+                phase="done",
+                mode=(prof or {}).get("mode"),
+                kernel=(prof or {}).get("kernel"),
+                pct_of_roof=(roofline or {}).get("pct_of_roof"),
+                roofline=roofline,
+            )
         )
         return self.profiles[rec.id]
 
@@ -648,7 +671,7 @@ class Optimizer:
         if best is None:
             return ["no verified candidate"]
         self._check_cancel()
-        self._publish("final_retime", candidate=best.id, search_speedup=best.speedup)
+        self._publish(FinalRetime(candidate=best.id, search_speedup=best.speedup))
         # the final acceptance: verified and timed again, and (CUDA) run under compute-sanitizer
         try:
             verdict = self.evaluator.evaluate(self.task, Candidate.from_source(best.source, "final"), sanitize=True)
@@ -658,19 +681,16 @@ class Optimizer:
             raise
         if verdict.status != Status.correct or verdict.speedup is None:
             self._publish(
-                "candidate_failed",
-                candidate=best.id,
-                status=verdict.status.value,
-                reason=f"final re-timing: {verdict.reason}",
+                CandidateFailed(
+                    candidate=best.id, status=verdict.status.value, reason=f"final re-timing: {verdict.reason}"
+                )
             )
             self._final = {"failure": verdict.reason}
             return [f"the best candidate failed its final re-check: {verdict.reason}"]
         self._final = {"speedup": verdict.speedup, "timing": verdict.timing}
-        self._publish("candidate_timed", candidate=best.id, speedup=verdict.speedup, final=True)
+        self._publish(CandidateTimed(candidate=best.id, speedup=verdict.speedup, final=True))
         timing = verdict.timing.model_dump(mode="json") if verdict.timing else None
-        self.store.add_event(
-            self.run_id, "final_timing", {"candidate": best.id, "speedup": verdict.speedup, "timing": timing}
-        )
+        self.store.add_event(self.run_id, FinalTiming(candidate=best.id, speedup=verdict.speedup, timing=timing))
         if verdict.speedup <= 1:  # "best" is never a slowdown: the fastest, said as slower
             from ..words import speedup_words
 

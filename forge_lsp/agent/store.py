@@ -9,7 +9,8 @@ values of secret-looking environment variables, so a key that leaked into a prom
 never reaches the disk.
 
 Typed data in, typed data out (dataclasses; a candidate's verdict is the engine's `Verdict`, read
-back from its JSON); nothing here knows about editors or models.
+back from its JSON; an event is its `run_events` model, read back by `parse_event`); nothing here knows
+about editors or models.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import sqlite3
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..engine.verdict import Verdict
+from .run_events import AnyEvent, Event, ModelCall, Round, parse_event
 
 SCHEMA_VERSION = 1
 
@@ -171,11 +173,16 @@ class CallRecord:
 
 @dataclass
 class EventRecord:
+    """One event of a run as the store keeps it (`id` 0: not stored, an event only live consumers see)."""
+
     id: int
     run_id: str
     ts: float
-    kind: str
-    data: dict[str, Any] = field(default_factory=dict)
+    event: AnyEvent
+
+    @property
+    def kind(self) -> str:
+        return self.event.kind
 
 
 class RunStore:
@@ -388,11 +395,12 @@ class RunStore:
         return float(row[0]), int(row[1]), int(row[2])
 
     # ---------------------------------------------------------------------------------- events
-    def add_event(self, run_id: str, kind: str, data: dict[str, Any], ts: float | None = None) -> int:
+    def add_event(self, run_id: str, event: Event, ts: float | None = None) -> int:
+        """Store one event (its kind, and its fields as JSON); its id."""
         with self._lock, self._db:
             cur = self._db.execute(
                 "INSERT INTO events (run_id, ts, kind, data_json) VALUES (?, ?, ?, ?)",
-                (run_id, ts or time.time(), kind, self._json(data)),
+                (run_id, ts or time.time(), event.kind, self._json(event.fields())),
             )
             return cur.lastrowid or 0
 
@@ -402,7 +410,9 @@ class RunStore:
                 "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id", (run_id, after)
             ).fetchall()
         return [
-            EventRecord(id=r["id"], run_id=r["run_id"], ts=r["ts"], kind=r["kind"], data=json.loads(r["data_json"]))
+            EventRecord(
+                id=r["id"], run_id=r["run_id"], ts=r["ts"], event=parse_event(r["kind"], _fields(r["data_json"]))
+            )
             for r in rows
         ]
 
@@ -444,6 +454,14 @@ def _candidate(row: sqlite3.Row) -> CandidateRecord:
     )
 
 
+def _fields(text: str) -> Any:
+    """A stored event's fields; a row that is not JSON has none (its event still reads, with its defaults)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+
+
 def _verdict(text: str | None) -> Verdict | None:
     """A stored verdict, typed again; a row this version cannot read (a newer format) has none."""
     if not text:
@@ -458,10 +476,11 @@ def costs_by_round(store: RunStore, run_id: str) -> list[dict[str, Any]]:
     """Model calls, tokens and known dollars per round of a run (round 0: before the first round)."""
     rounds: dict[int, dict[str, Any]] = {}
     current = 0
-    for event in store.events(run_id):
-        if event.kind == "round":
-            current = int(event.data.get("round") or 0)
-        elif event.kind == "model_call":
+    for record in store.events(run_id):
+        event = record.event
+        if isinstance(event, Round):
+            current = event.round
+        elif isinstance(event, ModelCall):
             row = rounds.setdefault(
                 current,
                 {
@@ -474,8 +493,8 @@ def costs_by_round(store: RunStore, run_id: str) -> list[dict[str, Any]]:
                 },
             )
             row["calls"] += 1
-            row["failed"] += 0 if event.data.get("ok") else 1
-            row["prompt_tokens"] += int(event.data.get("prompt_tokens") or 0)
-            row["completion_tokens"] += int(event.data.get("completion_tokens") or 0)
-            row["cost_usd"] += float(event.data.get("cost_usd") or 0.0)
+            row["failed"] += 0 if event.ok else 1
+            row["prompt_tokens"] += event.prompt_tokens
+            row["completion_tokens"] += event.completion_tokens
+            row["cost_usd"] += event.cost_usd or 0.0
     return [rounds[k] for k in sorted(rounds)]

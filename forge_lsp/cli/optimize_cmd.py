@@ -14,6 +14,21 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ..agent.progress import waiting_words
+from ..agent.run_events import (
+    Budget,
+    CandidateFailed,
+    CandidateQueued,
+    CandidateStage,
+    CandidateTimed,
+    FinalRetime,
+    ModelCall,
+    ModelWaiting,
+    NewBest,
+    Round,
+    Written,
+)
+from ..agent.store import EventRecord
 from ..words import interval_words, speedup_words, times
 from .eval_cmd import StageProgress, add_executor_argument, console, non_negative_float, positive_float, positive_int
 
@@ -206,7 +221,7 @@ def run_optimize(args: argparse.Namespace) -> int:
     else:
         dest = result.task.path.with_name(f"{result.task.path.stem}_forge_best.py")
         dest.write_text(answer.candidate.source)
-        optimization.store.add_event(result.run_id, "written", {"path": str(dest)})
+        optimization.store.add_event(result.run_id, Written(path=str(dest)))
         code = 0
     out.print(f"outcome: {_outcome_of(optimization.store, result.run_id)}", highlight=False)
     return code
@@ -228,7 +243,7 @@ def _apply(out: Console, result, store) -> int:
     except UseCaseError as exc:
         out.print(f"[red]not applied[/]: {exc}")
         return 1
-    store.add_event(result.run_id, "written", {"path": f"{result.task.path} (class {result.task.model_class})"})
+    store.add_event(result.run_id, Written(path=f"{result.task.path} (class {result.task.model_class})"))
     out.print(
         f"applied to {result.task.path} ({rewrite.summary}); the original class is kept as "
         f"{rewrite.reference_class} and runs for inputs outside what was verified"
@@ -245,57 +260,54 @@ def _printer(err: Console, stages: StageProgress | None = None, every: float = 1
     said there too. A model call that lasts over 2 s is said at once, then every `every` seconds."""
     said: dict[str, float] = {}  # role -> seconds of the call when last said
 
-    def show(event) -> None:
-        d = event.data
-        k = event.kind
+    def show(record: EventRecord) -> None:
+        e = record.event
         if stages is not None:
-            if k in ("candidate_stage", "candidate_compiled") and d.get("candidate"):
-                stages.stage(d["candidate"].split("/")[-1], d.get("stage", ""))
-            elif k in ("candidate_timed", "candidate_failed", "round", "final_retime"):
+            if isinstance(e, CandidateStage) and e.candidate:
+                stages.stage(short(e.candidate), e.stage)
+            elif isinstance(e, CandidateTimed | CandidateFailed | Round | FinalRetime):
                 stages.done()
-        if k == "model_waiting":
-            role, seconds = str(d.get("role")), float(d.get("seconds") or 0)
-            last = said.get(role)
-            if last is None or seconds < last or seconds - last >= every:
-                said[role] = seconds
-                pieces = int(d.get("pieces") or 0)
-                got = f"{pieces} pieces of the reply so far" if pieces else "no reply yet"
-                err.print(f"  waiting for the {role} model… {seconds:.0f} s, {got}", highlight=False)
+        if isinstance(e, ModelWaiting):
+            last = said.get(e.role)
+            if last is None or e.seconds < last or e.seconds - last >= every:
+                said[e.role] = e.seconds
+                err.print(f"  waiting for the {e.role} model… {waiting_words(e, ' so far')}", highlight=False)
             return
-        if k == "model_call":
-            said.pop(str(d.get("role")), None)
-        if k == "round":
+        if isinstance(e, ModelCall):
+            said.pop(e.role, None)
+        if isinstance(e, Round):
             err.print(
-                f"[bold]round {d.get('round')}[/]"
-                + (f"/{d['of']}" if d.get("of") else "")
-                + (f" · best {speedup_words(d['best_speedup'])}" if d.get("best_speedup") else "")
-                + (f" · {d['phase']}" if d.get("phase") else ""),
+                f"[bold]round {e.round}[/]"
+                + (f"/{e.of}" if e.of else "")
+                + (f" · best {speedup_words(e.best_speedup)}" if e.best_speedup else "")
+                + (f" · {e.phase}" if e.phase else ""),
                 highlight=False,
             )
-        elif k == "candidate_queued":
-            err.print(f"  queued {d['candidate'].split('/')[-1]} ({d['origin']}): {d['summary'][:90]}", highlight=False)
-        elif k == "candidate_timed" and d.get("speedup"):
+        elif isinstance(e, CandidateQueued):
+            err.print(f"  queued {short(e.candidate)} ({e.origin}): {e.summary[:90]}", highlight=False)
+        elif isinstance(e, CandidateTimed) and e.speedup:
             err.print(
-                f"  [green]correct[/] {d['candidate'].split('/')[-1]}: {speedup_words(d['speedup'])}"
-                + (" (final re-timing)" if d.get("final") else ""),
+                f"  [green]correct[/] {short(e.candidate)}: {speedup_words(e.speedup)}"
+                + (" (final re-timing)" if e.final else ""),
                 highlight=False,
             )
-        elif k == "candidate_failed":
-            cid = (d.get("candidate") or "").split("/")[-1]
-            err.print(f"  [red]{d.get('status', 'failed')}[/] {cid}: {d.get('reason', '')[:140]}", highlight=False)
-        elif k == "new_best" and (d.get("speedup") or 0) > 1:  # "best" is never a slowdown
+        elif isinstance(e, CandidateFailed):
+            err.print(f"  [red]{e.status or 'failed'}[/] {short(e.candidate)}: {e.reason[:140]}", highlight=False)
+        elif isinstance(e, NewBest) and (e.speedup or 0) > 1:  # "best" is never a slowdown
             err.print(
-                f"  [bold green]new best[/] {d['candidate'].split('/')[-1]}: {speedup_words(d['speedup'])}",
-                highlight=False,
+                f"  [bold green]new best[/] {short(e.candidate)}: {speedup_words(e.speedup or 0)}", highlight=False
             )
-        elif k == "model_call" and not d.get("ok"):
-            err.print(
-                f"  [yellow]model call failed[/] ({d.get('error')}): {d.get('message', '')[:160]}", highlight=False
-            )
-        elif k == "budget":
-            err.print(f"stopping: {d['reason']}", highlight=False)
+        elif isinstance(e, ModelCall) and not e.ok:
+            err.print(f"  [yellow]model call failed[/] ({e.error}): {(e.message or '')[:160]}", highlight=False)
+        elif isinstance(e, Budget):
+            err.print(f"stopping: {e.reason}", highlight=False)
 
     return show
+
+
+def short(candidate: str | None) -> str:
+    """A candidate's id within its run ("c3" of "RUN/c3")."""
+    return (candidate or "").split("/")[-1]
 
 
 def _summary(out: Console, store, run_id: str, top: int = 8) -> None:

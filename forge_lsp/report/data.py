@@ -18,6 +18,16 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..agent.progress import outcome_words
+from ..agent.run_events import (
+    CandidateFailed,
+    CandidateQueued,
+    CandidateVerified,
+    FinalTiming,
+    Outcome,
+    Profiled,
+    Round,
+    Written,
+)
 from ..agent.store import CallRecord, CandidateRecord, RunStore
 from ..engine.verdict import Verdict
 from ..profiler.model import DevicePeaks
@@ -318,33 +328,32 @@ def gather(
     # ---- what the events say: each candidate's round, reuse, profile; the rounds; the final re-timing
     round_of: dict[str, int] = {}
     reused: dict[str, str] = {}
-    profiled: dict[str, dict[str, Any]] = {}
+    profiled: dict[str, Profiled] = {}
     round_ts: list[tuple[int, float]] = []
     final: FinalRow | None = None
     final_timed: tuple[float, float, str] | None = None  # (t, timed seconds, timing mode) of the final re-timing
     current = 0
-    for ev in events:
-        d = ev.data
-        if ev.kind == "round":
-            current = int(d.get("round") or 0)
-            round_ts.append((current, ev.ts))
-        elif ev.kind == "candidate_queued" and d.get("candidate"):
-            round_of.setdefault(str(d["candidate"]), current)
-        elif ev.kind in ("candidate_verified", "candidate_failed") and d.get("reused") and d.get("candidate"):
-            reused[str(d["candidate"])] = str(d["reused"])
-        elif ev.kind == "profiled" and d.get("phase") == "done" and d.get("candidate"):
-            profiled[str(d["candidate"])] = d
-        elif ev.kind == "final_timing" and d.get("speedup") is not None:
-            timing = d.get("timing") or {}
-            ci = timing.get("speedup_ci95")
+    for record in events:
+        ev = record.event
+        if isinstance(ev, Round):
+            current = ev.round
+            round_ts.append((current, record.ts))
+        elif isinstance(ev, CandidateQueued) and ev.candidate:
+            round_of.setdefault(ev.candidate, current)
+        elif isinstance(ev, CandidateVerified | CandidateFailed) and ev.reused and ev.candidate:
+            reused[ev.candidate] = ev.reused
+        elif isinstance(ev, Profiled) and ev.phase == "done" and ev.candidate:
+            profiled[ev.candidate] = ev
+        elif isinstance(ev, FinalTiming) and ev.speedup is not None:
+            timing = ev.timing or {}
             final = FinalRow(
-                candidate=str(short(str(d.get("candidate")))),
-                speedup=float(d["speedup"]),
-                ci95=(float(ci[0]), float(ci[1])) if ci else None,
-                reference_ms=(timing.get("reference") or {}).get("median_ms"),
-                candidate_ms=(timing.get("candidate") or {}).get("median_ms"),
+                candidate=str(short(str(ev.candidate))),
+                speedup=ev.speedup,
+                ci95=ev.ci95,
+                reference_ms=ev.reference_ms,
+                candidate_ms=ev.candidate_ms,
             )
-            final_timed = (max(0.0, ev.ts - start), timed_seconds(timing), str(timing.get("mode") or ""))
+            final_timed = (max(0.0, record.ts - start), timed_seconds(timing), str(timing.get("mode") or ""))
 
     # ---- candidates
     rows: list[CandidateRow] = []
@@ -370,8 +379,8 @@ def gather(
             reused=short(reused.get(c.id)),
             findings=_findings(c.findings),
             profiled=prof is not None or bool(c.findings),
-            pct_of_roof=(prof or {}).get("pct_of_roof"),
-            roofline=(prof or {}).get("roofline") if isinstance((prof or {}).get("roofline"), dict) else None,
+            pct_of_roof=prof.pct_of_roof if prof else None,
+            roofline=prof.roofline if prof else None,
             best=c.id == run.best_candidate and (c.speedup or 0.0) > 1.0,  # "best" is never a slowdown
         )
         if v is not None:
@@ -413,10 +422,10 @@ def gather(
     tokens_in = sum(c.prompt_tokens for c in calls)
     tokens_out = sum(c.completion_tokens for c in calls)
     known = [c.cost_usd for c in calls if c.cost_usd is not None]
-    said = next((e.data for e in reversed(events) if e.kind == "outcome"), {})
-    written = next((str(e.data.get("path")) for e in reversed(events) if e.kind == "written"), None)
-    speedup = said.get("speedup") if said else (final.speedup if final is not None else None)
-    outcome = outcome_words(run.status, str(said.get("message") or run.message or ""), speedup, written)
+    said = next((e.event for e in reversed(events) if isinstance(e.event, Outcome)), None)
+    written = next((e.event.path for e in reversed(events) if isinstance(e.event, Written)), None)
+    speedup = said.speedup if said is not None else (final.speedup if final is not None else None)
+    outcome = outcome_words(run.status, (said.message if said else "") or run.message or "", speedup, written)
     kind = (
         "running"
         if run.status in ("running", "queued")

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine.task import DEFAULT_TOLERANCES
 from ..hotspots import HotspotReport, parse_entry
@@ -34,6 +34,11 @@ from ..hotspots.patching import mode_error as mode_error
 from ..hotspots.verify import ModelCheck, ModelCheckError, check_model, write_patch_file
 from .common import UseCaseError
 from .hotspots import EntryFailed, HotspotsRequest, find_model_hotspots
+
+if TYPE_CHECKING:
+    from ..agent.progress import RunProgress
+    from ..agent.store import EventRecord
+    from .optimize import ModuleOptimization, OptimizeResult
 
 #: whole-model modes tried on top of the kept replacements when none are asked for (offline candidates on): on a
 #: GPU the forward compiled whole (with and without CUDA graphs), channels_last (alone and compiled, convolutional
@@ -341,7 +346,7 @@ def optimize_model(
                 ),
                 on_event=relay,
             )
-            result = relay.run(run, request.offline, cancel)
+            result = relay.run(run, cancel)
             if cancel is not None and cancel.is_set():
                 raise interrupted(mo, run)
         except RunInterrupted:
@@ -472,7 +477,7 @@ class _Relay:
 
     def __init__(self, name: str, tell: Say, budget_s: float | None = None) -> None:
         self.name, self.tell, self.budget_s = name, tell, budget_s
-        self.progress: Any = None
+        self.progress: RunProgress | None = None
         self.said = ""
         self.started = time.monotonic()
         self.over_budget = False
@@ -480,17 +485,15 @@ class _Relay:
     def seconds(self) -> float:
         return round(time.monotonic() - self.started, 1)
 
-    def __call__(self, event: Any) -> None:
-        if self.progress is not None and self.progress.update(event.kind, event.data):
+    def __call__(self, record: EventRecord) -> None:
+        if self.progress is not None and self.progress.update(record.event):
             line = self.progress.message()
             if line != self.said:
                 self.said = line
                 self.tell(f"  {self.name}: {line} ({time.monotonic() - self.started:.0f} s)")
 
-    def run(self, run: Any, offline: bool, cancel: threading.Event | None) -> Any:
-        from ..agent.progress import RunProgress
-
-        self.progress = RunProgress(rounds=run.config.rounds, model=run.config.coder is not None, offline=offline)
+    def run(self, run: ModuleOptimization, cancel: threading.Event | None) -> OptimizeResult:
+        self.progress = run.progress()
         stop = threading.Event()
 
         def relay() -> None:

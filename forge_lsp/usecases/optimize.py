@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..agent.config import AgentConfig
-from ..agent.events import EventBus, RunEvent
+from ..agent.events import EventBus
 from ..agent.optimize import OptimizeOptions, Optimizer, RunOutcome, models_from_config
-from ..agent.progress import outcome_words, speedup_label
-from ..agent.store import CandidateRecord, RunStore
+from ..agent.progress import RunProgress, outcome_words, speedup_label
+from ..agent.run_events import Outcome
+from ..agent.store import CandidateRecord, EventRecord, RunStore
 from ..engine import EvalOptions, Task, TaskError, Verdict, load_task
 from ..engine.executor import Executor, ExecutorUnavailable
 from ..engine.executors import make_executor
@@ -169,7 +170,7 @@ class ModuleOptimization:
         request: OptimizeRequest,
         *,
         store: RunStore | None = None,
-        on_event: Callable[[RunEvent], None] | None = None,
+        on_event: Callable[[EventRecord], None] | None = None,
     ) -> None:
         from ..agent.config import ConfigError, load_config
         from ..agent.roles import Prompts
@@ -249,6 +250,15 @@ class ModuleOptimization:
     def run_id(self) -> str:
         return self.optimizer.run_id
 
+    def progress(self) -> RunProgress:
+        """The run's progress, for a front end to feed this run's events and say as it goes."""
+        return RunProgress(
+            rounds=self.options.rounds,
+            model=self.model_configured,
+            offline=self.options.offline,
+            wall_s=self.options.wall_s,
+        )
+
     def cancel(self) -> None:
         """Stop the run: no new model call or evaluation; the one in flight, or the graph probe, is killed."""
         self._cancel.set()
@@ -271,7 +281,6 @@ class ModuleOptimization:
         if outcome.run_id:  # what the run found, in the words every front end says it (`forge show`, the report)
             self.store.add_event(
                 outcome.run_id,
-                "outcome",
-                {"message": message, "withheld": withheld, "speedup": answer.speedup if answer else None},
+                Outcome(message=message, withheld=withheld, speedup=answer.speedup if answer else None),
             )
         return OptimizeResult(outcome, self.task, answer, withheld, message, failure)

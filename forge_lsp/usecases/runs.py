@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..agent.progress import outcome_words
+from ..agent.run_events import FinalTiming as FinalTimingEvent
+from ..agent.run_events import Outcome, Written
 from ..agent.store import CandidateRecord, RunRecord, RunStore
 from .common import UseCaseError
 
@@ -63,26 +64,25 @@ def run_details(store: RunStore, run_id: str) -> RunDetails:
     outcome."""
     run = store.get_run(resolve_run(store, run_id))
     final = None
-    said: dict[str, Any] = {}
+    said: Outcome | None = None
     written = None
-    for event in store.events(run.id):
-        if event.kind == "outcome":
-            said = event.data
-        elif event.kind == "written":
-            written = str(event.data.get("path") or "") or None
-        if event.kind == "final_timing" and event.data.get("speedup") is not None:
-            timing = event.data.get("timing") or {}
-            ci = timing.get("speedup_ci95")
+    for record in store.events(run.id):
+        event = record.event
+        if isinstance(event, Outcome):
+            said = event
+        elif isinstance(event, Written):
+            written = event.path or None
+        elif isinstance(event, FinalTimingEvent) and event.speedup is not None:
             final = FinalTiming(
-                candidate=str(event.data.get("candidate")),
-                speedup=float(event.data["speedup"]),
-                ci95=(float(ci[0]), float(ci[1])) if ci else None,
-                reference_ms=(timing.get("reference") or {}).get("median_ms"),
-                candidate_ms=(timing.get("candidate") or {}).get("median_ms"),
+                candidate=str(event.candidate),
+                speedup=event.speedup,
+                ci95=event.ci95,
+                reference_ms=event.reference_ms,
+                candidate_ms=event.candidate_ms,
             )
     spent, tokens_in, tokens_out = store.spent(run.id)
-    speedup = said.get("speedup") if said else (final.speedup if final is not None else None)
-    outcome = outcome_words(run.status, str(said.get("message") or run.message or ""), speedup, written)
+    speedup = said.speedup if said is not None else (final.speedup if final is not None else None)
+    outcome = outcome_words(run.status, (said.message if said else "") or run.message or "", speedup, written)
     return RunDetails(run, store.candidates(run.id), spent, tokens_in, tokens_out, final, outcome, written)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from lsprotocol import types as t
 
+from ...agent.run_events import Decision, DecisionKind
 from ..feature import Unit, command_action, file_entry, lens, module_at
 from ..protocol import AcceptResult, CandidateArgs, DiffResult, RejectResult, positional, wire
 from ..server import ForgeServer
@@ -92,7 +93,7 @@ def _rewrite(ls: ForgeServer, prop: Proposal, text: str):
         return None, str(exc)
 
 
-def _decide(ls: ForgeServer, prop: Proposal, decision: str) -> None:
+def _decide(ls: ForgeServer, prop: Proposal, decision: DecisionKind) -> None:
     with ls.state.lock:
         ls.state.proposals.pop((prop.uri, prop.target), None)
         if decision == "rejected":
@@ -108,7 +109,7 @@ def _decide(ls: ForgeServer, prop: Proposal, decision: str) -> None:
     log.info("%s: candidate %s of run %s for %s %s", prop.uri, prop.candidate_id, prop.run_id, prop.target, decision)
     if ls.store is not None:
         ls.store.add_event(
-            prop.run_id, decision, {"candidate": prop.candidate_id, "uri": prop.uri, "target": prop.target}
+            prop.run_id, Decision(kind=decision, candidate=prop.candidate_id, uri=prop.uri, target=prop.target)
         )
     ls.set_diagnostics(prop.uri, f"proposal:{prop.target}", [])
     ls.refresh_lenses()

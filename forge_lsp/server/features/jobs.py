@@ -7,13 +7,13 @@ into proposals, diagnostics and hover numbers."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as t
 
-from ...agent.progress import RunProgress
+from ...agent.run_events import RunStarted
+from ...agent.store import EventRecord
 from ..feature import Unit
 from ..protocol import CancelResult, Job, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
@@ -131,56 +131,6 @@ def _plan(ls: ForgeServer, kind: str, uri: str, target: str):
 
 
 # ----------------------------------------------------------------------------------- optimize
-@dataclass
-class RunBudget:
-    """How much of a run's budget is spent, as a percentage: its phases (the offline seeds, each model
-    round, the final re-timing), within the current phase its steps (the model replied, candidates queued,
-    each candidate verified or rejected), and the wall-clock budget when one is set. Pure: events in."""
-
-    rounds: int
-    model: bool
-    offline: bool
-    wall_s: float | None = None
-    started: float = field(default_factory=time.monotonic)
-    phase: int = 0  # index of the current phase
-    within: float = 0.0  # how far the current phase is, 0..1
-    queued: set[str] = field(default_factory=set)
-    done: set[str] = field(default_factory=set)
-
-    @property
-    def phases(self) -> int:
-        return int(self.offline) + (self.rounds if self.model else 0) + 1
-
-    def update(self, kind: str, data: dict[str, Any]) -> bool:
-        """Take one event; True when the percentage may have moved."""
-        cand = data.get("candidate")
-        if kind == "round":
-            r = int(data.get("round") or 0)
-            self.phase = 0 if r == 0 else int(self.offline) + r - 1
-            self.within, self.queued, self.done = 0.0, set(), set()
-        elif kind == "model_call":
-            self.within = max(self.within, 0.25)
-        elif kind == "candidate_queued" and cand:
-            self.queued.add(cand)
-            self.within = max(self.within, 0.4)
-        elif kind in ("candidate_timed", "candidate_failed") and not data.get("final"):
-            if cand:
-                self.done.add(cand)
-            share = len(self.done) / max(len(self.queued), len(self.done), 1)
-            self.within = max(self.within, 0.4 + 0.55 * share)
-        elif kind == "final_retime":
-            self.phase, self.within = self.phases - 1, 0.0
-        else:
-            return False
-        return True
-
-    def percentage(self, now: float | None = None) -> int:
-        done = 100 * (min(self.phase, self.phases - 1) + min(self.within, 0.95)) / self.phases
-        if self.wall_s:
-            done = max(done, 100 * ((now if now is not None else time.monotonic()) - self.started) / self.wall_s)
-        return max(0, min(99, int(done)))
-
-
 def run_optimization(
     ls: ForgeServer, job: BackgroundJob, task_file: Path, model_class: str, workspace: Path | None = None
 ) -> Any:
@@ -203,19 +153,14 @@ def run_optimization(
         profile=s.profile,
     )
 
-    def on_event(ev) -> None:
-        if ev.kind == "run_started":
+    def on_event(ev: EventRecord) -> None:
+        if isinstance(ev.event, RunStarted):
             job.run_id = ev.run_id
-        moved = budget.update(ev.kind, ev.data)
-        if tracker.update(ev.kind, ev.data) or moved:
-            ls.job_progress(job, tracker.message(), max(tracker.percentage(), budget.percentage()))
+        if progress.update(ev.event):
+            ls.job_progress(job, progress.message(), progress.percentage())
 
     optimization = ModuleOptimization(request, store=ls.store, on_event=on_event)
-    options = optimization.options
-    tracker = RunProgress(rounds=options.rounds, model=optimization.model_configured, offline=request.offline)
-    budget = RunBudget(
-        rounds=options.rounds, model=optimization.model_configured, offline=request.offline, wall_s=options.wall_s
-    )
+    progress = optimization.progress()
     if not optimization.model_configured:
         ls.message(
             "forge: no model configured, so only the offline candidates (torch.compile and built-in "
