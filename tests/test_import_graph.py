@@ -15,6 +15,19 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "forge_lsp"
 
+#: The hot-spot children: their mains (`runner`, `model_check`) and the `child_*` modules only they import.
+HOTSPOT_CHILD = (
+    "forge_lsp.hotspots.runner",
+    "forge_lsp.hotspots.model_check",
+    "forge_lsp.hotspots.child_entry",
+    "forge_lsp.hotspots.child_source",
+    "forge_lsp.hotspots.child_observe",
+    "forge_lsp.hotspots.child_profile",
+    "forge_lsp.hotspots.child_attribute",
+    "forge_lsp.hotspots.child_capture",
+)
+HOTSPOT_CHILD_RULE = "the hot-spot child's modules are imported only inside a child process"
+
 #: Modules that run only in child processes (workers, profiled and probe subprocesses, candidates, examples):
 #: the only ones that may import torch or triton. The server, the CLI and the agent never do.
 CHILD_PROCESS_MODULES = (
@@ -27,8 +40,7 @@ CHILD_PROCESS_MODULES = (
     "forge_lsp.agent.offline.probe",
     "forge_lsp.agent.offline.library",
     "forge_lsp.examples",
-    "forge_lsp.hotspots.runner",
-    "forge_lsp.hotspots.model_check",
+    *HOTSPOT_CHILD,
     "forge_lsp.hotspots.patching",
 )
 
@@ -129,6 +141,12 @@ RULES = (
         ("forge_lsp",),
         allowed=("forge_lsp.hotspots", "forge_lsp.sandbox", "forge_lsp.parsing", "forge_lsp.words", "forge_lsp.child"),
     ),
+    Rule(
+        HOTSPOT_CHILD_RULE,
+        ("*",),
+        HOTSPOT_CHILD,
+        exempt=(*HOTSPOT_CHILD, "forge_lsp.hotspots.patching"),
+    ),
     Rule("the use cases know no front end", ("forge_lsp.usecases",), ("forge_lsp.server", "forge_lsp.cli")),
     Rule("the CLI is an adapter over the use cases", ("forge_lsp.cli",), ("forge_lsp.server", *BEHIND_THE_USE_CASES)),
     Rule(
@@ -196,6 +214,23 @@ def test_every_rule_constrains_something_that_exists():
         assert rule.applies_to == ("*",) or any(_under(m, rule.applies_to) for m in mods), rule.name
     for prefix in CHILD_PROCESS_MODULES + BEHIND_THE_USE_CASES + SERVER_CORE + SERVER_COMPOSITION:
         assert any(_under(m, (prefix,)) for m in mods), f"{prefix} names no module (renamed?)"
+
+
+@pytest.mark.integration
+def test_the_parent_reaching_into_the_hot_spot_child_is_caught():
+    """Not vacuous: the parent's `hotspots.run` importing the child's run (so the user's model would run in the process
+    that asked) is reported; `patching`, which the model check and a user's patch file import, may use the child's
+    `constant`."""
+    mods = modules()
+    source, is_pkg = mods["forge_lsp.hotspots.run"]
+    mods["forge_lsp.hotspots.run"] = (source + "\n\ndef _f():\n    from .child_profile import run\n", is_pkg)
+    found = violations(mods)
+    assert any(
+        v.startswith("forge_lsp.hotspots.run:")
+        and v.endswith("imports forge_lsp.hotspots.child_profile: " + HOTSPOT_CHILD_RULE)
+        for v in found
+    ), found
+    assert not any(v.startswith("forge_lsp.hotspots.patching:") for v in found), found
 
 
 @pytest.mark.integration

@@ -22,15 +22,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .child_entry import build_entry, build_script_entry, sync, user_traceback
+from .child_observe import flat_tensors
 from .decide import FASTER, INCONCLUSIVE, SLOWER, Decision, decide
 from .patching import PatchError, compile_model, install, instances_by_name, uncompile_model, uninstall
 from .requests import ModelCheckRequest
-from .runner import _flat_tensors, _sync, build_entry, build_script_entry, user_traceback
 
 
 def _outputs(torch: Any, model: Any, args: tuple, kwargs: dict) -> list[Any]:
     with torch.no_grad():
-        return [t.detach().clone() for t in _flat_tensors(torch, model(*args, **kwargs))]
+        return [t.detach().clone() for t in flat_tensors(torch, model(*args, **kwargs))]
 
 
 #: Output dtypes whose eager results carry their own rounding error, judged against the model run in fp32 too
@@ -74,7 +75,7 @@ def _fp32_call(torch: Any, hi: Any, name: str, args: tuple, kwargs: dict) -> lis
         with torch.no_grad():
             return [
                 t.detach()
-                for t in _flat_tensors(
+                for t in flat_tensors(
                     torch, instances_by_name(hi)[name](*_upcast(torch, args), **_upcast(torch, kwargs))
                 )
             ]
@@ -197,7 +198,7 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
                     probe = named[name].__dict__.get("_forge_probe") or []
                     if not probe:
                         continue  # not called as captured in this forward: the model's outputs hold it
-                    want, got = (_flat_tensors(torch, x) for x in probe[0][:2])
+                    want, got = (flat_tensors(torch, x) for x in probe[0][:2])
                     inst_truth = _fp32_call(torch, hi, name, *probe[0][2:]) if hi is not None else None
                     prows = compare(
                         torch, [t.detach() for t in want], [t.detach() for t in got], tolerances, inst_truth
@@ -262,7 +263,7 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
                     after.append(a)
             warm[0] = False
             uninstall(model)
-            _sync(torch, device)
+            sync(torch, device)
             return before, after
 
         return sample
@@ -359,7 +360,7 @@ def _model_modes(
             compile_model(model, mode, req.blocks)
             for _ in range(3):  # compiles on the first call; CUDA graphs are recorded on later ones
                 _outputs(torch, model, args, kwargs)
-            _sync(torch, device)
+            sync(torch, device)
             graphed = model.__dict__.get("_forge_graphed")
             if graphed is not None and graphed.failures:
                 raise PatchError(f"cuda_graphs: the forward cannot be recorded: {graphed.failures[0]}")

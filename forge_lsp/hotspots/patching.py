@@ -248,7 +248,7 @@ def uninstall(model: Any) -> None:
 
 
 def rebuild(torch: Any, spec: Any, out: Any) -> Any:
-    """The original output's structure (`runner.output_spec`) around the candidate's tensors, taken in order."""
+    """The original output's structure (`child_observe.output_spec`) around the candidate's tensors, taken in order."""
     if spec == "tensor":
         return out
     tensors = iter([out] if isinstance(out, torch.Tensor) else list(out))
@@ -279,14 +279,14 @@ def _shadow(
     """Shadow `inst.forward`: a call shaped like `call` whose tensors are inside `domain` goes to `new`, any other
     to the original. Routes are counted in ``inst._forge_calls``. The argument names and the domain's checks are
     worked out here, once, so that a call costs a few attribute reads per tensor."""
-    from .runner import _constant
+    from .child_source import constant
 
     original = type(inst).forward.__get__(inst)
     n_pos = next((i for i, a in enumerate(call) if a.how != "pos"), len(call))
     kw_names = tuple(a.name for a in call[n_pos:])
     flags = tuple(a.tensor for a in call)
     constants = [(i, a.source) for i, a in enumerate(call) if not a.tensor]
-    # a call's arguments are named as the hot-spot run named them (`runner._name_arguments`): the positional ones
+    # a call's arguments are named as the hot-spot run named them (`child_observe.name_arguments`): the positional ones
     # by the forward's parameters, which a call cannot change; so a captured call whose positional names are not
     # those (or that passed a positional argument after a keyword one) is never matched
     matchable = all(a.how == "kw" for a in call[n_pos:]) and _positional_names(inst, n_pos) == [
@@ -301,7 +301,7 @@ def _shadow(
             values = args + tuple(kwargs.values()) if kwargs else args
             if all(isinstance(v, tensor_type) is f for v, f in zip(values, flags, strict=True)):
                 try:
-                    same = all(_constant(values[i], torch) == source for i, source in constants)
+                    same = all(constant(values[i], torch) == source for i, source in constants)
                 except Exception:  # noqa: BLE001 - a constant forge cannot write: not the captured call
                     same = False
                 tensors = [v for v, f in zip(values, flags, strict=True) if f]
@@ -321,7 +321,7 @@ def _shadow(
 
 
 def _positional_names(inst: Any, n: int) -> list[str]:
-    """The names `runner._name_arguments` gives the first `n` positional arguments of a call of `inst`."""
+    """The names `child_observe.name_arguments` gives the first `n` positional arguments of a call of `inst`."""
     import inspect
 
     try:
