@@ -136,7 +136,7 @@ def main() -> int:
             cand = load_candidate(path)
             v = ev.evaluate(task, cand)
             t0 = time.perf_counter()
-            ev.sanitize_into(v, task, cand)
+            ev.evaluators[ev.device].sanitize_into(v, task, cand)  # the lane's own Evaluator
             check = next(c for c in v.checks if c.name == "sanitizer")
             results["sanitize"].append(
                 {

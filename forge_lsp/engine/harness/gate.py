@@ -3,8 +3,9 @@
 Several processes may use one GPU at once: a batch's device lanes (`LocalPool`), each with its judge, and any
 other forge process on the machine. Verifying a candidate tolerates neighbours (its results do not depend on what
 else runs), timing does not (another context's kernels share the device's time slices). So every forge process on a
-GPU holds the device's gate *shared* while it runs work there, and *exclusively* while it times: a timing waits
-for the work in flight to reach its next step, and no new work starts until the timing is done.
+GPU holds the device's gate *shared* while it runs work there, and *exclusively* while it times or runs the stream
+probes (whose GPU-side sleep another context's time slices would stretch): a timing waits for the work in flight to
+reach its next step, and no new work starts until the timing is done.
 
 The gate is a reader-writer lock of two `flock` files per physical device (named after its UUID, in the machine's
 temporary folder, so every forge process on the machine meets the same gate whatever its cache): a turnstile that a

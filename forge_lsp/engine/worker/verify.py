@@ -19,7 +19,9 @@ class Verification(Probes):
         history: list[Kept] = []  # earlier input sets' candidate outputs
         self.verifying = True
         if self.is_cuda:
-            with self.cost("current_stream"):
+            # alone on the device: the probes hold the inputs back with a GPU-side sleep, which another process's
+            # work would stretch (its time slices), letting a kernel that waits for nothing find them ready
+            with self.cost("current_stream"), self.state.gate.exclusive():
                 self.probe_streams(models, cases[0])
 
         skipped: list[str] = []
