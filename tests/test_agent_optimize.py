@@ -20,7 +20,8 @@ from forge_lsp.agent.optimize import OptimizeOptions, Optimizer
 from forge_lsp.agent.provider import ChatModel
 from forge_lsp.agent.run_events import CandidateTimed, Profiled
 from forge_lsp.agent.store import RunStore
-from forge_lsp.engine import Evaluator, load_task
+from forge_lsp.engine import load_task
+from forge_lsp.engine.local_pool import LocalPool
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
 
@@ -58,7 +59,7 @@ def is_judge(request: dict) -> bool:
 
 @pytest.fixture()
 def evaluator(cache_dir, fast_options):
-    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir, build_workers=0)
+    ev = LocalPool("cpu", options=fast_options, cache_dir=cache_dir, build_workers=0)
     yield ev
     ev.close()
 

@@ -26,7 +26,8 @@ from forge_lsp.agent.run_events import (
     UnknownEvent,
 )
 from forge_lsp.agent.store import RunStore
-from forge_lsp.engine import Evaluator, load_task
+from forge_lsp.engine import load_task
+from forge_lsp.engine.local_pool import LocalPool
 
 SLOW_CORRECT = """
 import torch
@@ -94,7 +95,7 @@ def test_events_that_change_nothing_are_ignored():
 
 @pytest.fixture()
 def evaluator(cache_dir, fast_options):
-    ev = Evaluator("cpu", options=fast_options, cache_dir=cache_dir, build_workers=0)
+    ev = LocalPool("cpu", options=fast_options, cache_dir=cache_dir, build_workers=0)
     yield ev
     ev.close()
 

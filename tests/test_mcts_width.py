@@ -21,7 +21,8 @@ from forge_lsp.agent.optimize import OptimizeOptions, Optimizer
 from forge_lsp.agent.provider import ChatModel
 from forge_lsp.agent.store import EventRecord, RunStore
 from forge_lsp.engine import load_task
-from forge_lsp.engine.executor import Executor, LocalPool
+from forge_lsp.engine.executor import Executor
+from forge_lsp.engine.local_pool import LocalPool
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..engine import Candidate, Evaluator, Task, Verdict
+from ..engine import Candidate, Task, Verdict
 from ..engine.executor import Executor
 from ..engine.pipe import Prepared
 from ..engine.repair import repair_candidate
@@ -169,7 +169,7 @@ class Optimizer:
         task: Task,
         *,
         store: RunStore,
-        evaluator: Executor | Evaluator,
+        evaluator: Executor,
         options: OptimizeOptions,
         coder: Any = None,
         judge: Any = None,
