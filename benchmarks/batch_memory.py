@@ -47,7 +47,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from forge_lsp.cli.eval_cmd import pair_directory  # noqa: E402
 from forge_lsp.engine import (  # noqa: E402
     Backend,
     Candidate,
@@ -59,6 +58,7 @@ from forge_lsp.engine import (  # noqa: E402
     load_candidate,
     load_task,
 )
+from forge_lsp.usecases.evaluate import pair_directory  # noqa: E402
 
 BATCH = ROOT / "corpus" / "kernelbench"
 MIB = 1 << 20

@@ -37,13 +37,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from forge_lsp.cli.eval_cmd import pair_directory  # noqa: E402
 from forge_lsp.engine import EvalOptions, load_candidate, load_task  # noqa: E402
 from forge_lsp.engine.devices import default_build_workers
 from forge_lsp.engine.executor import ExecEvent  # noqa: E402
 from forge_lsp.engine.executors import make_executor  # noqa: E402
 from forge_lsp.engine.worker_client import EvaluationCancelled  # noqa: E402
-from forge_lsp.usecases.evaluate import Evaluated, evaluate_batch, summarize  # noqa: E402
+from forge_lsp.usecases.evaluate import (  # noqa: E402
+    Evaluated,
+    evaluate_batch,
+    pair_directory,  # noqa: E402
+    summarize,
+)
 
 TASKS = ROOT / "corpus" / "kernelbench" / "tasks"
 CAND_DIRS = [ROOT / "corpus" / "model_style" / "candidates", ROOT / "corpus" / "kernelbench" / "candidates"]

@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from forge_lsp.cli.eval_cmd import pair_directory  # noqa: E402
 from forge_lsp.engine import EvalOptions, load_candidate, load_task  # noqa: E402
 from forge_lsp.engine.local_pool import LocalPool  # noqa: E402
+from forge_lsp.usecases.evaluate import pair_directory  # noqa: E402
 
 TASKS, CANDS = ROOT / "corpus" / "ops" / "tasks", ROOT / "corpus" / "ops" / "candidates"
 

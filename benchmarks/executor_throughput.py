@@ -38,8 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from forge_lsp.cli.eval_cmd import pair_directory  # noqa: E402
 from forge_lsp.engine import Evaluator, load_candidate, load_task  # noqa: E402
+from forge_lsp.usecases.evaluate import pair_directory  # noqa: E402
 
 BATCH = ROOT / "corpus" / "kernelbench"
 EXAMPLES = ROOT / "forge_lsp" / "examples"

@@ -93,11 +93,11 @@ for _p in (ROOT, ROOT / "benchmarks"):
 
 from executor_throughput import BATCH, limited, small_directory, stage_totals  # noqa: E402
 
-from forge_lsp.cli.eval_cmd import pair_directory  # noqa: E402
 from forge_lsp.engine import Candidate, EvalOptions, StageTimeouts, load_candidate, load_task  # noqa: E402
 from forge_lsp.engine.devices import visible_gpu_count
 from forge_lsp.engine.executor import ExecEvent, Executor  # noqa: E402
 from forge_lsp.engine.local_pool import LocalPool
+from forge_lsp.usecases.evaluate import pair_directory  # noqa: E402
 
 #: seconds kept back from the --budget for closing the last executor, writing the JSON and printing the table
 RESERVE_S = 25.0

@@ -168,7 +168,7 @@ def _close(expected: torch.Tensor, actual) -> bool:
 # ------------------------------------------------------------------------------------ the corpus itself
 def test_corpus_pairs_as_forge_eval_pairs_it():
     """Every task and candidate of the folder is one of PAIRS, and `forge eval corpus/structured` pairs them so."""
-    from forge_lsp.cli.eval_cmd import pair_directory
+    from forge_lsp.usecases.evaluate import pair_directory
 
     paired = {(t.stem, tuple(sorted(c.stem for c in cs))) for t, cs in pair_directory(CORPUS, CORPUS)}
     expected: dict[str, list[str]] = {}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import dataclasses
 import json
@@ -32,8 +31,7 @@ from ..engine import (
 )
 from ..engine.executor import ExecEvent, ExecutorUnavailable
 from ..engine.executors import make_executor
-from ..parsing import parse
-from ..usecases.evaluate import BatchSummary, Evaluated, RepairOutcome
+from ..usecases.evaluate import BatchSummary, Evaluated, RepairOutcome, pair_directory
 from ..words import interval_words, times
 
 
@@ -184,26 +182,6 @@ def add_executor_argument(p: argparse.ArgumentParser, default: str | None = "loc
         "cores across tasks), ray (the Ray cluster RAY_ADDRESS names, else a Ray instance on this machine; "
         "needs forge-lsp[ray]) or ray://HOST:PORT (that cluster, through the Ray Client)",
     )
-
-
-def _defines(path: Path, cls: str) -> bool:
-    try:
-        tree = parse(path.read_text(encoding="utf-8", errors="replace"))
-    except SyntaxError:
-        return cls == "ModelNew"  # a broken candidate is still a candidate: it gets a verdict
-    return any(isinstance(n, ast.ClassDef) and n.name == cls for n in tree.body)
-
-
-def pair_directory(task_dir: Path, cand_dir: Path) -> list[tuple[Path, list[Path]]]:
-    """Match candidates `<task>_*.py` (longest task-name prefix wins) to tasks `<task>.py`."""
-    tasks = sorted(p for p in task_dir.glob("*.py") if _defines(p, "Model") and not _defines(p, "ModelNew"))
-    cands = sorted(p for p in cand_dir.glob("*.py") if p not in tasks and _defines(p, "ModelNew"))
-    pairs: dict[Path, list[Path]] = {t: [] for t in tasks}
-    for c in cands:
-        owners = [t for t in tasks if c.stem.startswith(t.stem + "_") or c.stem == t.stem]
-        if owners:
-            pairs[max(owners, key=lambda t: len(t.stem))].append(c)
-    return [(t, cs) for t, cs in pairs.items() if cs]
 
 
 def vary_spec(text: str) -> tuple[str, list[int]]:

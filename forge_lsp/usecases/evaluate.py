@@ -1,6 +1,6 @@
 """Evaluate candidates against tasks, with their automatic repairs, and say what a batch came to.
 
-`evaluate_batch` is `forge eval`'s use case (one pair, or a directory of them). Every candidate is evaluated; one
+`evaluate_batch` is `forge eval`'s use case (one pair, or a directory of them: `pair_directory`). Every candidate is evaluated; one
 whose verdict shows a cause an automatic repair lifts (`engine.repair`: launches on the legacy default stream, a
 contiguity assumption, the deprecated `x.type()` dispatch) gets a repaired candidate, derived from its source and
 verified like any other, at most `REPAIR_ROUNDS` rounds deep. Each result carries the original verdict and the
@@ -10,11 +10,13 @@ wall time and the candidates a minute.
 
 from __future__ import annotations
 
+import ast
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +24,7 @@ from ..engine import Candidate, Task, Verdict
 from ..engine.executor import Executor, StageCallback
 from ..engine.repair import Fix, repair_candidate
 from ..engine.verdict import RepairKind, Status
+from ..parsing import parse
 
 #: A repaired candidate whose verdict shows another known cause is repaired again, up to this many rounds in all.
 REPAIR_ROUNDS = 2
@@ -95,6 +98,27 @@ class _Item:
     applied: list[RepairKind] = field(default_factory=list)
     fixes: list[Fix] = field(default_factory=list)
     remaining: list[str] = field(default_factory=list)
+
+
+def defines_class(path: Path, cls: str) -> bool:
+    """Whether the Python file at `path` defines a top-level class `cls` (read from its AST, never run)."""
+    try:
+        tree = parse(path.read_text(encoding="utf-8", errors="replace"))
+    except SyntaxError:
+        return cls == "ModelNew"  # a broken candidate is still a candidate: it gets a verdict
+    return any(isinstance(n, ast.ClassDef) and n.name == cls for n in tree.body)
+
+
+def pair_directory(task_dir: Path, cand_dir: Path) -> list[tuple[Path, list[Path]]]:
+    """Match candidates `<task>_*.py` (longest task-name prefix wins) to tasks `<task>.py`."""
+    tasks = sorted(p for p in task_dir.glob("*.py") if defines_class(p, "Model") and not defines_class(p, "ModelNew"))
+    cands = sorted(p for p in cand_dir.glob("*.py") if p not in tasks and defines_class(p, "ModelNew"))
+    pairs: dict[Path, list[Path]] = {t: [] for t in tasks}
+    for c in cands:
+        owners = [t for t in tasks if c.stem.startswith(t.stem + "_") or c.stem == t.stem]
+        if owners:
+            pairs[max(owners, key=lambda t: len(t.stem))].append(c)
+    return [(t, cs) for t, cs in pairs.items() if cs]
 
 
 def repaired_name(candidate: Candidate, round_: int) -> str:
