@@ -147,6 +147,21 @@ class PatchGuard:
             if isinstance(fn := v.__func__ if isinstance(v, staticmethod | classmethod) else v, types.FunctionType)
         ]
         self._fast = self._fast_take()
+        #: forge's classes by name, and what each inherits: a name it inherits, set on the class itself, shadows the
+        #: base's (a method replaced on a subclass leaves the base's namespace as it was)
+        self._inherited = {
+            name: {k for base in cls.__mro__[1:] for k in vars(base) if not k.startswith("__")}
+            for name, cls in self._forge_classes()
+        }
+
+    def _forge_classes(self):
+        """(name, class) of each class defined in one of forge's modules, as `_objects` names them."""
+        for name, mod in list(sys.modules.items()):
+            spec = getattr(mod, "__spec__", None)
+            if mod is not None and (name.startswith(_FORGE) or str(getattr(spec, "name", "")).startswith(_FORGE)):
+                for k, v in list(vars(mod).items()):
+                    if isinstance(v, type) and getattr(v, "__module__", None) == name:
+                        yield f"{name}.{k}", v
 
     def _fast_take(self) -> tuple:
         """Every watched namespace's keys and value identities, and forge's functions' code and defaults, as
@@ -209,6 +224,9 @@ class PatchGuard:
                     "." in key and after.get(key.split(".", 1)[0]) != before.get(key.split(".", 1)[0])
                 ):  # a function replaced: its own code and defaults are not named again
                     changed.append(f"{name}.{key}")
+            inherited = self._inherited.get(name)
+            if inherited:  # a name the class inherited, now set on the class: the base's shadowed
+                changed += [f"{name}.{key}" for key in sorted(after.keys() - before.keys()) if key in inherited]
         if not values_same:
             changed.append("the harness's tolerances")
         if not changed:  # only what the named diff leaves out changed (a submodule imported since): the new baseline
