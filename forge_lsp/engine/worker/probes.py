@@ -216,6 +216,11 @@ class Probes(EvaluationBase):
     PROBE_TRIES = 3
     #: the share of the delay within which the candidate's call must have returned on the host
     PROBE_IN_TIME = 0.8
+    #: `current_stream`'s word when the candidate's kernels were launched after the probe's delay, every try
+    LAUNCHED_LATE = (
+        "not decided: the host was too busy to launch the candidate's kernels within the probe's delay; verified on "
+        "the default stream only"
+    )
 
     def delayed_call(self, model: Any, case: InputCase, stream: Any, delay_ms: float = 50.0) -> tuple[Any, bool]:
         """`model` called on `stream` (made current) with inputs that become ready only after a GPU-side delay on that
@@ -284,12 +289,7 @@ class Probes(EvaluationBase):
         mismatch, _ = compare_outputs(ref_out, own, self.task.tolerance_for, f"{case.name}, delayed on its stream")
         del own
         if mismatch is None and not in_time:  # right, but launched after the inputs were ready: nothing shown
-            self.check(
-                "current_stream",
-                True,
-                "not decided: the host was too busy to launch the candidate's kernels within the probe's delay; "
-                "verified on the default stream only",
-            )
+            self.check("current_stream", True, self.LAUNCHED_LATE)
             return
         if mismatch is not None and self.right_when_ready(m, case, ref_out):
             self.check(
@@ -322,12 +322,7 @@ class Probes(EvaluationBase):
         mismatch, _ = compare_outputs(ref_out, side, self.task.tolerance_for, f"{case.name}, delayed stream")
         del side
         if mismatch is None and not in_time:  # right, but launched after the side stream's work was done
-            self.check(
-                "current_stream",
-                True,
-                "not decided: the host was too busy to launch the candidate's kernels within the probe's delay; "
-                "verified on the default stream only",
-            )
+            self.check("current_stream", True, self.LAUNCHED_LATE)
             return
         if mismatch is None:
             self.streams = "any"
