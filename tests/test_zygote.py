@@ -109,3 +109,40 @@ def test_on_by_default_for_the_cpu_off_when_asked_and_never_for_a_gpu(monkeypatc
         assert not zygote.enabled("cpu")
     monkeypatch.setenv("FORGE_ZYGOTE", "1")
     assert zygote.enabled("cpu") and not zygote.enabled("cuda:0")
+
+
+def test_the_fork_request_is_typed_and_refuses_what_it_does_not_know():
+    from pydantic import ValidationError
+
+    from forge_lsp.engine.zygote_child import ForkRequest
+
+    req = ForkRequest(args=["--device", "cpu"], env={"A": "1"}, cwd="/tmp", fds=[5, 6])
+    assert ForkRequest.model_validate_json(req.model_dump_json()) == req
+    with pytest.raises(ValidationError):
+        ForkRequest.model_validate_json('{"args": [], "env": {}, "cwd": "/", "fds": [], "shell": "sh"}')
+    with pytest.raises(ValidationError):
+        ForkRequest.model_validate_json('{"args": "--device cpu", "env": {}, "cwd": "/", "fds": []}')
+
+
+def test_a_malformed_fork_request_is_answered_and_the_zygote_forks_the_next(tmp_path):
+    import socket
+    import sys
+
+    from forge_lsp.engine.zygote import Zygote
+
+    z = Zygote(sys.executable, zygote.package_env(), tmp_path)
+    log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT)
+    try:
+        with z._lock:  # what a confused parent might send: a field the zygote does not know
+            socket.send_fds(z._sock, [b'{"args": [], "env": {}, "cwd": "/", "fds": [], "x": 1}'], [log])
+            answer = z._answer(timeout=60)
+        assert "pid" not in answer and "ForkRequest" in answer.get("error", ""), answer
+        r, w = os.pipe()
+        args = ["--device", "cpu", "--in-fd", str(r), "--out-fd", str(w)]
+        proc = z.fork(args, env=zygote.package_env(), cwd=tmp_path, log_fd=log, fds=[r, w])
+        assert proc.pid > 0 and proc.poll() is None  # forked, and waiting for its first request
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        os.close(log)
+        z.close()

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..sandbox import _register, _stat, package_env, spawn
+from .zygote_child import ForkRequest
 
 _MAX_MESSAGE = 1 << 20
 _ENABLED_ENV = "FORGE_ZYGOTE"
@@ -187,7 +188,7 @@ class Zygote:
     ) -> Forked:
         """A worker running `forge_lsp.engine.worker.main(args)`, with `fds` (this process's descriptors) at the same
         numbers in it, `log_fd` as its stdout and stderr and /dev/null as its stdin."""
-        request = json.dumps({"args": list(args), "env": dict(env), "cwd": str(cwd), "fds": list(fds)}).encode()
+        request = ForkRequest(args=list(args), env=dict(env), cwd=str(cwd), fds=list(fds)).model_dump_json().encode()
         with self._lock:
             if not self.alive:
                 raise ZygoteError(self._dead or "the zygote has ended")

@@ -19,10 +19,22 @@ import socket
 import sys
 from typing import Any
 
+from ..child import ChildRequest
+
 _MAX_MESSAGE = 1 << 20
 
 
-def _child(sock: socket.socket, wake: int, request: dict[str, Any], fds: list[int]) -> None:
+class ForkRequest(ChildRequest):
+    """What the zygote forks a worker for, sent over its socket with the worker's log and pipes as descriptors:
+    the worker's arguments, its whole environment, its working folder, and the numbers its pipes must take."""
+
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+    fds: list[int]
+
+
+def _child(sock: socket.socket, wake: int, request: ForkRequest, fds: list[int]) -> None:
     """In the forked worker: become what `sandbox.spawn` makes, then run the worker. Never returns."""
     code = 1
     try:
@@ -36,7 +48,7 @@ def _child(sock: socket.socket, wake: int, request: dict[str, Any], fds: list[in
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         sock.close()
         os.close(wake)
-        targets = [int(t) for t in request["fds"]]
+        targets = list(request.fds)
         # above every number they must take, then each at its own number; the log as stdout and stderr
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1024) for fd in fds]
         for fd in fds:
@@ -54,15 +66,15 @@ def _child(sock: socket.socket, wake: int, request: dict[str, Any], fds: list[in
                     os.close(int(name))
                 except OSError:
                     pass
-        os.chdir(request["cwd"])
+        os.chdir(request.cwd)
         import setproctitle
 
         # /proc/PID/cmdline (ps, top, forge's own tests) names the worker, not the zygote. Before the environment is
         # replaced: setproctitle finds the room it writes in by the environment block, which it overwrites (it held
         # the zygote's scrubbed environment; the worker's own is in os.environ)
-        setproctitle.setproctitle(" ".join([sys.executable, "-m", "forge_lsp.engine.worker", *request["args"]]))
+        setproctitle.setproctitle(" ".join([sys.executable, "-m", "forge_lsp.engine.worker", *request.args]))
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update(request.env)
         import io
         import random
 
@@ -70,10 +82,10 @@ def _child(sock: socket.socket, wake: int, request: dict[str, Any], fds: list[in
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True, line_buffering=True)
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin, /dev/null
         random.seed()  # not the zygote's sequence, shared by every worker it forked
-        sys.argv = ["forge_lsp.engine.worker", *request["args"]]
+        sys.argv = ["forge_lsp.engine.worker", *request.args]
         from . import worker
 
-        code = worker.main(list(request["args"]))
+        code = worker.main(list(request.args))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - said in the log, then the process ends
@@ -139,11 +151,9 @@ def serve(sock: socket.socket) -> int:
             if not data:  # forge is gone
                 return 0
             try:
-                request = json.loads(data)
-                if len(fds) != 1 + len(request["fds"]):
-                    raise ValueError(
-                        f"{len(fds)} descriptors came with a request naming {len(request['fds'])} and a log"
-                    )
+                request = ForkRequest.model_validate_json(data)
+                if len(fds) != 1 + len(request.fds):
+                    raise ValueError(f"{len(fds)} descriptors came with a request naming {len(request.fds)} and a log")
                 pid = os.fork()
             except Exception as exc:  # noqa: BLE001 - answered; the zygote goes on
                 for fd in fds:
