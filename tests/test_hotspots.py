@@ -349,20 +349,25 @@ def test_real_models_hot_spots_and_an_extracted_task_that_passes_forge_eval(tmp_
     cls_name, needs = EXAMPLES[model]
     if needs and importlib.util.find_spec(needs) is None:
         pytest.skip(f"{needs} is not installed (the models extra)")
-    result = find_model_hotspots(
-        HotspotsRequest(
-            entry=f"examples/models/{model}.py:build(size='tiny', dtype='{dtype}')",
-            workspace=ROOT,
-            device="cpu",
-            warmup=2,
-            iterations=1,
-            top=4,
-            classes=(cls_name,),
-            extract=True,
-        )
+    request = HotspotsRequest(
+        entry=f"examples/models/{model}.py:build(size='tiny', dtype='{dtype}')",
+        workspace=ROOT,
+        device="cpu",
+        warmup=2,
+        iterations=1,
+        top=4,
+        classes=(cls_name,),
+        extract=True,
     )
+    result = find_model_hotspots(request)
+    hot = next(c for c in result.report.classes if c.name == cls_name)
+    if hot.total_pct <= 5.0:
+        # one profiled forward on a loaded machine: a stall while the process was off its core is charged to the
+        # range open then (the whole model's), and the class's share falls from about 70% (GPT-2) to a few percent.
+        # A second profile decides; the class's share is asserted on it.
+        result = find_model_hotspots(request)
+        hot = next(c for c in result.report.classes if c.name == cls_name)
     report = result.report
-    hot = next(c for c in report.classes if c.name == cls_name)
     assert hot.instances >= 1 and hot.total_pct > 5.0 and hot.file and hot.line, hot
     assert sum(i.self_pct for i in report.instances) == pytest.approx(100.0, abs=0.01)
     assert result.extraction is not None
