@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .candidate import Candidate
+from .evaluate import StageCallback
 from .options import EvalOptions
 from .pipe import BuildResult, Hello, Prepared
 from .task import Task
 from .verdict import Verdict
 
-StageCallback = Callable[[Candidate, str], None]
 VerdictCallback = Callable[[Candidate, Verdict], None]
 
 EventKind = Literal["queued", "build_started", "build_finished", "stage", "reference", "verdict"]

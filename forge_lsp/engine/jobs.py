@@ -3,16 +3,12 @@ code failed, a build's compile error. `LocalPool` and Ray's `EvalActor` schedule
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from .candidate import Backend, Candidate, gpu_requirement
-from .evaluate import Evaluator
+from .evaluate import Evaluator, StageCallback
 from .options import EvalOptions
 from .pipe import BuildResult, Hello, Prepared
 from .task import Task
 from .verdict import Status, Verdict
-
-StageCallback = Callable[[Candidate, str], None]
 
 
 def needs_build(candidate: Candidate, device: str) -> bool:

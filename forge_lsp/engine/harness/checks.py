@@ -151,14 +151,17 @@ class PatchGuard:
         #: base's (a method replaced on a subclass leaves the base's namespace as it was)
         self._inherited = {
             name: {k for base in cls.__mro__[1:] for k in vars(base) if not k.startswith("__")}
-            for name, cls in self._forge_classes()
+            for name, cls in self._forge_modules()
+            if isinstance(cls, type)
         }
 
-    def _forge_classes(self):
-        """(name, class) of each class defined in one of forge's modules, as `_objects` names them."""
+    @staticmethod
+    def _forge_modules():
+        """(name, module) of forge's own modules loaded now, and of each (name, class) defined in one, in turn."""
         for name, mod in list(sys.modules.items()):
-            spec = getattr(mod, "__spec__", None)
+            spec = getattr(mod, "__spec__", None)  # the worker itself runs as __main__ (python -m)
             if mod is not None and (name.startswith(_FORGE) or str(getattr(spec, "name", "")).startswith(_FORGE)):
+                yield name, mod
                 for k, v in list(vars(mod).items()):
                     if isinstance(v, type) and getattr(v, "__module__", None) == name:
                         yield f"{name}.{k}", v
@@ -183,14 +186,8 @@ class PatchGuard:
         yield "torch.cuda.Event", copy(vars(torch.cuda.Event))
         for name, obj in self._extra.items():
             yield name, copy(vars(obj))
-        for name, mod in list(sys.modules.items()):
-            spec = getattr(mod, "__spec__", None)  # the worker itself runs as __main__ (python -m)
-            if mod is not None and (name.startswith(_FORGE) or str(getattr(spec, "name", "")).startswith(_FORGE)):
-                ns = vars(mod)
-                yield name, ns
-                for k, v in list(ns.items()):
-                    if isinstance(v, type) and getattr(v, "__module__", None) == name:
-                        yield f"{name}.{k}", copy(vars(v))
+        for name, obj in self._forge_modules():
+            yield name, (copy(vars(obj)) if isinstance(obj, type) else vars(obj))
 
     def _take(self) -> dict[str, dict[str, int]]:
         snap = {}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..harness.gate import NoGate
 from ..verdict import InputSpec, Mismatch, Status
 
 _TB_LIMIT = 8000
@@ -144,12 +145,6 @@ class Models:
     note: str = ""
 
 
-def _no_gate() -> Any:
-    from ..harness.gate import NoGate
-
-    return NoGate()
-
-
 @dataclass
 class WorkerState:
     device: Any
@@ -163,7 +158,7 @@ class WorkerState:
     drawn: dict[tuple[Any, ...], tuple[list[Any], list[Any]]] = field(default_factory=dict)
     drawn_bytes: int = 0
     #: the device's gate (`harness.gate`): held shared around work on a GPU, exclusively around a timing
-    gate: Any = field(default_factory=lambda: _no_gate())
+    gate: Any = field(default_factory=NoGate)
     _drawn_sizes: dict[tuple[Any, ...], int] = field(default_factory=dict)
     _task_order: list[str] = field(default_factory=list)  # task shas, the one used last at the end
 
