@@ -205,13 +205,38 @@ async def job_of(client: LanguageClient, job_id: str) -> dict:
     return next(j for j in runs["runs"] if j["id"] == job_id)
 
 
+def job_ended(client: LanguageClient, job_id: str) -> bool:
+    return any(r.kind == "end" for r in client.progress_reports.get(f"forge/{job_id}", []))
+
+
+async def proposal_for(client: LanguageClient, uri: str, job_id: str, timeout: float = 240.0):
+    """The proposal diagnostic the job `job_id` leaves on `uri`. A job that ends without one, or does not end in
+    `timeout` seconds, fails the test with the job as `forge/runs` reports it (its state and its message say why)."""
+    try:
+        await until(lambda: proposal_diag(client, uri) or job_ended(client, job_id), timeout, "proposal or job end")
+    except TimeoutError:
+        raise AssertionError(f"no proposal in {timeout:g} s: {await job_of(client, job_id)}\n{server_log()}") from None
+    diag = proposal_diag(client, uri)
+    if diag is None:  # the end can arrive just before the diagnostics: give them a moment
+        await asyncio.sleep(1.0)
+        diag = proposal_diag(client, uri)
+    assert diag is not None, f"the job ended without a proposal: {await job_of(client, job_id)}\n{server_log()}"
+    return diag
+
+
+def server_log(chars: int = 4000) -> str:
+    """The end of the servers' log (FORGE_LSP_LOG), for a failure's message."""
+    log = Path(CACHE) / "server.log"
+    return "server log: " + (log.read_text(errors="replace")[-chars:] if log.is_file() else "(none)")
+
+
 @pytest.mark.asyncio
 @pytest.mark.slow
 async def test_optimize_progress_diagnostic_lens_accept(client: LanguageClient, tmp_path, fake_openai):
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     original = client.docs[uri]["text"]
     started = await optimize(client, uri, fake_openai, FAST + "\n# e2e accept\n", "Triton row softmax")
-    diag = await until(lambda: proposal_diag(client, uri), what="proposal diagnostic")
+    diag = await proposal_for(client, uri, started["job"])
     assert "faster candidate" in diag.message and diag.source == "forge"
     token = f"forge/{started['job']}"
     await until(lambda: client.progress_reports[token][-1].kind == "end", 20, "progress end")
@@ -270,8 +295,8 @@ async def test_optimize_progress_diagnostic_lens_accept(client: LanguageClient, 
 async def test_reject_removes_the_proposal_and_does_not_offer_it_again(client: LanguageClient, tmp_path, fake_openai):
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     source = FAST + "\n# e2e reject\n"
-    await optimize(client, uri, fake_openai, source, "rejected one")
-    await until(lambda: proposal_diag(client, uri))
+    started = await optimize(client, uri, fake_openai, source, "rejected one")
+    await proposal_for(client, uri, started["job"])
     lenses = await client.text_document_code_lens_async(
         t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
     )
@@ -302,8 +327,8 @@ async def test_reject_removes_the_proposal_and_does_not_offer_it_again(client: L
 async def test_show_diff_writes_the_candidate_under_forge_and_shows_it(client: LanguageClient, tmp_path, fake_openai):
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     original = client.docs[uri]["text"]
-    await optimize(client, uri, fake_openai, FAST + "\n# e2e show diff\n", "vectorized")
-    await until(lambda: proposal_diag(client, uri))
+    started = await optimize(client, uri, fake_openai, FAST + "\n# e2e show diff\n", "vectorized")
+    await proposal_for(client, uri, started["job"])
     lenses = await client.text_document_code_lens_async(
         t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
     )
@@ -348,8 +373,8 @@ async def test_forge_run_returns_the_typed_run_details(client: LanguageClient, t
 @pytest.mark.slow
 async def test_stale_accept_is_refused_and_nothing_is_lost(client: LanguageClient, tmp_path, fake_openai):
     uri = open_doc(client, tmp_path / "softmax_mod.py")
-    await optimize(client, uri, fake_openai, FAST + "\n# e2e stale\n", "stale one")
-    await until(lambda: proposal_diag(client, uri))
+    started = await optimize(client, uri, fake_openai, FAST + "\n# e2e stale\n", "stale one")
+    await proposal_for(client, uri, started["job"])
     lenses = await client.text_document_code_lens_async(
         t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
     )
@@ -396,7 +421,7 @@ async def test_change_outside_the_editor_marks_results_stale(client: LanguageCli
         t.ExecuteCommandParams(command="forge.optimize", arguments=[uri, "Model"])
     )
     assert "job" in started, started
-    await until(lambda: proposal_diag(client, uri))
+    await proposal_for(client, uri, started["job"])
     # a proposal for a file that is not open is still reported with its job (the editor announces it from there)
     assert (await job_of(client, started["job"]))["proposal"]["uri"] == uri
     line = model_line(TASK)
@@ -513,7 +538,7 @@ async def test_explain_on_the_cpu_labels_its_numbers_next_to_an_optimize_runs(
     and its candidate together. Hover shows both, each saying what it measured."""
     uri = open_doc(client, tmp_path / "softmax_mod.py")
     started = await optimize(client, uri, fake_openai, FAST + "\n# e2e explain\n", "vectorized")
-    await until(lambda: proposal_diag(client, uri))
+    await proposal_for(client, uri, started["job"])
     explained = await client.workspace_execute_command_async(
         t.ExecuteCommandParams(command="forge.explain", arguments=[uri, "Model"])
     )
