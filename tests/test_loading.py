@@ -324,7 +324,7 @@ def test_bindings_built_on_the_slim_main_prelude_load_and_run(tmp_path):
 
 
 @pytest.mark.integration
-def test_a_build_reading_torch_extension_h_waits_while_the_header_is_written():
+def test_a_build_reading_torch_extension_h_waits_while_the_header_is_written(tmp_path, monkeypatch):
     """g++ stops with "cannot read" on a half-written precompiled header: a build that may read it starts only once
     the build writing it is done."""
     import fcntl
@@ -333,6 +333,9 @@ def test_a_build_reading_torch_extension_h_waits_while_the_header_is_written():
 
     from forge_lsp.engine.harness import loading
 
+    # a lock of the test's own: the machine's is also taken by the real builds of tests running beside this one
+    lock = tmp_path / "pch.lock"
+    monkeypatch.setattr(loading, "pch_lock_path", lambda: lock)
     released: list[float] = []
     holding = threading.Event()
 
@@ -346,7 +349,7 @@ def test_a_build_reading_torch_extension_h_waits_while_the_header_is_written():
 
     t = threading.Thread(target=writer)
     t.start()
-    holding.wait(10)
+    assert holding.wait(10)
     with loading.precompiled_header([], None, refresh=False):
         entered = time.monotonic()
     t.join()
