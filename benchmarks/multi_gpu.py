@@ -529,11 +529,14 @@ def main(argv: list[str] | None = None) -> int:
         "--cpu-check", action="store_true", help="2 C++ candidates on the CPU: the code paths, not a figure"
     )
     ap.add_argument("--out", type=Path, help="write every figure as JSON (after each run)")
+    ap.add_argument(
+        "--cache-dir", type=Path, help="the compile cache the runs share (default: a new one; the warm-up fills it)"
+    )
     args = ap.parse_args(argv)
 
     budget = Budget(args.budget)
     work_dir = Path(tempfile.mkdtemp(prefix="forge-multi-"))
-    cache = work_dir / "cache"  # the warm cache every run shares
+    cache = args.cache_dir or work_dir / "cache"  # the warm cache every run shares
     if args.cpu_check:
         gpus = visible = 0
         n_local, n_ray = 1, args.device_count or 2
@@ -659,7 +662,8 @@ def main(argv: list[str] | None = None) -> int:
         report(rec)
 
     # the untimed warm-up: every candidate built into the shared cache, by the local pool on all its devices
-    warm_label = f"warm-up: local pool, {n_local} device{'s' if n_local != 1 else ''}, cold cache (untimed)"
+    warmth = "the given cache" if args.cache_dir else "cold cache"
+    warm_label = f"warm-up: local pool, {n_local} device{'s' if n_local != 1 else ''}, {warmth} (untimed)"
     plan_run(
         warm_label,
         "warmup",

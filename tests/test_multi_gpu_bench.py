@@ -101,10 +101,11 @@ def test_timings_by_the_workers_own_seconds_and_the_scaling_efficiency():
 
 
 @pytest.mark.slow  # builds two C++ extensions, starts a Ray instance and its actors
-def test_the_cpu_check_evaluates_every_candidate_and_never_times_two_at_once_on_a_device(tmp_path):
+def test_the_cpu_check_evaluates_every_candidate_and_never_times_two_at_once_on_a_device(tmp_path, cache_dir):
     out = tmp_path / "multi.json"
+    # the session's compile cache: the bundled example's C++ build is shared with the other tests that build it
     r = subprocess.run(
-        [sys.executable, str(SCRIPT), "--cpu-check", "--out", str(out)],
+        [sys.executable, str(SCRIPT), "--cpu-check", "--out", str(out), "--cache-dir", str(cache_dir)],
         capture_output=True,
         text=True,
         timeout=540,
