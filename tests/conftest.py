@@ -29,33 +29,8 @@ def _cuda_available() -> bool:
         return False
 
 
-def long_first(items: list, workers: int) -> list:
-    """The tests marked `long` (a minute or more on the 2-core machine) dealt in turn to the starts of the chunks
-    pytest-xdist's worksteal scheduler first sends its workers (contiguous, sized as it sizes them), so each worker
-    begins with its share of them and the run does not end on one of them running alone while the others idle.
-    The order depends only on the collection and the worker count, so every worker collects the same list."""
-    long = [i for i in items if i.get_closest_marker("long")]
-    if not long:
-        return items
-    rest = [i for i in items if not i.get_closest_marker("long")]
-    sizes, left = [], len(items)
-    for remaining in range(max(1, workers), 0, -1):  # worksteal: len(pending) // nodes_remaining, node after node
-        sizes.append(left // remaining)
-        left -= sizes[-1]
-    dealt: list[list] = [[] for _ in sizes]
-    for n, item in enumerate(long):
-        dealt[n % len(sizes)].append(item)
-    out, at = [], 0
-    for size, mine in zip(sizes, dealt, strict=True):
-        take = max(0, size - len(mine))
-        out += mine + rest[at : at + take]
-        at += take
-    return out + rest[at:]
-
-
 @pytest.hookimpl(trylast=True)  # after `-m "not gpu"` deselected: no torch import at collection unless a GPU test stays
 def pytest_collection_modifyitems(config, items):
-    items[:] = long_first(items, int(getattr(config, "workerinput", {}).get("workercount", 1)))
     if not any("gpu" in item.keywords for item in items) or _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run `pytest -m gpu` on the GPU machine)")

@@ -229,7 +229,6 @@ def test_eval_timeout_must_be_a_positive_number(tmp_path, value):
     assert lines(r.stderr)[-1] == f"forge eval: error: argument --timeout: {expected}"
 
 
-@pytest.mark.long
 @pytest.mark.slow
 def test_bundled_example_reports_its_compile_and_is_faster_on_the_cpu(tmp_path):
     """What `./dev example` runs, with a cold compile cache: the ~30 s build is not silent, and the

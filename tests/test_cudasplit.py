@@ -311,7 +311,6 @@ def test_the_library_words_are_torchs_and_cudas_names(tmp_path, monkeypatch):
     assert list(tmp_path.glob("library-words-*.txt"))  # kept for the machine's next builds
 
 
-@pytest.mark.long
 def test_a_candidates_own_compile_error_stops_the_header_tiers(tmp_path, monkeypatch):
     """The tiers in order, through `cached_load_inline`, with torch's builder standing in: a typo in the candidate's
     kernel fails the split and the slim tier and no more; a missing torch declaration goes on to every tier."""
@@ -445,7 +444,6 @@ def test_mains_flags_are_read_from_torchs_own_ninja_writer_before_any_build(monk
     assert re.search(r"^cxx = ", ninja, re.MULTILINE)
 
 
-@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.skipif(not _compilers(), reason="needs g++")
 def test_the_split_prelude_is_precompiled_once_for_the_flags_main_cpp_was_built_with(tmp_path, monkeypatch):

@@ -41,7 +41,6 @@ def intervals(events: list[ExecEvent], start: str, end: str, stage: str = "") ->
     return out
 
 
-@pytest.mark.long
 @pytest.mark.slow
 def test_builds_of_two_tasks_overlap_and_a_device_never_times_two_at_once(tmp_path, fast_options):
     softmax = load_task(FIXTURES / "softmax_small.py")

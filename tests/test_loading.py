@@ -452,7 +452,6 @@ def test_the_precompiled_header_is_not_part_of_the_cache_key(monkeypatch, tmp_pa
     assert len(folders) == 3 and len(set(folders)) == 1, folders
 
 
-@pytest.mark.long
 @pytest.mark.slow
 def test_a_finished_build_is_loaded_as_it_is_without_the_compiler(tmp_path):
     """A build that finished says so in its folder; the next load of the same extension imports the module at once,

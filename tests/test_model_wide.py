@@ -511,7 +511,6 @@ FUSABLE = textwrap.dedent(
 )
 
 
-@pytest.mark.long
 def test_the_whole_forward_compiled_on_top_is_checked_timed_and_written_into_the_patch(tmp_path):
     """No module replacement, model_modes=("default",): the compiled forward's outputs are compared with the
     original's and timed against an untouched copy; chosen only when faster with its interval above 1; the patch
@@ -891,7 +890,6 @@ def test_an_interrupted_run_is_resumed_without_redoing_its_finished_modules(tmp_
         optimize_model(resumed, say=said.append)  # a finished run is not resumed
 
 
-@pytest.mark.long
 def test_cli_sigterm_saves_the_run_says_how_to_resume_and_resume_finishes_it(workspace, fake_openai):
     """`forge optimize --model-wide` stopped by SIGTERM while its module's model call is in flight: exit status 130,
     the resume command said, the run saved as interrupted (`forge report --model-wide latest` renders it); then

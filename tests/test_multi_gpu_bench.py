@@ -100,7 +100,6 @@ def test_timings_by_the_workers_own_seconds_and_the_scaling_efficiency():
     assert bench.efficiency(None, 10.0, 2) is None and bench.efficiency(10.0, 0.0, 2) is None
 
 
-@pytest.mark.long
 @pytest.mark.slow  # builds two C++ extensions, starts a Ray instance and its actors
 def test_the_cpu_check_evaluates_every_candidate_and_never_times_two_at_once_on_a_device(tmp_path, cache_dir):
     out = tmp_path / "multi.json"

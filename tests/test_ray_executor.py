@@ -89,7 +89,6 @@ def test_ray_gives_the_local_pools_verdicts_and_a_killed_actor_is_a_crashed_verd
         assert ex.evaluate(softmax, Candidate.from_source(C.TORCH_CORRECT, "after")).correct
 
 
-@pytest.mark.long
 def test_an_actors_build_workers_compile_two_tasks_candidates_at_once(ray_instance, tmp_path, fast_options):
     """One actor with two build workers: the candidates of two tasks compile at the same time on the node (a cold
     cache of its own, so both C++ extensions are really built) while its device worker takes one at a time."""

@@ -203,7 +203,6 @@ def frame_bytes(body: bytes) -> bytes:
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
-@pytest.mark.long
 def test_soak(tmp_path, fake_openai):
     rng = random.Random(int(os.environ.get("FORGE_SOAK_SEED", "1")))
 

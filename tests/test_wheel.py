@@ -122,7 +122,6 @@ def _response(frames: queue.Queue, request_id: int, timeout: float = 120) -> dic
             return message
 
 
-@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_the_installed_wheel_runs_without_the_source_tree(tmp_path, fake_openai):
