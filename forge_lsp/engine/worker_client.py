@@ -748,10 +748,10 @@ class Worker:
                 detail=f"not compared: the reference takes {statistics.median(ready.ref_ms):.3g} ms alone, under the "
                 f"{shortest:g} ms from which calls in two processes compare (the interleaving's own overheads differ)",
             )
-        beside, alone = timing.reference.median_ms, self._median_upper(ready.ref_ms)
+        beside = timing.reference.median_ms
         limit = self.REFERENCE_SLOWER[timing.mode]
-        # within the limit of the median alone: the same; past it only, but within the limit of the slower end of its
-        # interval (a noisy timing alone, e.g. on a busy machine), undecided: timed again below, like a slower one
+        # within the limit of the median alone: the same; past it (also where only a noisy timing alone, as on a busy
+        # machine, would let it pass), timed again now and judged on the slower end of that median's interval
         if beside <= limit * statistics.median(ready.ref_ms):
             return Check(
                 name="reference_timing",
@@ -760,9 +760,9 @@ class Worker:
                 f"judge ({statistics.median(ready.ref_ms):.4g} ms)",
             )
         assert self._judge is not None
-        again = self._judge.time_reference(task, options)  # now, under the load the worker's timing saw
-        alone = self._median_upper(again) if again else alone
-        slower = beside / alone
+        # now, under the load the worker's timing saw (no new timing: the one before)
+        again = self._judge.time_reference(task, options) or ready.ref_ms
+        slower = beside / self._median_upper(again)
         if slower <= limit:
             return Check(
                 name="reference_timing",
@@ -777,7 +777,7 @@ class Worker:
             passed=True,
             detail=f"inconclusive, timing withheld: the reference ran {slower:.2f}× slower beside the candidate (median "
             f"{beside:.4g} ms) than alone in the judge, timed again just after (median "
-            f"{statistics.median(again or ready.ref_ms):.4g} ms): something slowed it in the candidate's process (its "
+            f"{statistics.median(again):.4g} ms): something slowed it in the candidate's process (its "
             "processes, settings, hooks or memory) or the machine was busy then; time it again on a quiet machine",
         )
 
