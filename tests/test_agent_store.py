@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 
 import pytest
 
@@ -65,6 +66,34 @@ def test_database_is_in_wal_mode_and_readable_while_open(tmp_path):
     other = sqlite3.connect(str(tmp_path / ".forge" / "runs.sqlite"))
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert other.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+
+def test_stores_opened_at_the_same_moment_on_a_new_database_all_open(tmp_path):
+    """The server's `initialized` and a job that came first, or the server and a `forge` command, may create
+    the workspace's database at the same moment: SQLite then answers "database is locked" to one of them at
+    once, which must not fail the job."""
+    failures: list[BaseException] = []
+    for n in range(40):
+        path = tmp_path / f"w{n}" / "runs.sqlite"
+        start = threading.Barrier(4)
+        opened: list[RunStore] = []
+
+        def open_store(path=path, start=start, opened=opened):
+            start.wait()
+            try:
+                opened.append(RunStore(path))
+            except BaseException as exc:  # noqa: BLE001 - collected, asserted below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=open_store) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for store in opened:
+            assert store.list_runs() == []
+            store.close()
+    assert failures == []
 
 
 def test_secret_values_never_reach_the_database(tmp_path, monkeypatch):

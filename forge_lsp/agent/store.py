@@ -194,12 +194,32 @@ class RunStore:
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30.0)
         self._db.row_factory = sqlite3.Row
-        with self._lock, self._db:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        try:
+            self._initialize(deadline=time.monotonic() + 30.0)
+        except BaseException:
+            self._db.close()
+            raise
         self._secrets = secret_values()
+
+    def _initialize(self, deadline: float) -> None:
+        """Switch to WAL and create the schema. SQLite answers "database is locked" at once, without waiting
+        out the busy timeout, when two connections (the server's threads, or the server and a `forge` command)
+        open a new database at the same moment and both ask for WAL; every step here is idempotent, so it is
+        tried again until the deadline."""
+        pause = 0.005
+        while True:
+            try:
+                with self._lock, self._db:
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute("PRAGMA foreign_keys=ON")
+                    self._db.executescript(_SCHEMA)
+                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.25)
 
     @classmethod
     def for_workspace(cls, workspace: str | Path) -> RunStore:

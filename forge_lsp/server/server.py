@@ -21,6 +21,7 @@ import itertools
 import logging
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +63,7 @@ class ForgeServer(LanguageServer):
         self.root: Path | None = None
         self.index: WorkspaceIndex | None = None
         self.store: RunStore | None = None
+        self._store_lock = threading.Lock()
         self.jobs = ThreadPoolExecutor(max_workers=4, thread_name_prefix="forge-job")
         self.loop: asyncio.AbstractEventLoop | None = None
         self._ids = itertools.count(1)
@@ -89,6 +91,27 @@ class ForgeServer(LanguageServer):
         return serve_tcp(self, host, port)
 
     # -------------------------------------------------------------------- helpers
+    def run_store(self, beside: Path | None = None) -> RunStore:
+        """The session's run store, opened once: in the workspace's `.forge/`, or, with no workspace folder or
+        one whose `.forge/` cannot be written, in the folder `beside` (a job's file). Raises what the last
+        place tried raised."""
+        from ..agent.store import RunStore
+
+        with self._store_lock:
+            if self.store is None:
+                places = [p for p in (self.root, beside) if p is not None]
+                if not places:
+                    raise ValueError("no folder to keep the run store in")
+                for i, place in enumerate(places):
+                    try:
+                        self.store = RunStore.for_workspace(place)
+                        break
+                    except Exception:  # noqa: BLE001 - the next place, or the caller hears it
+                        if i == len(places) - 1:
+                            raise
+            assert self.store is not None
+            return self.store
+
     def path_of(self, uri: str) -> str | None:
         try:
             return to_fs_path(uri)

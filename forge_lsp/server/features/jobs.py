@@ -139,10 +139,8 @@ def run_optimization(
     from ...usecases.optimize import ModuleOptimization, OptimizeRequest
 
     s = ls.settings
-    if ls.store is None:  # no workspace folder, or its .forge/ could not be opened: keep runs beside the file
-        from ...agent.store import RunStore
-
-        ls.store = RunStore.for_workspace(Path(ls.path_of(job.uri) or task_file).parent)
+    # the workspace's store, or, with no workspace folder (or one whose .forge/ could not be opened), beside the file
+    store = ls.run_store(Path(ls.path_of(job.uri) or task_file).parent)
     request = OptimizeRequest(
         task_file=task_file,
         model_class=model_class,
@@ -159,7 +157,7 @@ def run_optimization(
         if progress.update(ev.event):
             ls.job_progress(job, progress.message(), progress.percentage())
 
-    optimization = ModuleOptimization(request, store=ls.store, on_event=on_event)
+    optimization = ModuleOptimization(request, store=store, on_event=on_event)
     progress = optimization.progress()
     if not optimization.model_configured:
         ls.message(

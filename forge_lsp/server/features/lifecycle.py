@@ -28,7 +28,6 @@ def register(ls: ForgeServer) -> None:
 
     @ls.feature(t.INITIALIZED)
     async def initialized(ls: ForgeServer, params: t.InitializedParams) -> None:
-        from ...agent.store import RunStore
         from ...workspace.index import WorkspaceIndex
 
         if ls.root is not None:
@@ -37,7 +36,7 @@ def register(ls: ForgeServer) -> None:
             for opened in ls.on_workspace_open:  # what features read from the workspace (.forge/hotspots.json)
                 await asyncio.get_running_loop().run_in_executor(None, opened, ls)
             try:
-                ls.store = RunStore.for_workspace(ls.root)
+                ls.run_store()
             except Exception as exc:  # noqa: BLE001 - a read-only workspace still gets editor features
                 ls.message(f"forge: cannot open the run store in {ls.root / '.forge'}: {exc}", t.MessageType.Warning)
         caps = ls.client_capabilities.workspace
