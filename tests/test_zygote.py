@@ -84,6 +84,35 @@ def test_a_forked_worker_is_a_started_workers_equal_and_its_crash_a_verdict(tmp_
     assert not os.path.exists(f"/proc/{pid}")  # closed with its evaluator
 
 
+_COUNTS_ITS_THREADS = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.softmax(x, dim=1)
+        return y if torch.get_num_threads() == {threads} else y + 1.0
+"""
+
+
+def test_a_worker_given_a_thread_count_runs_with_it_though_a_zygote_without_it_was_started_first(tmp_path, monkeypatch):
+    """OpenMP reads OMP_NUM_THREADS once, when torch loads: a worker forked from a zygote started without it would
+    keep the zygote's thread pool whatever its own environment says."""
+    monkeypatch.setenv("FORGE_ZYGOTE", "1")
+    cache = tmp_path / "cache"
+    task = load_task(FIXTURES / "softmax_small.py")
+    parents = []
+    for threads in ("2", "1"):
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
+        with Evaluator("cpu", options=_options(), cache_dir=cache) as ev:
+            v = ev.evaluate(task, Candidate.from_source(_COUNTS_ITS_THREADS.format(threads=threads), f"t{threads}"))
+            assert v.status is Status.correct, f"OMP_NUM_THREADS={threads}: {v.reason}"
+            assert ev.worker.proc is not None
+            parents.append(_ppid(ev.worker.proc.pid))
+    assert os.getpid() not in parents and parents[0] != parents[1]  # both forked, each from a zygote of its own
+
+
 def test_without_a_zygote_the_worker_is_started_and_its_log_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("FORGE_ZYGOTE", "1")
 

@@ -14,7 +14,10 @@ For CPU workers, unless `FORGE_ZYGOTE=0`: a process that forks CUDA workers must
 GPU path keeps its fresh processes until that is measured on a GPU. A forked worker titles itself (setproctitle), so
 its /proc/PID/cmdline, `ps` and `top` name `forge_lsp.engine.worker` and its arguments as a started worker's do; its
 /proc/PID/environ is blank (the block held the zygote's scrubbed environment; the worker's own is in `os.environ`).
-A zygote that cannot start or has died is said in the worker's log and the worker is started the usual way.
+A zygote that cannot start or has died is said in the worker's log and the worker is started the usual way. What
+takes effect only at a process's start (OpenMP's and MKL's thread counts, the allocator, preloaded libraries:
+`AT_START_PREFIXES`) is the zygote's in every worker it forks, so there is a zygote per set of such values, started
+with the worker's.
 
 The parent's side: `fork_worker` returns a `Forked`, which stands for a `subprocess.Popen` wherever forge keeps one
 (`pid`, `returncode`, `poll`, `wait`, `kill`, `terminate`, `send_signal`); its exit status comes from the zygote,
@@ -213,18 +216,51 @@ class Zygote:
         kill_tree(self.proc, wait=5)
 
 
-_zygotes: dict[tuple[str, int], Zygote] = {}
+#: Environment variables that take effect only when the interpreter starts or torch loads (its OpenMP and MKL thread
+#: pools, the allocator, the libraries loaded): a worker forked from a zygote has the zygote's, whatever its own
+#: environment says. So a zygote is kept per value of these, started with the worker's: a worker asked for with
+#: OMP_NUM_THREADS=1 gets one thread, not the zygote's pool (which, spinning on a busy machine, once made a reference
+#: thousands of times slower in the candidate's process than in the judge).
+AT_START_PREFIXES = (
+    "OMP_",
+    "GOMP_",
+    "KMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "DNNL_",
+    "ONEDNN_",
+    "ATEN_",
+    "PYTORCH_",
+    "MALLOC_",
+    "GLIBC_TUNABLES",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "PYTHONHASHSEED",
+    "PYTHONMALLOC",
+)
+_zygotes: dict[tuple[str, int, tuple[tuple[str, str], ...]], Zygote] = {}
 _zygotes_lock = threading.Lock()
 
 
-def get_zygote(python: str, cache_dir: Path) -> Zygote:
-    """This process's zygote for `python` (started on first use; again after one died)."""
-    key = (python, os.getpid())
+def at_start(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The variables of `env` that only take effect at a process's start (`AT_START_PREFIXES`), sorted."""
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(AT_START_PREFIXES)))
+
+
+def get_zygote(python: str, cache_dir: Path, env: Mapping[str, str] | None = None) -> Zygote:
+    """This process's zygote for `python` and the start-time variables of `env` (default: a worker's environment
+    from this process's), started on first use and again after one died. A process asks for few such sets (one, or
+    two where its workers are given a thread count), and a zygote is never closed while workers it forked may run."""
+    wanted = at_start(package_env() if env is None else env)
+    key = (python, os.getpid(), wanted)
     with _zygotes_lock:
         z = _zygotes.get(key)
         if z is None or not z.alive:
-            # no secret in it: a forked worker's /proc/self/environ shows the zygote's; each worker gets its own with its request
-            z = _zygotes[key] = Zygote(python, package_env(), cache_dir / "logs")
+            # no secret in it: a forked worker's /proc/self/environ shows the zygote's; each worker gets its own with its
+            # request
+            zygote_env = {k: v for k, v in package_env().items() if not k.startswith(AT_START_PREFIXES)}
+            zygote_env.update(wanted)
+            z = _zygotes[key] = Zygote(python, zygote_env, cache_dir / "logs")
         return z
 
 
@@ -239,4 +275,4 @@ def fork_worker(
     cache_dir: Path,
 ) -> Forked:
     """A CPU worker forked from this process's zygote (raises `ZygoteError` when there is none to fork from)."""
-    return get_zygote(python, cache_dir).fork(args, env=env, cwd=cwd, log_fd=log_fd, fds=fds)
+    return get_zygote(python, cache_dir, env).fork(args, env=env, cwd=cwd, log_fd=log_fd, fds=fds)
