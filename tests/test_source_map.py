@@ -169,3 +169,137 @@ def test_the_hot_line_of_a_load_inline_candidate_is_its_own_py_files_line(tmp_pa
     assert top.file == str(cand) and first <= top.line <= last, top
     assert top.compiled_as.split(":")[0].endswith("cuda.cu"), top
     assert CANDIDATE.splitlines()[top.line - 1].strip() == top.source.strip() or not top.source, top
+
+
+NVRTC_CANDIDATE = '''import torch
+import torch.nn as nn
+from forge_lsp.runtime import cuda as fcuda
+
+SRC = r"""
+extern "C" __global__ void gather_scale(const float* x, const int* idx, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[idx[i]];  // HOT
+        y[i] = v * 0.5f;
+    }
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, idx):
+        k = fcuda.compile_kernel(SRC, "gather_scale")
+        y = torch.empty_like(x)
+        k((x.numel() + 255) // 256, 256, x, idx, y, x.numel())
+        return y
+'''
+
+
+def test_an_nvrtc_kernels_hot_sass_lands_on_its_line_in_the_candidates_py_string():
+    """NVRTC's program is no file: its line info names a bare `gather_scale.cu`. The profiled process reports the
+    programs it compiled (`ProfileResult.sources`), so the line is found in the `.py` string all the same. Real NVRTC
+    (it compiles without a GPU) and the cubin's own line table (`profiler.cubin`)."""
+    pytest.importorskip("cuda.bindings")
+    pytest.importorskip("elftools")
+    from forge_lsp.profiler.cubin import line_table
+    from forge_lsp.runtime.compiler import compile_to_cubin, compiled_programs
+
+    src = NVRTC_CANDIDATE.split('r"""')[1].split('"""')[0]
+    cubin = compile_to_cubin(src, "gather_scale", arch="sm_90")
+    programs = compiled_programs()
+    assert programs["gather_scale.cu"] == src
+    table = line_table(cubin)
+    (kernel,) = table.kernels
+    hot_row = next(r for r in table.kernels[kernel] if "// HOT" in src.split("\n")[r.line - 1])
+    assert hot_row.file.endswith("gather_scale.cu")
+    result = ProfileResult(
+        mode="ncu",
+        kernels=[
+            KernelProfile(name=kernel, duration_ns=1.0, hot_lines=[HotLine(file=hot_row.file, line=hot_row.line)])
+        ],
+        sources=programs,
+    )
+    assert map_hot_lines(result, NVRTC_CANDIDATE, "/work/nvrtc_cand.py") == 1
+    hot = result.kernels[0].hot_lines[0]
+    assert (hot.file, hot.line) == ("/work/nvrtc_cand.py", py_line("// HOT", NVRTC_CANDIDATE))
+    # without the programs the bare name is read from disk, where it is not: the line stays where it was
+    unmapped = result.model_copy(deep=True, update={"sources": {}})
+    unmapped.kernels[0].hot_lines[0] = HotLine(file=hot_row.file, line=hot_row.line)
+    assert map_hot_lines(unmapped, NVRTC_CANDIDATE, "/work/nvrtc_cand.py") == 0
+
+
+def test_hot_lines_in_the_workers_copy_of_a_file_land_on_the_users_file():
+    """A Triton kernel's line info names the file its function was defined in: the worker's copy of the candidate
+    (`modules/candidate_<hash>.py`, named by its contents). The explanation names the user's file, same line."""
+    from conftest import FIXTURES
+
+    from forge_lsp.engine import Candidate, load_task
+    from forge_lsp.engine.logparse import worker_module_name
+    from forge_lsp.usecases.common import worker_copies
+
+    task = load_task(FIXTURES / "softmax_small.py")
+    candidate = Candidate.from_source("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n", "mine")
+    candidate = candidate.model_copy(update={"path": FIXTURES.parent / "mine.py"})
+    copy = f"/cache/modules/{worker_module_name(candidate.source, 'candidate')}"
+    task_copy = f"/cache/modules/{worker_module_name(task.source, 'task')}"
+    result = ProfileResult(
+        mode="ncu",
+        kernels=[
+            KernelProfile(
+                name="_softmax_kernel",
+                duration_ns=1.0,
+                hot_lines=[
+                    HotLine(file=copy, line=4),
+                    HotLine(file=task_copy, line=7),
+                    HotLine(file="/x/other.py", line=2),
+                ],
+            )
+        ],
+    )
+    assert map_hot_lines(result, candidate.source, str(candidate.path), worker_copies(task, candidate)) == 2
+    mine, theirs, other = result.kernels[0].hot_lines
+    assert (mine.file, mine.line, mine.compiled_as) == (str(candidate.path), 4, f"{copy}:4")
+    assert (theirs.file, theirs.line) == (str(task.path), 7)
+    assert (other.file, other.compiled_as) == ("/x/other.py", "")
+
+
+GATHER_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, idx):
+        return x[idx.long()] * 0.5
+
+
+def get_inputs():
+    n = 1 << 24
+    return [torch.randn(n), torch.randint(0, n, (n,), dtype=torch.int32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.gpu
+def test_the_hot_line_of_an_nvrtc_candidate_is_its_own_py_files_line(tmp_path):
+    """On the GPU, under Nsight Compute: the hot line of an NVRTC kernel (a gather, stalled on its dependent load) is
+    a line of the candidate's `.py` string, found through the programs the profiled process compiled."""
+    from forge_lsp.usecases.explain import ProfileRequest, profile_target
+
+    task, cand = tmp_path / "gather_task.py", tmp_path / "gather_cand.py"
+    task.write_text(GATHER_TASK)
+    cand.write_text(NVRTC_CANDIDATE)
+    profiled = profile_target(
+        ProfileRequest(target=task, candidate=cand, device="cuda:0", cache_dir=tmp_path / "cache")
+    )
+    result = profiled.result
+    assert result.mode == "ncu", (result.reason, result.log_excerpt[-2000:])
+    assert "gather_scale.cu" in result.sources
+    kernel = next(k for k in result.kernels if "gather_scale" in k.name)
+    top = max(kernel.hot_lines, key=lambda h: h.stall_pct)
+    first, last = py_line("__global__ void gather_scale", NVRTC_CANDIDATE), py_line("y[i] = v", NVRTC_CANDIDATE)
+    assert top.file == str(cand) and first <= top.line <= last, top
+    assert top.compiled_as.split(":")[0].endswith("gather_scale.cu"), top

@@ -112,3 +112,6 @@ class ProfileResult(BaseModel):
     seconds: float = Field(0.0, description="wall time the profiling took")
     stages_s: dict[str, float] = Field({}, description="seconds per stage inside the profiled process")
     log_excerpt: str = ""
+    #: the programs compiled in the profiled process that are no files (NVRTC's), by the file name their line info
+    #: names: where the hot lines in them are read (`source_map.map_hot_lines`)
+    sources: dict[str, str] = {}

@@ -159,6 +159,7 @@ def profile(
         seconds=time.perf_counter() - t0,
         log_excerpt=log if code else "",
         stages_s=stages,
+        sources=data.get("sources") or {},
     )
 
 
@@ -331,7 +332,8 @@ def profile_script(
 
     kernels = read_report(report, ncu=ncu)
     result_file = req.with_suffix(".result.json")
-    device_name = json.loads(result_file.read_text()).get("device_name", "") if result_file.exists() else ""
+    data = json.loads(result_file.read_text()) if result_file.exists() else {}
+    device_name = data.get("device_name", "")
     if not kernels:
         return ProfileResult(
             mode="degraded",
@@ -348,6 +350,7 @@ def profile_script(
         report_path=str(report),
         seconds=time.perf_counter() - t0,
         log_excerpt=log if code else "",
+        sources=data.get("sources") or {},
     )
 
 

@@ -9,6 +9,7 @@ line of the literal whose text holds it. Pure: texts in, a line number out.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,25 +84,47 @@ def _line_in(lits: list[Literal], generated: str, line: int) -> int | None:
 GENERATED_SUFFIXES = (".cu", ".cpp", ".cuh", ".cc")
 
 
-def map_hot_lines(result: ProfileResult, py_source: str, py_path: str) -> int:
-    """Point the hot lines of `result` that name a generated source (load_inline's `cuda.cu`, `main.cpp`) at the
-    line of the `.py` file (`py_source`, shown as `py_path`) whose string literal it came from; the generated place is
-    kept in `HotLine.compiled_as`. Returns how many lines were mapped."""
+def map_hot_lines(result: ProfileResult, py_source: str, py_path: str, copies: Mapping[str, str] | None = None) -> int:
+    """Point the hot lines of `result` at the user's own file. A line in a generated source (load_inline's `cuda.cu`,
+    `main.cpp`, read from disk, or an NVRTC program, read from `result.sources`) moves to the line of the `.py` file
+    (`py_source`, shown as `py_path`) whose string literal it came from; a line in a copy of the user's file (the
+    worker's copy of the task or the candidate, by file name in `copies`, such as a Triton kernel's) moves to the same
+    line of the user's file. The place the compiler named is kept in `HotLine.compiled_as`. Returns how many lines
+    were mapped."""
     texts: dict[str, str | None] = {}
     lits = literals(py_source)
+    copies = copies or {}
     mapped = 0
     for kernel in result.kernels:
         for h in kernel.hot_lines:
-            if Path(h.file).suffix not in GENERATED_SUFFIXES or h.compiled_as:
+            if h.compiled_as:
+                continue
+            name = Path(h.file).name
+            if name in copies:
+                h.compiled_as, h.file = f"{h.file}:{h.line}", copies[name]
+                mapped += 1
+                continue
+            if Path(h.file).suffix not in GENERATED_SUFFIXES:
                 continue
             if h.file not in texts:
-                try:
-                    texts[h.file] = Path(h.file).read_text(errors="replace")
-                except OSError:
-                    texts[h.file] = None
+                texts[h.file] = _generated_text(result, h.file)
             generated = texts[h.file]
             line = _line_in(lits, generated, h.line) if generated is not None else None
             if line is not None:
                 h.compiled_as, h.file, h.line = f"{h.file}:{h.line}", py_path, line
                 mapped += 1
     return mapped
+
+
+def _generated_text(result: ProfileResult, file: str) -> str | None:
+    """The text of a generated source: a program the profiled process compiled (NVRTC's are no files; their line info
+    names them by the program's name in the compiling process's working folder), else the file."""
+    text = result.sources.get(file)
+    if text is None:
+        text = result.sources.get(Path(file).name)
+    if text is not None:
+        return text
+    try:
+        return Path(file).read_text(errors="replace")
+    except OSError:
+        return None

@@ -131,8 +131,19 @@ def main(argv: list[str] | None = None) -> int:
             call_model(model, inputs)
         sync()
         mark("profiled_call")
+    result["sources"] = _compiled_programs()
     Path(args[0]).with_suffix(".result.json").write_text(json.dumps(result))
     return 0
+
+
+def _compiled_programs() -> dict[str, str]:
+    """What NVRTC compiled here, by the file name its line info names (its programs are no files, so the hot lines in
+    them are found in these texts)."""
+    if "forge_lsp.runtime.compiler" not in sys.modules:
+        return {}
+    from ..runtime.compiler import compiled_programs
+
+    return compiled_programs()
 
 
 def run_script(request: ProfileScript, request_file: Path) -> int:
@@ -179,6 +190,7 @@ def run_script(request: ProfileScript, request_file: Path) -> int:
         )
     else:
         run()
+    result["sources"] = _compiled_programs()
     request_file.with_suffix(".result.json").write_text(json.dumps(result))
     return exit_code
 

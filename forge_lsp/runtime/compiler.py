@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from forge_lsp.runtime.cache import cache_key, disk_load, disk_store
 from forge_lsp.runtime.launch import Kernel
-from forge_lsp.runtime.nvrtc import Artifact, Output, nvrtc_compile, nvrtc_options
+from forge_lsp.runtime.nvrtc import Artifact, Output, nvrtc_compile, nvrtc_options, program_name
 from forge_lsp.runtime.params import parse_kernel_params
 from forge_lsp.runtime.toolkit import resolve_arch
 
@@ -18,6 +18,9 @@ __all__ = ["compile_kernel", "compile_to_cubin", "compile_to_ptx"]
 
 _memory_cache: dict[str, Artifact] = {}
 _kernels: dict[str, Kernel] = {}
+#: the text of every program compiled in this process, by the file name its line info and log use: NVRTC's programs
+#: are no files, and a profiler's hot lines in them are found in these (`compiled_programs`)
+_programs: dict[str, str] = {}
 
 
 def _compile(
@@ -31,6 +34,7 @@ def _compile(
 ) -> tuple[str, str, Artifact]:
     """Compile through the memory and disk caches; returns (arch, cache key, artifact)."""
     sm = resolve_arch(arch)
+    _programs[filename or program_name(name)] = source
     target = sm if output == "cubin" else "compute_" + sm.removeprefix("sm_")
     opts = nvrtc_options(target, options, lineinfo)
     key = cache_key(source, name, sm, opts, output, filename)
@@ -40,6 +44,11 @@ def _compile(
         disk_store(key, output, artifact)
     _memory_cache[key] = artifact
     return sm, key, artifact
+
+
+def compiled_programs() -> dict[str, str]:
+    """The sources this process compiled through NVRTC, by the file name their line info names (a copy)."""
+    return dict(_programs)
 
 
 def compile_to_cubin(

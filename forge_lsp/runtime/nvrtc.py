@@ -65,7 +65,7 @@ def _nvrtc_check(err: Any, call: str) -> None:
         raise CudaCompileError(f"{call} failed: {getattr(err, 'name', err)}")
 
 
-def _program_name(name: str) -> str:
+def program_name(name: str) -> str:
     """The file name NVRTC uses in its log lines, e.g. ``scale.cu(4): error: ...``."""
     return re.sub(r"\W", "_", name.split("<", 1)[0].strip()) + ".cu"
 
@@ -76,7 +76,7 @@ def nvrtc_compile(
     """Run NVRTC once: compile ``source`` with ``name`` as a name expression and fetch the output."""
     from cuda.bindings import nvrtc
 
-    program = filename or _program_name(name)
+    program = filename or program_name(name)
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), program.encode(), 0, [], [])
     _nvrtc_check(err, "nvrtcCreateProgram")
     try:

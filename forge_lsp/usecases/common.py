@@ -3,6 +3,7 @@ the device asked for, and the user's own file names in what a worker printed."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,7 +59,7 @@ def check_device(device: str) -> str:
     return name
 
 
-def user_paths(text: str, files: dict[str, Path]) -> str:
+def user_paths(text: str, files: Mapping[str, str | Path]) -> str:
     """`text` (a worker's traceback or log) with the worker's copies of the user's files named by the user's own
     paths: `files` maps a worker module's file name (`engine.logparse.worker_module_name`) to the user's path."""
     import re
@@ -69,14 +70,20 @@ def user_paths(text: str, files: dict[str, Path]) -> str:
     return text
 
 
-def task_paths(text: str, task: Task, candidate: Candidate | None = None) -> str:
-    """`text` with the worker's copies of the task's (and the candidate's) source named by the user's files."""
+def worker_copies(task: Task, candidate: Candidate | None = None) -> dict[str, str]:
+    """The file names of the worker's copies of the task's (and the candidate's) source, each with the user's file it
+    copies: what tracebacks and a profiler's hot lines (a Triton kernel's) name."""
     from ..engine.logparse import worker_module_name
 
-    files = {worker_module_name(task.source, "task"): task.path}
+    files = {worker_module_name(task.source, "task"): str(task.path)}
     if candidate is not None and candidate.path is not None:
-        files[worker_module_name(candidate.source, "candidate")] = candidate.path
-    return user_paths(text, files)
+        files[worker_module_name(candidate.source, "candidate")] = str(candidate.path)
+    return files
+
+
+def task_paths(text: str, task: Task, candidate: Candidate | None = None) -> str:
+    """`text` with the worker's copies of the task's (and the candidate's) source named by the user's files."""
+    return user_paths(text, worker_copies(task, candidate))
 
 
 def failure_line(log: str, task: Task) -> int | None:

@@ -20,7 +20,7 @@ from ..engine import Candidate, Task, TaskError, load_candidate, load_task, reso
 from ..engine.candidate import gpu_requirement
 from ..profiler.model import DevicePeaks, Explanation, KernelProfile, ProfileResult
 from ..profiler.source_map import map_hot_lines
-from .common import UseCaseError, check_device, find_workspace, task_paths
+from .common import UseCaseError, check_device, find_workspace, task_paths, worker_copies
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 
@@ -152,7 +152,7 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
     result.log_excerpt = task_paths(result.log_excerpt or "", task, cand)
     # hot lines in load_inline's generated sources: the lines of the string literals they came from
     source_file = req.candidate or req.target
-    map_hot_lines(result, cand.source if cand is not None else task.source, str(source_file))
+    map_hot_lines(result, cand.source if cand is not None else task.source, str(source_file), worker_copies(task, cand))
     return Profiled(result, device, source_file)
 
 
@@ -276,7 +276,11 @@ def judge_feedback(device: str, cache_dir: Path | None = None, timeout: float = 
         from ..profiler.ncu import device_peaks, profile
 
         result = profile(task, candidate, device=device, cache_dir=cache_dir, timeout=timeout)
-        map_hot_lines(result, candidate.source, candidate.name)
+        from ..engine.logparse import worker_module_name
+
+        copies = worker_copies(task, candidate)  # a candidate the model wrote has no file: its lines name it
+        copies.setdefault(worker_module_name(candidate.source, "candidate"), candidate.name)
+        map_hot_lines(result, candidate.source, candidate.name, copies)
         if not result.kernels:
             return {"mode": result.mode, "reason": result.reason, "findings": [], "roofline": None}
         peaks, _ = device_peaks(device, result.device_name, cache_dir=cache_dir)
