@@ -356,13 +356,14 @@ def test_a_build_reading_torch_extension_h_waits_while_the_header_is_written(tmp
     assert released and entered >= released[0]
 
 
-def test_a_build_refreshing_the_header_builds_it_alone_then_reads_it_shared(monkeypatch):
+def test_a_build_refreshing_the_header_builds_it_alone_then_reads_it_shared(monkeypatch, tmp_path):
     import fcntl
 
     from torch.utils import cpp_extension
 
     from forge_lsp.engine.harness import loading
 
+    monkeypatch.setattr(loading, "pch_lock_path", lambda: tmp_path / "pch.lock")  # not the machine's
     seen: list[tuple[list[str], bool]] = []
 
     def check_and_build(flags, includes):  # torch's: checks the header's flags, rebuilds it if they differ
@@ -381,6 +382,63 @@ def test_a_build_refreshing_the_header_builds_it_alone_then_reads_it_shared(monk
             with pytest.raises(BlockingIOError):
                 fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
     assert seen == [(["-DX"], False)]
+
+
+def test_a_header_refreshed_for_the_same_flags_is_not_waited_for_again(monkeypatch, tmp_path):
+    """Builds reading torch's precompiled header hold the machine's lock shared for their whole build: a build that
+    wanted it exclusively, to check the header, waited up to a minute for them, for each header tier it tried, though
+    the header was already built for its flags. Once forge has refreshed it for some flags, a build with the same
+    flags goes straight to reading it; other flags, or a header gone, still refresh it."""
+    import fcntl
+    import threading
+    import time
+
+    from torch.utils import cpp_extension
+
+    from forge_lsp.engine.harness import loading
+
+    monkeypatch.setattr(loading, "pch_lock_path", lambda: tmp_path / "pch.lock")
+    include = tmp_path / "include"
+    (include / "torch").mkdir(parents=True)
+    monkeypatch.setattr(loading, "torch_include_dir", lambda: include)
+    built: list[list[str]] = []
+
+    def check_and_build(flags, includes):  # torch's: rebuilds the header for these flags
+        built.append(flags)
+        (include / "torch" / "extension.h.gch").write_bytes(b"pch")
+
+    monkeypatch.setattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers", check_and_build)
+    with loading.precompiled_header(["-DX"], None, refresh=True):
+        pass
+    assert built == [["-DX"]]
+    reading, done = threading.Event(), threading.Event()
+
+    def reader() -> None:  # another build, reading the header all along
+        with open(loading.pch_lock_path(), "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_SH)
+            reading.set()
+            done.wait(30)
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        assert reading.wait(10)
+        t0 = time.monotonic()
+        with loading.precompiled_header(["-DX"], None, refresh=True, wait_s=20):
+            pass
+        assert time.monotonic() - t0 < 5 and built == [["-DX"]]  # neither waited nor built again
+        t0 = time.monotonic()
+        with loading.precompiled_header(["-DY"], None, refresh=True, wait_s=0.5):
+            pass
+        assert time.monotonic() - t0 >= 0.5 and built == [["-DX"]]  # other flags: waited, then went on
+    finally:
+        done.set()
+        t.join()
+    (include / "torch" / "extension.h.gch").unlink()
+    with loading.precompiled_header(["-DX"], None, refresh=True):
+        pass
+    assert built == [["-DX"], ["-DX"]]  # the header gone: built again
 
 
 def test_a_slim_build_neither_waits_for_nor_deletes_the_precompiled_header(monkeypatch, tmp_path):

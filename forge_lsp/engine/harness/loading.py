@@ -124,8 +124,10 @@ def precompiled_header(extra_cflags, extra_include_paths, refresh: bool, wait_s:
     on a partial one. So the header is written only under this machine-wide lock held exclusively, and every build
     that may read it holds it shared for its whole build. With `refresh`, the header is first checked and, if
     missing or built for other flags, built (torch's ``_check_and_build_extension_h_precompiler_headers``); when
-    builds reading it hold the lock past `wait_s`, the build goes on without refreshing it. Builds that do not
-    include torch/extension.h (the slim tier) take no part.
+    builds reading it hold the lock past `wait_s`, the build goes on without refreshing it. A header forge refreshed
+    for the same flags before (a marker beside the lock says so) is not checked again: no wait for the exclusive lock,
+    which builds reading the header may hold off for minutes. Builds that do not include torch/extension.h (the slim
+    tier) take no part.
     """
     import fcntl
     import time
@@ -133,7 +135,15 @@ def precompiled_header(extra_cflags, extra_include_paths, refresh: bool, wait_s:
     from torch.utils import cpp_extension
 
     build = getattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers", None)
+    flags = json.dumps([list(extra_cflags or []), list(extra_include_paths or []), os.environ.get("CXX", "")])
     with open(pch_lock_path(), "a") as fh:
+        if refresh and build is not None:
+            # refreshed for these flags already (by this process or another): no wait for the builds reading it
+            fcntl.flock(fh, fcntl.LOCK_SH)
+            try:
+                refresh = not _header_refreshed_for(flags)
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
         if refresh and build is not None:
             deadline = time.monotonic() + wait_s
             while True:
@@ -152,6 +162,7 @@ def precompiled_header(extra_cflags, extra_include_paths, refresh: bool, wait_s:
                     break
                 try:
                     build(list(extra_cflags or []), list(extra_include_paths or []))
+                    _refresh_marker().write_text(flags)
                 except Exception as exc:  # noqa: BLE001 - a precompiled header is an optimization, never a failure
                     print(f"forge: precompiled header unavailable ({exc}); building without it", file=sys.stderr)
                 break
@@ -160,6 +171,22 @@ def precompiled_header(extra_cflags, extra_include_paths, refresh: bool, wait_s:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _refresh_marker() -> Path:
+    """Beside the machine's lock: the flags torch's precompiled header was last refreshed for by forge (written under
+    the lock held exclusively, read under it shared)."""
+    return pch_lock_path().with_suffix(".flags")
+
+
+def _header_refreshed_for(flags: str) -> bool:
+    """Whether forge last refreshed torch's precompiled header for `flags` and the header is there. A build of
+    something else (a user's own load_inline) may have rebuilt it for other flags since: g++ then ignores a header
+    built for other flags, and the build is only slower."""
+    try:
+        return _refresh_marker().read_text() == flags and (torch_include_dir() / "torch" / "extension.h.gch").is_file()
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
