@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from .metrics import STALL_PREFIX, STALL_SUFFIX, dram_bytes, stall_breakdown
+from .metrics import PCSAMP_PREFIX, STALL_PREFIX, STALL_SUFFIX, dram_bytes, sampled_stalls, stall_breakdown
 from .model import DevicePeaks, Finding, HotLine, KernelProfile, Roofline
 from .roofline import LATENCY_MAX_PCT, compute_roof, finite_metrics, place
 
@@ -258,7 +258,7 @@ def _severity(value: float, start: float, saturation: float, floor: float = 0.3,
 def _stall_name(label: str) -> str:
     """Normalize a stall label from a hot line ("Long Scoreboard", an ncu pc-sampling metric name, ...)."""
     name = label.strip().lower().replace(" ", "_")
-    for prefix in ("smsp__pcsamp_warps_issue_stalled_", STALL_PREFIX, "stall_"):
+    for prefix in (PCSAMP_PREFIX, STALL_PREFIX, "stall_"):
         name = name.removeprefix(prefix)
     return name.removesuffix(STALL_SUFFIX).removesuffix("_not_issued")
 
@@ -439,19 +439,21 @@ def _occupancy_suggestion(limiter: str, limit: float, ctx: _Context) -> str:
 def _occupancy_rule(ctx: _Context) -> Iterator[Finding]:
     """low_occupancy: achieved occupancy below LOW_OCCUPANCY_PCT, with the launch limiter named."""
     achieved = ctx.metric(ACHIEVED_OCCUPANCY)
-    if achieved is None or achieved >= LOW_OCCUPANCY_PCT:
-        return
     theoretical = ctx.metric(THEORETICAL_OCCUPANCY)
+    # a profile taken in the process has the launch's (theoretical) occupancy only: what is achieved is at most that
+    occupied = achieved if achieved is not None else theoretical
+    if occupied is None or occupied >= LOW_OCCUPANCY_PCT:
+        return
     limits = {name: value for name, metric in OCCUPANCY_LIMITS.items() if (value := ctx.metric(metric)) is not None}
     evidence = _with_optional(
-        {"achieved_occupancy_pct": achieved},
+        {"achieved_occupancy_pct": achieved} if achieved is not None else {},
         theoretical_occupancy_pct=theoretical,
         registers_per_thread=_registers(ctx),
         block_size=_block_size(ctx),
         shared_mem_per_block=_shared_mem_per_block(ctx),
     )
     evidence |= {f"block_limit_{name}": value for name, value in limits.items()}
-    if theoretical is not None and theoretical - achieved > OCCUPANCY_GAP_PCT:
+    if achieved is not None and theoretical is not None and theoretical - achieved > OCCUPANCY_GAP_PCT:
         cause = "run time"
         suggestion = (
             f"The launch allows {theoretical:.0f}% but only {achieved:.0f}% is achieved: warps "
@@ -470,8 +472,11 @@ def _occupancy_rule(ctx: _Context) -> Iterator[Finding]:
     evidence["limiter"] = cause
     yield Finding(
         rule="low_occupancy",
-        title=f"Low occupancy: {achieved:.0f}% of the SM's warp slots in use (limited by {cause.replace('_', ' ')})",
-        severity=_severity(achieved, LOW_OCCUPANCY_PCT, 0.0, floor=0.3, ceiling=0.8),
+        title=(
+            f"Low occupancy: {occupied:.0f}% of the SM's warp slots "
+            f"{'in use' if achieved is not None else 'allowed by the launch'} (limited by {cause.replace('_', ' ')})"
+        ),
+        severity=_severity(occupied, LOW_OCCUPANCY_PCT, 0.0, floor=0.3, ceiling=0.8),
         evidence=evidence,
         suggestion=suggestion,
         lines=(
@@ -710,11 +715,13 @@ def _grid_rule(ctx: _Context) -> Iterator[Finding]:
 
 def _stall_rule(ctx: _Context) -> Iterator[Finding]:
     """stall_<reason>: each reason taking STALL_MIN_SHARE or more of the cycles between issues."""
-    breakdown = stall_breakdown(ctx.profile.metrics)
+    breakdown, sampled = stall_breakdown(ctx.profile.metrics), False
+    if not breakdown:  # a profile taken in the process: PC samples, no per-issue ratios
+        breakdown, sampled = sampled_stalls(ctx.profile.metrics), True
     issue_active = ctx.metric(ISSUE_ACTIVE)
     if not breakdown or (issue_active is not None and issue_active >= STALL_HIDDEN_ISSUE_ACTIVE):
         return
-    total = ctx.metric(WARP_CYCLES_PER_ISSUE) or sum(breakdown.values())
+    total = (None if sampled else ctx.metric(WARP_CYCLES_PER_ISSUE)) or sum(breakdown.values())
     for reason, cycles in breakdown.items():
         share = cycles / total
         if reason in STALL_IGNORED or share < STALL_MIN_SHARE:
@@ -732,7 +739,9 @@ def _stall_rule(ctx: _Context) -> Iterator[Finding]:
             title=f"Warps stall on {stall.label} ({share:.0%} of the cycles between issues): {stall.meaning}",
             severity=_severity(share, STALL_MIN_SHARE, 0.8, floor=0.3, ceiling=0.9),
             evidence=_with_optional(
-                {
+                {"reason": reason, "stall_samples": cycles, "samples": total, "share_pct": 100 * share}
+                if sampled
+                else {
                     "reason": reason,
                     "stall_cycles_per_issue": cycles,
                     "warp_cycles_per_issue": total,

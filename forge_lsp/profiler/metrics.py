@@ -113,5 +113,19 @@ def stall_breakdown(metrics: dict[str, float]) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+PCSAMP_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
+
+
+def sampled_stalls(metrics: dict[str, float]) -> dict[str, float]:
+    """Stall reason -> PC samples of warps stalled on it (not counting the "not issued" half), largest first: the
+    breakdown a profile taken in the process has, where ncu's per-issue ratios are missing."""
+    out = {
+        k[len(PCSAMP_PREFIX) :]: v
+        for k, v in metrics.items()
+        if k.startswith(PCSAMP_PREFIX) and not k.endswith("_not_issued") and v > 0
+    }
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def dram_bytes(metrics: dict[str, float]) -> float:
     return metrics.get("dram__bytes_read.sum", 0.0) + metrics.get("dram__bytes_write.sum", 0.0)
