@@ -12,7 +12,7 @@ timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider -rf tests/test_sourc
 if [ -d .whl-cupti ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/cupti .whl-cupti/*.whl
   lib="$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')"
-  for part in range pcs; do
+  for part in range pcs kineto; do
     LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" PYTHONPATH="$PYTHONPATH:/tmp/cupti" timeout 45 \
       python3 benchmarks/profiler/cupti/probe.py "$part" > "$OUT/cupti-$part.log" 2>&1
   done
@@ -22,6 +22,6 @@ timeout "$((${EXPLAIN_BUDGET:-150} + 40))" python3 benchmarks/explain_speed.py -
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 grep -E "^(FAILED|ERROR)" "$OUT/adversarial.log" | cut -c1-220 | head -30; tail -1 "$OUT/adversarial.log"
 grep -E "^(FAILED|ERROR)" "$OUT/source-map.log" | cut -c1-220; tail -1 "$OUT/source-map.log"
-for part in range pcs; do echo "== cupti $part"; tail -6 "$OUT/cupti-$part.log" 2>/dev/null | cut -c1-200; done
+for part in range pcs kineto; do echo "== cupti $part"; tail -6 "$OUT/cupti-$part.log" 2>/dev/null | cut -c1-300; done
 tail -14 "$OUT/explain-speed.log"
 true

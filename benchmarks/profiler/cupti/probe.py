@@ -3,7 +3,7 @@ torch, without ncu (groundwork for profiling in the warm worker; BENCHMARKS.md, 
 
     pip install --no-deps --target /tmp/cupti cupti-python==13.4.0 pyelftools
     LD_LIBRARY_PATH=<site-packages>/nvidia/cu13/lib:$LD_LIBRARY_PATH PYTHONPATH=$PYTHONPATH:/tmp/cupti \
-        python benchmarks/profiler/cupti/probe.py range|activity|pcs
+        python benchmarks/profiler/cupti/probe.py range|activity|pcs|kineto
 
 One part per process (CUPTI's profiler is initialised once per process). `range_profile.py` and `pc_sampling.py` reach
 the parts of libcupti that cupti-python does not bind through ctypes, with the struct layouts of CUDA 13.0's headers.
@@ -50,6 +50,8 @@ def main():
         activity_part(x)
     if which in ("all", "pcs"):
         pcs_part(x, ctx)
+    if which in ("all", "kineto"):
+        kineto_part(x)
 
 
 def range_part(x, ctx):
@@ -192,6 +194,8 @@ extern "C" __global__ void strided(const float* __restrict__ a, float* __restric
         t0 = time.perf_counter()
         pcs = cps.PCSampler(int(ctx))
         print("pcs setup s", round(time.perf_counter() - t0, 3), "stall reasons", pcs.n)
+        # the names `profiler/pcsamples.py` expects (ncu's, smsp__pcsamp_warps_issue_stalled_<reason>, or bare)
+        print("stall reason names", sorted(pcs.stall_name.values()))
         try:
 
             def on_load(userdata, domain, cbid, cbdata):
@@ -241,6 +245,34 @@ extern "C" __global__ void strided(const float* __restrict__ a, float* __restric
             )
         print("cubins captured", len(pcs.cubins))
         pcs.close()
+    except Exception:  # noqa: BLE001 - a probe: say what failed and go on
+        traceback.print_exc()
+
+
+def kineto_part(x):
+    """What torch.profiler's trace says of each kernel launch (its args: grid, block, registers, shared memory): the
+    kernel records `profiler/pcsamples.py` needs, without a CUPTI subscriber of forge's own."""
+    import json
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    part("kineto kernel records")
+    try:
+        torch.softmax(x, -1)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            torch.softmax(x, -1)
+            x @ x
+            torch.cuda.synchronize()
+        path = os.path.join(tempfile.mkdtemp(), "trace.json")
+        prof.export_chrome_trace(path)
+        print("kineto s", round(time.perf_counter() - t0, 3))
+        events = json.load(open(path))["traceEvents"]
+        for event in [e for e in events if e.get("cat") == "kernel"][:3]:
+            print("kernel event", json.dumps({k: event.get(k) for k in ("name", "dur", "args")})[:900])
     except Exception:  # noqa: BLE001 - a probe: say what failed and go on
         traceback.print_exc()
 
