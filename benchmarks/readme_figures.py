@@ -132,6 +132,9 @@ def main() -> int:
     print(f"{'fast loop (./dev test --fast)':<34} {fl['median_s']} s, {fl['tests']} tests (runs: {fl['wall_s']})")
     print(f"{'example first run (builds)':<34} {ex['first_run_s']} s, {ex['first_run_status']}")
     for i, r in enumerate(ex["runs"], 1):
+        if r.get("speedup") is None:  # the timing withheld as inconclusive: its reason says why
+            print(f"{'example run ' + str(i):<34} withheld ({r['status']}): {r.get('reason', '')[:160]}")
+            continue
         print(
             f"{'example run ' + str(i):<34} {r['speedup']:.2f}x ({r['ci95'][0]:.2f}-{r['ci95'][1]:.2f}) {r['status']}"
         )
