@@ -102,7 +102,7 @@ class LineTable:
         rows = self.kernels.get(kernel)
         if not rows:
             return None
-        at = bisect.bisect_right([r.offset for r in rows], offset) - 1
+        at = bisect.bisect_right(rows, offset, key=lambda r: r.offset) - 1
         if at < 0 or rows[at].line <= 0:
             return None
         return rows[at].file, rows[at].line

@@ -116,13 +116,20 @@ def stall_breakdown(metrics: dict[str, float]) -> dict[str, float]:
 PCSAMP_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
 
 
+def issued_stall(counter: str) -> str | None:
+    """The stall reason a PC-sampling counter names (``smsp__pcsamp_warps_issue_stalled_<reason>``, or bare); None for
+    the "not issued" half, which ncu's source page leaves out of a line's stalls too."""
+    reason = counter.removeprefix(PCSAMP_PREFIX)
+    return None if reason.endswith("_not_issued") else reason
+
+
 def sampled_stalls(metrics: dict[str, float]) -> dict[str, float]:
     """Stall reason -> PC samples of warps stalled on it (not counting the "not issued" half), largest first: the
     breakdown a profile taken in the process has, where ncu's per-issue ratios are missing."""
     out = {
-        k[len(PCSAMP_PREFIX) :]: v
+        reason: v
         for k, v in metrics.items()
-        if k.startswith(PCSAMP_PREFIX) and not k.endswith("_not_issued") and v > 0
+        if k.startswith(PCSAMP_PREFIX) and (reason := issued_stall(k)) is not None and v > 0
     }
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from .cubin import LineTable
-from .metrics import PCSAMP_PREFIX
+from .metrics import PCSAMP_PREFIX, issued_stall
 from .model import HotLine, KernelProfile, LaunchConfig
 
 THEORETICAL_OCCUPANCY = "sm__maximum_warps_per_active_cycle_pct"
@@ -32,7 +32,6 @@ class SmLimits:
     registers: int = 65536
     register_unit: int = 256  # registers are allocated per warp in units of this many
     subpartitions: int = 4  # the register file is split among the SM's schedulers, each holding whole warps
-    max_registers_per_thread: int = 255
     shared_bytes: int = 233472  # 228 KiB usable per SM
     shared_unit: int = 128
     shared_reserved_per_block: int = 1024  # the system's share of each block's shared memory
@@ -89,11 +88,12 @@ class PcSample:
     stalls: dict[str, int] = field(default_factory=dict)
 
 
-def reason_of(name: str) -> str | None:
-    """The stall reason a sample's counter names; None for the "not issued" half, which ncu's source page leaves out
-    of a line's stalls too."""
-    reason = name.removeprefix(PCSAMP_PREFIX)
-    return None if reason.endswith("_not_issued") else reason
+def _issued(samples: Iterable[PcSample]) -> Iterator[tuple[PcSample, str, int]]:
+    """Each sample's issued stall counts: (sample, reason, samples), the "not issued" half and empty counts left out."""
+    for sample in samples:
+        for counter, n in sample.stalls.items():
+            if n > 0 and (reason := issued_stall(counter)) is not None:
+                yield sample, reason, n
 
 
 def kernel_profiles(
@@ -126,21 +126,14 @@ def kernel_profiles(
                 limits, math.prod(first.block), first.registers_per_thread, first.shared_static + first.shared_dynamic
             )
             metrics |= occ
-            resident = min(
-                occ["launch__occupancy_limit_warps"],
-                occ["launch__occupancy_limit_registers"],
-                occ["launch__occupancy_limit_shared_mem"],
-                occ["launch__occupancy_limit_blocks"],
-            )
+            resident = min(v for k, v in occ.items() if k.startswith("launch__occupancy_limit_"))
             if resident > 0:
                 metrics["launch__waves_per_multiprocessor"] = math.prod(first.grid) / (resident * limits.sm_count)
         kernel_samples = by_kernel.get(name, [])
         reasons: dict[str, float] = defaultdict(float)
-        for sample in kernel_samples:
-            for counter, n in sample.stalls.items():
-                if (reason := reason_of(counter)) is not None:
-                    reasons[reason] += n
-        metrics |= {PCSAMP_PREFIX + reason: n for reason, n in reasons.items() if n > 0}
+        for _, reason, n in _issued(kernel_samples):
+            reasons[reason] += n
+        metrics |= {PCSAMP_PREFIX + reason: n for reason, n in reasons.items()}
         out.append(
             KernelProfile(
                 name=name,
@@ -166,15 +159,10 @@ def hot_lines(samples: Iterable[PcSample], table: LineTable, top: int = 12) -> l
     instructions the cubins map to no line count in the whole) and its most frequent reason."""
     per_line: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     total = 0.0
-    for sample in samples:
-        where = table.line_of(sample.kernel, sample.offset)
-        for counter, n in sample.stalls.items():
-            reason = reason_of(counter)
-            if reason is None or n <= 0:
-                continue
-            total += n
-            if where is not None:
-                per_line[where][reason] += n
+    for sample, reason, n in _issued(samples):
+        total += n
+        if (where := table.line_of(sample.kernel, sample.offset)) is not None:
+            per_line[where][reason] += n
     rows = []
     for (file, line), reasons in per_line.items():
         count = sum(reasons.values())
