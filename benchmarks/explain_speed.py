@@ -3,8 +3,8 @@ load_inline kernels, and the Judge's profile inside a round, each timed on the G
 
     python benchmarks/explain_speed.py [--budget S] [--out FILE.json]
 
-For each case: `explain` twice (the first builds the candidate; the second finds it built: the figure "not counting
-the build"), with its profiling path (ncu or degraded), top finding, hot line and the profiled process's own stages;
+For each case and each profiling path asked for (CUPTI in the profiled process, then ncu): `explain` twice (the first
+builds the candidate; the second finds it built: the figure "not counting the build"), with the path that ran, top finding, hot line and the profiled process's own stages;
 then the Judge's profile (`judge_feedback`) for the first cases. No case starts past --budget seconds. Prints a short
 table last.
 """
@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds: no case starts past it")
     ap.add_argument("--judge-cases", type=int, default=2, help="cases whose Judge profile is timed too")
+    ap.add_argument("--paths", default="cupti,ncu", help="the profiling paths to time, in order (cupti, ncu)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="explain-speed-"))
@@ -61,58 +62,76 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: not started (past the {args.budget:g} s budget)")
             continue
         row: dict = {"case": name, "expected": expected}
-        req = ProfileRequest(target=task_file, candidate=cand_file, device=args.device, cache_dir=cache)
-        for label in ("first", "built"):
-            t0 = time.perf_counter()
-            try:
-                res = explain(req)
-            except Exception as exc:  # noqa: BLE001 - said in the row
-                row[f"{label}_s"] = round(time.perf_counter() - t0, 2)
-                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-                break
-            row[f"{label}_s"] = round(time.perf_counter() - t0, 2)
-            top = res.top
-            row.update(
-                mode=res.result.mode,
-                reason=res.result.reason[:200],
-                kernels=len(res.result.kernels),
-                stages=res.result.stages_s,
-                profile_s=round(res.result.seconds, 2),
-                top=(top.findings[0].rule if top and top.findings else "-"),
-                line=(
-                    f"{Path(top.findings[0].lines[0].file).name}:{top.findings[0].lines[0].line}"
-                    if top and top.findings and top.findings[0].lines
-                    else ""
-                ),
-            )
-        if i < args.judge_cases and "error" not in row:
+        for path in args.paths.split(","):
+            row[path] = explain_case(task_file, cand_file, args.device, cache, in_process=path == "cupti")
+        if i < args.judge_cases:
             feedback = judge_feedback(args.device, cache_dir=cache)
             assert feedback is not None
             t0 = time.perf_counter()
             fb = feedback(load_task(task_file), Candidate.from_source(cand_file.read_text(), cand_file.stem))
             row["judge_s"] = round(time.perf_counter() - t0, 2)
             row["judge_mode"] = (fb or {}).get("mode")
+            row["judge_top"] = ((fb or {}).get("findings") or [{}])[0].get("rule", "-")
         rows.append(row)
         print(json.dumps(row), flush=True)
-    built = [r["built_s"] for r in rows if "built_s" in r]
-    summary = {
-        "median_built_s": statistics.median(built) if built else None,
-        "median_first_s": statistics.median([r["first_s"] for r in rows if "first_s" in r]) if rows else None,
-        "judge_s": [r["judge_s"] for r in rows if "judge_s" in r],
-    }
+    summary = {}
+    for path in args.paths.split(","):
+        built = [r[path]["built_s"] for r in rows if "built_s" in r.get(path, {})]
+        first = [r[path]["first_s"] for r in rows if "first_s" in r.get(path, {})]
+        summary[path] = {
+            "median_built_s": statistics.median(built) if built else None,
+            "median_first_s": statistics.median(first) if first else None,
+        }
+    summary["judge_s"] = [r["judge_s"] for r in rows if "judge_s" in r]
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
-    print("\n== explain, ncu path (seconds wall; 'built': the candidate already built) ==")
-    print(f"{'case':32s} {'mode':9s} {'first':>6s} {'built':>6s} {'judge':>6s}  {'top finding':28s} {'line':24s}")
-    for r in rows:
-        print(
-            f"{r['case']:32s} {r.get('mode', '-'):9s} {r.get('first_s', 0):6.1f} {r.get('built_s', 0):6.1f} "
-            f"{r.get('judge_s', 0):6.1f}  {r.get('top', r.get('error', '-'))[:28]:28s} {r.get('line', ''):24s}"
-        )
+    for path in args.paths.split(","):
+        print(f"\n== explain, {path} path asked for (seconds wall; 'built': the candidate already built) ==")
+        print(f"{'case':30s} {'ran':6s} {'first':>6s} {'built':>6s}  {'top finding':26s} {'line':22s} expected")
+        for r in rows:
+            c = r.get(path, {})
+            print(
+                f"{r['case'][:30]:30s} {c.get('mode', '-')[:6]:6s} {c.get('first_s', 0):6.1f} {c.get('built_s', 0):6.1f}"
+                f"  {c.get('top', c.get('error', '-'))[:26]:26s} {c.get('line', '')[:22]:22s} {r['expected'] or '-'}"
+            )
+        print(f"{path}: median built {summary[path]['median_built_s']} s, first {summary[path]['median_first_s']} s")
     print(
-        f"median built {summary['median_built_s']} s, first {summary['median_first_s']} s, judge {summary['judge_s']}"
+        "judge:",
+        [(r["case"], r.get("judge_s"), r.get("judge_mode"), r.get("judge_top")) for r in rows if "judge_s" in r],
     )
     return 0
+
+
+def explain_case(task_file: Path, cand_file: Path, device: str, cache: Path, *, in_process: bool) -> dict:
+    """`explain` twice on one path (the first builds the candidate; the second finds it built): the seconds of
+    each, the path that ran, the top finding and its line, the profiled process's stages."""
+    out: dict = {}
+    req = ProfileRequest(target=task_file, candidate=cand_file, device=device, cache_dir=cache, in_process=in_process)
+    for label in ("first", "built"):
+        t0 = time.perf_counter()
+        try:
+            res = explain(req)
+        except Exception as exc:  # noqa: BLE001 - said in the row
+            out[f"{label}_s"] = round(time.perf_counter() - t0, 2)
+            out["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            break
+        out[f"{label}_s"] = round(time.perf_counter() - t0, 2)
+        top = res.top
+        out.update(
+            mode=res.result.mode,
+            reason=res.result.reason[:300],
+            kernels=len(res.result.kernels),
+            stages=res.result.stages_s,
+            profile_s=round(res.result.seconds, 2),
+            top=(top.findings[0].rule if top and top.findings else "-"),
+            line=(
+                f"{Path(top.findings[0].lines[0].file).name}:{top.findings[0].lines[0].line}"
+                if top and top.findings and top.findings[0].lines
+                else ""
+            ),
+            log=res.result.log_excerpt[-1500:] if res.result.mode == "degraded" else "",
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -150,26 +150,28 @@ def get_init_inputs():
 """
 
 
-def profiled_under_ncu(tmp_path, task_source: str, candidate_source: str):
+def profiled(tmp_path, task_source: str, candidate_source: str, path: str):
     """The candidate (written as `cand.py` beside its task) profiled through the explain use case on the GPU: its path
-    and the `ProfileResult`, which must come from Nsight Compute."""
+    and the `ProfileResult`, which must come from the path asked for (`cupti`: in the process; `ncu`)."""
     from forge_lsp.usecases.explain import ProfileRequest, profile_target
 
     task, cand = tmp_path / "task.py", tmp_path / "cand.py"
     task.write_text(task_source)
     cand.write_text(candidate_source)
-    result = profile_target(
-        ProfileRequest(target=task, candidate=cand, device="cuda:0", cache_dir=tmp_path / "cache")
-    ).result
-    assert result.mode == "ncu", (result.reason, result.log_excerpt[-2000:])
+    request = ProfileRequest(
+        target=task, candidate=cand, device="cuda:0", cache_dir=tmp_path / "cache", in_process=path == "cupti"
+    )
+    result = profile_target(request).result
+    assert result.mode == path, (result.reason, result.log_excerpt[-2000:])
     return cand, result
 
 
 @pytest.mark.gpu
-def test_the_hot_line_of_a_load_inline_candidate_is_its_own_py_files_line(tmp_path):
-    """On the GPU, under Nsight Compute: the hot line of the candidate's kernel is a line of its `.py` file, inside
+@pytest.mark.parametrize("path", ["cupti", "ncu"])
+def test_the_hot_line_of_a_load_inline_candidate_is_its_own_py_files_line(tmp_path, path):
+    """On the GPU, in the process and under Nsight Compute: the hot line of the candidate's kernel is a line of its `.py` file, inside
     the kernel's string (the line compiled from it in load_inline's `cuda.cu` is kept beside it)."""
-    cand, result = profiled_under_ncu(tmp_path, SCALE_TASK, CANDIDATE)
+    cand, result = profiled(tmp_path, SCALE_TASK, CANDIDATE, path)
     kernel = next(k for k in result.kernels if "scale_kernel" in k.name)
     assert kernel.hot_lines, kernel
     top = max(kernel.hot_lines, key=lambda h: h.stall_pct)
@@ -293,10 +295,11 @@ def get_init_inputs():
 
 
 @pytest.mark.gpu
-def test_the_hot_line_of_an_nvrtc_candidate_is_its_own_py_files_line(tmp_path):
-    """On the GPU, under Nsight Compute: the hot line of an NVRTC kernel (a gather, stalled on its dependent load) is
+@pytest.mark.parametrize("path", ["cupti", "ncu"])
+def test_the_hot_line_of_an_nvrtc_candidate_is_its_own_py_files_line(tmp_path, path):
+    """On the GPU, in the process and under Nsight Compute: the hot line of an NVRTC kernel (a gather, stalled on its dependent load) is
     a line of the candidate's `.py` string, found through the programs the profiled process compiled."""
-    cand, result = profiled_under_ncu(tmp_path, GATHER_TASK, NVRTC_CANDIDATE)
+    cand, result = profiled(tmp_path, GATHER_TASK, NVRTC_CANDIDATE, path)
     assert "gather_scale.cu" in result.sources
     kernel = next(k for k in result.kernels if "gather_scale" in k.name)
     top = max(kernel.hot_lines, key=lambda h: h.stall_pct)

@@ -1,4 +1,5 @@
-"""`forge profile TASK.py [CANDIDATE.py]`: Nsight Compute metrics of the measured call."""
+"""`forge profile TASK.py [CANDIDATE.py]`: the hardware counters of the measured call (CUPTI in its process, or
+Nsight Compute)."""
 
 from __future__ import annotations
 
@@ -26,32 +27,43 @@ _SHOWN = (
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "profile",
-        help="profile the reference or a candidate with Nsight Compute",
-        description="Profile one call of the task's Model (or the candidate's ModelNew) under "
-        "Nsight Compute. Without ncu or counter permissions, falls back to event timing and "
-        "torch.profiler's breakdown and says why.",
+        help="profile the reference or a candidate: hardware counters, stalls and hot lines",
+        description="Profile one call of the task's Model (or the candidate's ModelNew) on a GPU: in its own process "
+        "by CUPTI, or under Nsight Compute (--ncu, --full, or where CUPTI is unavailable; the output says which ran "
+        "and why). Without counters, falls back to event timing and torch.profiler's breakdown and says why.",
     )
     p.add_argument("task", type=Path)
     p.add_argument("candidate", type=Path, nargs="?")
     p.add_argument("--device", default="auto", help="cuda:N, cpu, or auto (default)")
     p.add_argument("--kernel", help="profile only kernels whose name matches this regex")
     p.add_argument("--full", action="store_true", help="collect ncu's full set and keep the report")
+    p.add_argument(NCU_FLAG, action="store_true", help=NCU_HELP)
     p.add_argument("--timeout", type=positive_float, default=300.0, metavar="SECONDS")
     p.add_argument("--json", action="store_true")
     p.add_argument("--cache-dir", type=Path)
     p.set_defaults(func=run)
 
 
+NCU_FLAG = "--ncu"
+NCU_HELP = (
+    "profile under Nsight Compute (a new process, every launch replayed) instead of in the process by CUPTI, "
+    "which is the default on a GPU"
+)
+
+
 def render(out: Console, result: ProfileResult) -> None:
     from ..usecases.explain import failure_excerpt
 
-    if result.mode != "ncu":
+    if result.mode == "degraded":
         out.print(f"[yellow bold]degraded profile[/]: {result.reason}", highlight=False)
+    elif result.reason:  # the path that ran, and why not the other
+        out.print(result.reason, highlight=False)
     failure = failure_excerpt(result)
     if failure:  # nothing was measured: say what failed (the user's code, as a rule), not just that it did
         out.print("nothing could be measured; the profiled process ended with:", highlight=False)
         out.print("  " + failure.replace("\n", "\n  "), markup=False, highlight=False)
-    out.print(f"device: {result.device_name or '?'}  (profiling took {result.seconds:.1f} s)")
+    how = f", {result.measured_by}" if result.measured_by else ""
+    out.print(f"device: {result.device_name or '?'}  (profiling took {result.seconds:.1f} s{how})")
     if result.kernels:
         table = Table(box=None, header_style="bold")
         for col in ("kernel", "time", "grid", "block", *(METRICS[m].label for m in _SHOWN)):
@@ -91,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         kernel=args.kernel,
         device=args.device,
         full=args.full,
+        in_process=not args.ncu,
         timeout=args.timeout,
         cache_dir=args.cache_dir,
     )
@@ -130,7 +143,9 @@ def add_explain_parser(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--cache-dir", type=Path)
     p.add_argument("--no-narrative", action="store_true", help="skip the LLM narrative even when a model is configured")
-    p.set_defaults(func=run_explain, full=False)
+    p.add_argument("--full", action="store_true", help="under ncu, with its full set, and keep the report")
+    p.add_argument(NCU_FLAG, action="store_true", help=NCU_HELP)
+    p.set_defaults(func=run_explain)
 
 
 def run_explain(args: argparse.Namespace) -> int:
@@ -144,6 +159,8 @@ def run_explain(args: argparse.Namespace) -> int:
         entry=args.entry,
         launch_skip=args.launch_skip,
         device=args.device,
+        full=args.full,
+        in_process=not args.ncu,
         timeout=args.timeout,
         cache_dir=args.cache_dir,
     )

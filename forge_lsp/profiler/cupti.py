@@ -382,6 +382,15 @@ def result_string(rc: int) -> str:
     return f"CUPTI result {rc}"
 
 
+def current_context() -> int:
+    """The calling thread's current CUDA context (the driver's `cuCtxGetCurrent`), as an address; 0 when none."""
+    ctx = c_vp()
+    rc = ct.CDLL("libcuda.so.1").cuCtxGetCurrent(ct.byref(ctx))
+    if rc != 0:
+        raise CuptiError("cuCtxGetCurrent", rc, "the CUDA driver has no current context")
+    return int(ctx.value or 0)
+
+
 # ----------------------------------------------------------------------------------------------- modules' cubins
 
 

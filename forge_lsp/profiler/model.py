@@ -102,7 +102,7 @@ class OpTime(BaseModel):
 class ProfileResult(BaseModel):
     """What profiling one module produced: ncu kernels, or a degraded timing with the reason."""
 
-    mode: str = Field(description="'ncu' or 'degraded'")
+    mode: str = Field(description="'cupti' (profiled in the process), 'ncu' (under Nsight Compute) or 'degraded'")
     reason: str = Field("", description="why profiling degraded, and how to enable counters")
     device_name: str = ""
     kernels: list[KernelProfile] = []
@@ -115,3 +115,8 @@ class ProfileResult(BaseModel):
     #: the programs compiled in the profiled process that are no files (NVRTC's), by the file name their line info
     #: names: where the hot lines in them are read (`source_map.map_hot_lines`)
     sources: dict[str, str] = {}
+
+    @property
+    def measured_by(self) -> str:
+        """How the kernels were measured, in words ("" for a degraded profile)."""
+        return {"cupti": "in its process by CUPTI", "ncu": "under Nsight Compute"}.get(self.mode, "")

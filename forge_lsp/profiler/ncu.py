@@ -22,7 +22,7 @@ from ..engine.candidate import Candidate
 from ..engine.task import Task
 from ..sandbox import child_env, default_cache_dir, run_sandboxed
 from .metrics import METRICS
-from .model import DevicePeaks, OpTime, ProfileResult
+from .model import DevicePeaks, KernelProfile, OpTime, ProfileResult
 from .target import NVTX_RANGE, ProfileCall, ProfileScript
 
 _EXCERPT = 6000
@@ -99,14 +99,25 @@ def profile(
     timeout: float = 300.0,
     cache_dir: Path | None = None,
     python: str | None = None,
+    in_process: bool = True,
 ) -> ProfileResult:
-    """Profile the candidate (or the task's reference) on `device`. Never raises for user code."""
+    """Profile the candidate (or the task's reference) on `device`. Never raises for user code.
+
+    On a GPU, unless `full` asks for ncu's whole set, the call is profiled in its own process by CUPTI
+    (`mode="cupti"`: no ncu start-up, no replay of the whole process); where that is unavailable, under Nsight
+    Compute, and the result's `reason` says why the in-process path did not run. `in_process=False` goes straight
+    to ncu."""
     cache = Path(cache_dir or default_cache_dir())
     work = Path(tempfile.mkdtemp(prefix="profile-", dir=_mkdir(cache / "profiles")))
     request = ProfileCall(device=device, task=task, candidate=candidate)
     env = child_env(device, cache)
     python = python or sys.executable
     t0 = time.perf_counter()
+    fallback = ""
+    if device != "cpu" and not full and in_process:
+        result, fallback = _in_process(request, work, env, python, timeout, kernel, t0)
+        if result is not None:
+            return result
     ncu = find_ncu() if device != "cpu" else None
     if ncu is None:
         why = (
@@ -114,7 +125,7 @@ def profile(
             if device == "cpu"
             else "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu"
         )
-        return _degraded(request, work, env, python, timeout, why, t0)
+        return _degraded(request, work, env, python, timeout, _and(fallback, why), t0)
     req = request.write(work / "request.json")
     report = work / "profile.ncu-rep"
     cmd = ncu_command(ncu, report, [python, "-m", "forge_lsp.profiler.target", str(req)], kernel=kernel, full=full)
@@ -153,6 +164,7 @@ def profile(
         )
     return ProfileResult(
         mode="ncu",
+        reason=f"profiled under Nsight Compute: {fallback}" if fallback else "",
         device_name=device_name,
         kernels=kernels,
         report_path=str(report),
@@ -161,6 +173,49 @@ def profile(
         stages_s=stages,
         sources=data.get("sources") or {},
     )
+
+
+def _and(first: str, second: str) -> str:
+    return f"{first}; {second}" if first else second
+
+
+def _in_process(
+    request: ProfileCall, work: Path, env: dict[str, str], python: str, timeout: float, kernel: str | None, t0: float
+) -> tuple[ProfileResult | None, str]:
+    """The call profiled by CUPTI inside its own process (`target`'s ``cupti`` mode): (the result, "") when it
+    ran, or when the user's code failed (ncu would fail the same way); else (None, why the in-process path is
+    unavailable), and the caller goes on to ncu."""
+    req = request.model_copy(update={"mode": "cupti", "kernel": kernel or ""}).write(work / "cupti-request.json")
+    code, log, timed_out = _run([python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, work)
+    result_file = req.with_suffix(".result.json")
+    data = json.loads(result_file.read_text()) if result_file.exists() else {}
+    seconds = time.perf_counter() - t0
+    if timed_out:
+        reason = f"the profiled call did not finish within {timeout:g} s; nothing was profiled"
+        return ProfileResult(mode="degraded", reason=reason, seconds=seconds, log_excerpt=log), ""
+    if data.get("cupti_error"):
+        return None, f"the in-process profile (CUPTI) was unavailable: {data['cupti_error']}"
+    if code is not None and code < 0:
+        return None, f"the in-process profile (CUPTI) ended with signal {-code}"
+    if code != 0 or "kernels" not in data:
+        reason = f"the profiled process exited with code {code}; see the log excerpt"
+        return ProfileResult(mode="degraded", reason=reason, seconds=seconds, log_excerpt=log), ""
+    kernels = [KernelProfile.model_validate(k) for k in data["kernels"]]
+    notes = "; ".join(data.get("cupti_notes") or [])
+    if not kernels:
+        reason = "no kernel ran in the profiled call" + (f" matching {kernel!r}" if kernel else "")
+        return ProfileResult(
+            mode="degraded", reason=reason, device_name=data.get("device_name", ""), seconds=seconds, log_excerpt=log
+        ), ""
+    return ProfileResult(
+        mode="cupti",
+        reason=f"profiled in the process by CUPTI ({notes})" if notes else "",
+        device_name=data.get("device_name", ""),
+        kernels=kernels,
+        seconds=seconds,
+        stages_s=data.get("stages_s", {}),
+        sources=data.get("sources") or {},
+    ), ""
 
 
 def _mkdir(p: Path) -> Path:

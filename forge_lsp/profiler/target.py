@@ -28,11 +28,13 @@ NVTX_RANGE = "forge_profile"
 
 class ProfileCall(ChildRequest):
     """One call of the task's reference, or of `candidate`, after `warmup` calls: inside the NVTX range (under
-    ncu), or, with `mode="degraded"`, timed `reps` times and then once under torch.profiler."""
+    ncu); with `mode="cupti"`, profiled here, in this process, by CUPTI (`inprocess`), the kernels whose names match
+    `kernel` kept; with `mode="degraded"`, timed `reps` times and then once under torch.profiler."""
 
     kind: Literal["call"] = "call"
     device: str
-    mode: Literal["ncu", "degraded"] = "ncu"
+    mode: Literal["ncu", "degraded", "cupti"] = "ncu"
+    kernel: str = ""
     task: Task
     candidate: Candidate | None = None
     warmup: int = 3
@@ -74,10 +76,27 @@ def main(argv: list[str] | None = None) -> int:
 
     mark("import")
     device = torch.device(request.device)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        torch.cuda.init()
+    result_file = Path(args[0]).with_suffix(".result.json")
+    try:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+            torch.cuda.init()
+    except Exception as exc:  # noqa: BLE001 - the machine, not the user's code: the in-process path says so
+        if request.mode != "cupti":
+            raise
+        result_file.write_text(json.dumps({"cupti_error": f"CUDA did not start here: {exc}"}))
+        return 3
     mark("cuda_init")
+    modules = None
+    if request.mode == "cupti":  # before anything is built: the modules load at their first launch, and are caught
+        from . import cupti
+
+        try:
+            modules = cupti.ModuleCubins().start()
+        except cupti.CuptiError as exc:
+            result_file.write_text(json.dumps({"cupti_error": str(exc)}))
+            return 3
+        mark("cupti_init")
     task, candidate = request.task, request.candidate
     task_mod = exec_module(task.source, "task", "task")
     torch.manual_seed(task.seed)
@@ -126,14 +145,50 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"name": evt.key, "calls": evt.count, "device_us": dev_us, "cpu_us": evt.self_cpu_time_total})
         rows.sort(key=lambda r: -(r["device_us"] or r["cpu_us"]))
         result.update(times_ms=sorted(times), ops=rows[:30])
+    elif request.mode == "cupti":
+        result.update(_in_process(request, model, inputs, sync, modules, stages))
     else:
         with torch.cuda.nvtx.range(NVTX_RANGE):
             call_model(model, inputs)
         sync()
         mark("profiled_call")
     result["sources"] = _compiled_programs()
-    Path(args[0]).with_suffix(".result.json").write_text(json.dumps(result))
+    result_file.write_text(json.dumps(result))
     return 0
+
+
+def _in_process(request: ProfileCall, model, inputs, sync, modules, stages: dict[str, float]) -> dict:
+    """The call profiled here by CUPTI: ``kernels`` (`KernelProfile`s as JSON), or ``cupti_error`` saying why not."""
+    import re
+
+    import torch
+
+    from ..engine.harness.loading import call_model
+    from . import cupti
+    from .inprocess import collect, demangler, kernels_of, sm_limits
+
+    device = torch.device(request.device)
+    try:
+        collected = collect(
+            lambda: call_model(model, inputs),
+            sync,
+            ctx=cupti.current_context(),
+            device_index=device.index or 0,
+            modules=modules,
+            stages=stages,
+        )
+    except cupti.CuptiError as exc:
+        return {"cupti_error": str(exc)}
+    kernels = kernels_of(collected, sm_limits(device), demangle=demangler())
+    if request.kernel:
+        pattern = re.compile(request.kernel)
+        kernels = [k for k in kernels if pattern.search(k.name)]
+    return {
+        "kernels": [k.model_dump(mode="json") for k in kernels],
+        "cupti_notes": collected.notes,
+        "cupti_passes": collected.passes,
+        "cupti_unsupported": collected.unsupported,
+    }
 
 
 def _compiled_programs() -> dict[str, str]:

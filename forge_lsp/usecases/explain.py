@@ -35,6 +35,7 @@ class ProfileRequest:
     launch_skip: int = 0  # a .cu file: launches to skip (warm-up)
     device: str = "auto"
     full: bool = False  # ncu's full set, and keep the report
+    in_process: bool = True  # a task on a GPU: CUPTI in the profiled process; ncu only where that is unavailable
     timeout: float = 300.0
     cache_dir: Path | None = None
     #: a .cu file on a machine without a GPU: run its script anyway, for the compiler's errors (the editor marks them
@@ -143,10 +144,17 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
         on_start(
             "profiling on the CPU (wall-clock timing and torch.profiler)"
             if device == "cpu"
-            else "profiling under Nsight Compute"
+            else "profiling in the candidate's process (CUPTI), or under Nsight Compute where that is unavailable"
         )
     result = profile(
-        task, cand, device=device, kernel=req.kernel, full=req.full, timeout=req.timeout, cache_dir=req.cache_dir
+        task,
+        cand,
+        device=device,
+        kernel=req.kernel,
+        full=req.full,
+        timeout=req.timeout,
+        cache_dir=req.cache_dir,
+        in_process=req.in_process,
     )
     # the profiled process ran the worker's copies of the files: tracebacks name the user's files instead
     result.log_excerpt = task_paths(result.log_excerpt or "", task, cand)
@@ -198,7 +206,7 @@ def _no_findings(profiled: Profiled, peaks_note: str) -> str:
         return f"no findings: no peak figures for {result.device_name or profiled.device} ({peaks_note})"
     if result.wall_ms is None:
         return f"no findings: nothing could be profiled ({result.reason or 'no kernel ran'})"
-    return f"no findings: no kernel was profiled under Nsight Compute ({result.reason or 'no kernel ran'})"
+    return f"no findings: no kernel was profiled with hardware counters ({result.reason or 'no kernel ran'})"
 
 
 def _explanations(profiled: Profiled, cache_dir: Path | None) -> tuple[DevicePeaks | None, str, list[Explanation]]:
@@ -287,7 +295,7 @@ def judge_feedback(device: str, cache_dir: Path | None = None, timeout: float = 
         kernel = max(result.kernels, key=lambda k: k.duration_ns)
         top = explain_kernel(kernel, peaks) if peaks else None
         return {
-            "mode": "ncu",
+            "mode": result.mode,
             "kernel": kernel.name,
             "kernels": len(result.kernels),
             "roofline": roofline_placement(top) if top else None,

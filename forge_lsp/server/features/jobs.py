@@ -380,8 +380,8 @@ def _record_profile(
         return
     res.latency_ms = sum(k.duration_ns for k in result.kernels) / 1e6
     res.measured = (
-        f"{len(result.kernels)} kernel{'s' if len(result.kernels) != 1 else ''} of one call under "
-        "Nsight Compute, summed"
+        f"{len(result.kernels)} kernel{'s' if len(result.kernels) != 1 else ''} of one call "
+        f"{result.measured_by}, summed"
     )
     top = explained.top
     findings = top.findings if top else []

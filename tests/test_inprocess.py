@@ -1,0 +1,123 @@
+"""What the in-process profile makes of CUPTI's three passes (`profiler/inprocess.py`): launches, PC samples and
+counters become kernel profiles named as ncu names them, so the same findings come out of either path. The CUPTI
+calls themselves run on the GPU (`test_inprocess_gpu`); here their output is written as CUPTI gives it."""
+
+from __future__ import annotations
+
+import pytest
+
+from forge_lsp.profiler.analyze import analyze
+from forge_lsp.profiler.cubin import LineTable, Row
+from forge_lsp.profiler.cupti import KernelActivity, PcRecord
+from forge_lsp.profiler.inprocess import RANGE_METRICS, Collected, kernels_of, range_metrics_by_kernel
+from forge_lsp.profiler.metrics import METRICS, PCSAMP_PREFIX
+from forge_lsp.profiler.model import DevicePeaks
+from forge_lsp.profiler.pcsamples import SmLimits
+
+H200 = SmLimits(sm_count=132)
+PEAKS = DevicePeaks(
+    name="NVIDIA H200",
+    sm_count=132,
+    l2_bytes=50 << 20,
+    dram_bytes_per_s=4.2e12,
+    fp32_flops_per_s=51e12,
+    source="datasheet",
+)
+
+
+def launch(name, start, duration, grid=(1024, 1, 1), block=(256, 1, 1), registers=32, shared=0):
+    return KernelActivity(name, start, start + duration, grid, block, registers, shared, 0, correlation=start)
+
+
+def test_the_range_profiler_reads_only_counters_the_launch_records_and_pc_samples_do_not_give():
+    assert "dram__bytes_read.sum" in RANGE_METRICS
+    assert "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum" in RANGE_METRICS
+    assert not [m for m in RANGE_METRICS if m.startswith("launch__")]
+    assert "sm__maximum_warps_per_active_cycle_pct" not in RANGE_METRICS
+    assert not [m for m in RANGE_METRICS if "issue_stalled" in m]
+    assert set(RANGE_METRICS) < set(METRICS)
+
+
+def test_counters_of_a_kernels_launches_add_up_and_its_rates_are_weighted_by_duration():
+    names, durations = ["a", "b", "a"], [1000.0, 500.0, 3000.0]
+    ranges = [
+        ("a", {"dram__bytes_read.sum": 10.0, "dram__throughput.avg.pct_of_peak_sustained_elapsed": 20.0}),
+        ("b", {"dram__bytes_read.sum": 7.0, "dram__throughput.avg.pct_of_peak_sustained_elapsed": 90.0}),
+        ("a", {"dram__bytes_read.sum": 30.0, "dram__throughput.avg.pct_of_peak_sustained_elapsed": 60.0}),
+    ]
+    by_kernel = range_metrics_by_kernel(names, durations, ranges)
+    assert by_kernel["a"]["dram__bytes_read.sum"] == 40.0
+    assert by_kernel["a"]["dram__throughput.avg.pct_of_peak_sustained_elapsed"] == pytest.approx(50.0)  # (20+180)/4
+    assert by_kernel["b"] == {"dram__bytes_read.sum": 7.0, "dram__throughput.avg.pct_of_peak_sustained_elapsed": 90.0}
+
+
+def test_ranges_that_do_not_match_the_launches_one_for_one_are_matched_by_name_and_strays_dropped():
+    names, durations = ["_Z6kernelPf", "_Z5otherv"], [100.0, 100.0]
+    ranges = [("_Z6kernelPf", {"dram__bytes_read.sum": 5.0}), ("unknown", {"dram__bytes_read.sum": 9.0}), ("x", {})]
+    assert range_metrics_by_kernel(names, durations, ranges) == {"_Z6kernelPf": {"dram__bytes_read.sum": 5.0}}
+
+
+def test_a_counter_the_launch_does_not_define_is_left_out_not_counted_as_nan():
+    by_kernel = range_metrics_by_kernel(["a"], [1.0], [("a", {"dram__bytes_read.sum": float("nan"), "x.sum": 1.0})])
+    assert by_kernel == {"a": {"x.sum": 1.0}}
+
+
+def collected_for(table_rows, *, registers=32, grid=(1024, 1, 1), counters=None, stalls=None):
+    """A `Collected` as the three passes give it for one kernel `_Z4kernPf`, its cubin standing in as a line
+    table."""
+    name = "_Z4kernPf"
+    return Collected(
+        activities=[launch(name, 0, 40_000, grid=grid, registers=registers), launch(name, 50_000, 40_000, grid=grid)],
+        pcs=[
+            PcRecord(7, name, 0x40, stalls or {PCSAMP_PREFIX + "long_scoreboard": 900}),
+            PcRecord(7, name, 0x10, {PCSAMP_PREFIX + "wait": 100, PCSAMP_PREFIX + "wait_not_issued": 50}),
+        ],
+        ranges=[(name, dict(counters or {})), (name, dict(counters or {}))],
+        cubins={},
+    ), LineTable({name: table_rows})
+
+
+def profiles_with_table(collected, table, monkeypatch, **kwargs):
+    import forge_lsp.profiler.inprocess as inprocess
+
+    monkeypatch.setattr(inprocess, "line_table", lambda cubin: table)
+    collected.cubins = {7: b"cubin"}
+    return kernels_of(collected, H200, **kwargs)
+
+
+def test_a_kernel_s_profile_has_its_launches_summed_its_hot_line_and_its_counters_named_as_ncu_names_them(
+    monkeypatch,
+):
+    rows = [Row(0x00, "/cache/k.cu", 3), Row(0x30, "/cache/k.cu", 7), Row(0x50, "/cache/k.cu", 8)]
+    counters = {"dram__bytes_read.sum": 1e6, "sm__warps_active.avg.pct_of_peak_sustained_active": 80.0}
+    collected, table = collected_for(rows, counters=counters)
+    (profile,) = profiles_with_table(collected, table, monkeypatch, demangle=lambda n: "kern(float*)")
+    assert profile.name == "kern(float*)" and profile.reader == "cupti"
+    assert profile.duration_ns == 80_000 and profile.metrics["gpu__time_duration.sum"] == 80_000
+    assert profile.metrics["dram__bytes_read.sum"] == 2e6  # both launches
+    assert profile.metrics["sm__warps_active.avg.pct_of_peak_sustained_active"] == pytest.approx(80.0)
+    assert profile.metrics["launch__grid_size"] == 1024 and profile.metrics["launch__registers_per_thread"] == 32
+    top = profile.hot_lines[0]
+    assert (top.file, top.line, top.dominant_stall) == ("/cache/k.cu", 7, "long_scoreboard")
+    assert top.stall_pct == pytest.approx(90.0)  # 900 of 1000 issued-stall samples; "not issued" left out
+
+
+def test_the_findings_of_the_in_process_path_come_out_of_analyze_like_ncus(monkeypatch):
+    """A register-starved kernel and a kernel with bank conflicts, each found from the in-process metrics alone."""
+    rows = [Row(0x00, "/cache/k.cu", 3), Row(0x30, "/cache/k.cu", 7)]
+    achieved = {"sm__warps_active.avg.pct_of_peak_sustained_active": 12.0, "dram__bytes_read.sum": 1e6}
+    starved, table = collected_for(rows, registers=200, counters=achieved)
+    (profile,) = profiles_with_table(starved, table, monkeypatch)
+    findings = analyze(profile, PEAKS)
+    assert findings[0].rule == "low_occupancy", [f.rule for f in findings]
+    assert findings[0].evidence["limiter"] == "registers"
+    assert findings[0].evidence["achieved_occupancy_pct"] == pytest.approx(12.0)
+    conflicts = {
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": 31e6,
+        "sm__sass_inst_executed_op_shared_ld.sum": 1e6,
+        "dram__bytes_read.sum": 1e6,
+    }
+    banked, table = collected_for(rows, counters=conflicts, stalls={PCSAMP_PREFIX + "mio_throttle": 900})
+    (profile,) = profiles_with_table(banked, table, monkeypatch)
+    rules = [f.rule for f in analyze(profile, PEAKS)]
+    assert rules[0] == "shared_bank_conflicts", rules
