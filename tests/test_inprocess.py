@@ -121,3 +121,40 @@ def test_the_findings_of_the_in_process_path_come_out_of_analyze_like_ncus(monke
     (profile,) = profiles_with_table(banked, table, monkeypatch)
     rules = [f.rule for f in analyze(profile, PEAKS)]
     assert rules[0] == "shared_bank_conflicts", rules
+
+
+def test_sixteen_sectors_a_request_at_the_dram_roof_is_memory_bound_first_and_only_possibly_uncoalesced(monkeypatch):
+    """A float4 copy seen without ncu's source counters: 16 sectors a request is what 128-bit accesses need, so the
+    certain finding (at the DRAM roof) ranks first and the sectors are a question below it."""
+    rows = [Row(0x00, "/cache/k.cu", 3), Row(0x30, "/cache/k.cu", 7)]
+    moved = 0.92 * PEAKS.dram_bytes_per_s * 80e-6  # 92% of the roof over the two launches' 80 µs
+    counters = {
+        "dram__bytes_read.sum": moved / 4,  # two launches: each half of the reads and writes
+        "dram__bytes_write.sum": moved / 4,
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed": 92.0,
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 16e6,
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": 1e6,
+        "sm__warps_active.avg.pct_of_peak_sustained_active": 90.0,
+    }
+    collected, table = collected_for(rows, counters=counters)
+    (profile,) = profiles_with_table(collected, table, monkeypatch)
+    findings = analyze(profile, PEAKS)
+    assert findings[0].rule == "memory_bound", [(f.rule, f.severity) for f in findings]
+    maybe = next(f for f in findings if f.rule == "uncoalesced_global_access")
+    assert maybe.title.startswith("Possibly uncoalesced") and "16 for 128-bit" in maybe.title
+
+
+def test_more_sectors_a_request_than_any_access_width_needs_is_uncoalesced_and_ranks_above_the_stall(monkeypatch):
+    rows = [Row(0x00, "/cache/k.cu", 3), Row(0x30, "/cache/k.cu", 7)]
+    counters = {
+        "dram__bytes_read.sum": 1e6,
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": 32e6,
+        "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": 1e6,
+        "sm__warps_active.avg.pct_of_peak_sustained_active": 90.0,
+    }
+    collected, table = collected_for(rows, counters=counters)
+    (profile,) = profiles_with_table(collected, table, monkeypatch)
+    findings = analyze(profile, PEAKS)
+    assert findings[0].rule == "uncoalesced_global_access", [(f.rule, f.severity) for f in findings]
+    assert findings[0].title.startswith("Uncoalesced global stores: 32.0 sectors")
+    assert any(f.rule == "stall_long_scoreboard" for f in findings[1:])

@@ -45,6 +45,10 @@ EXCESS_SECTORS_RATIO = 1.5
 EXCESS_SECTORS_SATURATION = 8.0
 # Flagged above this (2x the 32-bit ideal). 128-bit (float4) accesses ideally take 16: see the rule.
 UNCOALESCED_SECTORS_PER_REQUEST = 8.0
+# What 128-bit (float4) accesses take when coalesced: at or below it, sectors per request alone cannot tell a
+# vector access from a wasteful scalar one, and the finding ranks below any certain one.
+VECTOR_SECTORS_PER_REQUEST = 16.0
+AMBIGUOUS_SECTORS_SEVERITY = 0.25
 # One sector per thread (fully scattered): the severity saturates here.
 SCATTERED_SECTORS_PER_REQUEST = 32.0
 
@@ -541,13 +545,19 @@ def _coalescing_rule(ctx: _Context) -> Iterator[Finding]:
     worst_kind = max(flagged, key=lambda kind: flagged[kind])
     worst = flagged[worst_kind]
     kinds = " and ".join(f"{kind}s" for kind in flagged)
+    # up to 16 sectors a request is what 128-bit accesses need: without the access width (ncu's source counters),
+    # that is a question, not a cause to rank above what is certain
+    maybe_vector = worst <= VECTOR_SECTORS_PER_REQUEST
     yield Finding(
         rule="uncoalesced_global_access",
         title=(
-            f"Uncoalesced global {kinds}: {worst:.1f} sectors per {worst_kind} request "
-            f"(ideal {IDEAL_SECTORS_PER_REQUEST:.0f} for 32-bit accesses)"
+            f"{'Possibly uncoalesced' if maybe_vector else 'Uncoalesced'} global {kinds}: {worst:.1f} sectors per "
+            f"{worst_kind} request (ideal {IDEAL_SECTORS_PER_REQUEST:.0f} for 32-bit accesses"
+            + (f", {VECTOR_SECTORS_PER_REQUEST:.0f} for 128-bit ones)" if maybe_vector else ")")
         ),
-        severity=_severity(worst, UNCOALESCED_SECTORS_PER_REQUEST, SCATTERED_SECTORS_PER_REQUEST, floor=0.4),
+        severity=AMBIGUOUS_SECTORS_SEVERITY
+        if maybe_vector
+        else _severity(worst, VECTOR_SECTORS_PER_REQUEST, SCATTERED_SECTORS_PER_REQUEST, floor=0.5),
         evidence={f"{kind}_sectors_per_request": ratio for kind, ratio in ratios.items()}
         | {"ideal_sectors_per_request": IDEAL_SECTORS_PER_REQUEST},
         lines=_lines(ctx.profile, MEMORY_STALLS),
@@ -780,15 +790,17 @@ LATENCY_CAUSES = (
 
 
 def _ranked(findings: Iterable[Finding]) -> list[Finding]:
-    """Most severe first, causes above the latency-bound symptom; ties by rule id so the order is stable."""
+    """Most severe first, causes above their symptoms (latency-bound, and warps stalled waiting on latency: too few
+    warps, too few blocks or wasted sectors are why such stalls are not hidden); ties by rule id so the order is
+    stable."""
     found = list(findings)
-    symptom = next((f for f in found if f.rule == "latency_bound"), None)
-    if symptom is not None:
-        causes = [f for f in found if f.rule in LATENCY_CAUSES]
-        if causes:
-            top = max(causes, key=lambda f: f.severity)
-            if top.severity <= symptom.severity:
-                top.severity = min(1.0, symptom.severity + 0.01)
+    symptoms = [f for f in found if f.rule == "latency_bound" or f.rule.removeprefix("stall_") in LATENCY_STALLS]
+    causes = [f for f in found if f.rule in LATENCY_CAUSES]
+    if symptoms and causes:
+        worst = max(f.severity for f in symptoms)
+        top = max(causes, key=lambda f: f.severity)
+        if top.severity <= worst:
+            top.severity = min(1.0, worst + 0.01)
     return sorted(found, key=lambda f: (-f.severity, f.rule))
 
 
