@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "corpus" / "profiler"))
 from candidates import CASES  # noqa: E402
 
 from forge_lsp.engine import Candidate, load_task  # noqa: E402
+from forge_lsp.profiler.spare import shared  # noqa: E402
 from forge_lsp.usecases.explain import ProfileRequest, explain, judge_feedback  # noqa: E402
 
 BATCH = ROOT / "corpus" / "kernelbench"
@@ -50,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds: no case starts past it")
     ap.add_argument("--judge-cases", type=int, default=2, help="cases whose Judge profile is timed too")
-    ap.add_argument("--paths", default="cupti,ncu", help="the profiling paths to time, in order (cupti, ncu)")
+    ap.add_argument(
+        "--paths", default="cupti,cold,ncu", help="the profiling paths to time, in order (cupti, cold, ncu)"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="explain-speed-"))
@@ -63,10 +66,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         row: dict = {"case": name, "expected": expected}
         for path in args.paths.split(","):
-            row[path] = explain_case(task_file, cand_file, args.device, cache, in_process=path == "cupti")
+            row[path] = explain_case(task_file, cand_file, args.device, cache, path)
         if i < args.judge_cases:
             feedback = judge_feedback(args.device, cache_dir=cache)
             assert feedback is not None
+            row["judge_spare_ready"] = shared().wait_ready(args.device, cache)  # a round's Coder call gives it time
             t0 = time.perf_counter()
             fb = feedback(load_task(task_file), Candidate.from_source(cand_file.read_text(), cand_file.stem))
             row["judge_s"] = round(time.perf_counter() - t0, 2)
@@ -102,15 +106,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def explain_case(task_file: Path, cand_file: Path, device: str, cache: Path, *, in_process: bool) -> dict:
+def explain_case(task_file: Path, cand_file: Path, device: str, cache: Path, path: str) -> dict:
     """`explain` twice on one path (the first builds the candidate; the second finds it built): the seconds of
-    each, the path that ran, the top finding and its line, the profiled process's stages."""
+    each, the path that ran, the top finding and its line, the profiled process's stages. Paths: ``ncu``;
+    ``cold`` (in the process, a new process each time, as the one-shot CLI does); ``cupti`` (in the process, in a
+    spare started ahead, as the language server and the Judge do: the spare is ready before the clock starts)."""
     out: dict = {}
-    req = ProfileRequest(target=task_file, candidate=cand_file, device=device, cache_dir=cache, in_process=in_process)
+    req = ProfileRequest(
+        target=task_file, candidate=cand_file, device=device, cache_dir=cache, in_process=path != "ncu"
+    )
     for label in ("first", "built"):
+        if path == "cupti":
+            out[f"{label}_spare_ready"] = shared().wait_ready(device, cache)
         t0 = time.perf_counter()
         try:
-            res = explain(req)
+            res = explain(req, keep_spare=path == "cupti")
         except Exception as exc:  # noqa: BLE001 - said in the row
             out[f"{label}_s"] = round(time.perf_counter() - t0, 2)
             out["error"] = f"{type(exc).__name__}: {exc}"[:300]

@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
     "SECRET_ENV",
@@ -63,6 +63,7 @@ __all__ = [
     "kill_group",
     "kill_tree",
     "live_children",
+    "finish_sandboxed",
     "run_sandboxed",
     "scrubbed_env",
     "spawn",
@@ -593,22 +594,32 @@ def run_sandboxed(
     """
     with tempfile.TemporaryFile() as out:
         proc = spawn(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-        code: int | None = None
-        timed_out = cancelled = False
-        try:
-            if cancel is None:
-                code, timed_out, cancelled = _wait_or_cancel(proc, timeout, threading.Event())
-            else:
-                code, timed_out, cancelled = _wait_or_cancel(proc, timeout, cancel)
-        finally:
-            if code is None:  # timed out, cancelled, or the caller was interrupted
-                kill_tree(proc, wait=None)
-                proc.wait()
-            kill_tree(proc)  # what it left behind in its group or session; forgets it
-        out.seek(0, os.SEEK_END)
-        size = out.tell()
-        out.seek(max(0, size - excerpt))
-        text = out.read().decode("utf-8", errors="replace")
+        return finish_sandboxed(proc, out, timeout=timeout, cancel=cancel, excerpt=excerpt)
+
+
+def finish_sandboxed(
+    proc: subprocess.Popen,
+    out: IO[bytes],
+    *,
+    timeout: float,
+    cancel: threading.Event | None = None,
+    excerpt: int = DEFAULT_EXCERPT,
+) -> SandboxResult:
+    """Wait for a child `spawn` started with its output going to the file `out`, as `run_sandboxed` waits for its
+    own: its tree killed on a timeout, a cancel or an interruption, and when it exits."""
+    code: int | None = None
+    timed_out = cancelled = False
+    try:
+        code, timed_out, cancelled = _wait_or_cancel(proc, timeout, cancel or threading.Event())
+    finally:
+        if code is None:  # timed out, cancelled, or the caller was interrupted
+            kill_tree(proc, wait=None)
+            proc.wait()
+        kill_tree(proc)  # what it left behind in its group or session; forgets it
+    out.seek(0, os.SEEK_END)
+    size = out.tell()
+    out.seek(max(0, size - excerpt))
+    text = out.read().decode("utf-8", errors="replace")
     return SandboxResult(code, text, timed_out=timed_out, cancelled=cancelled)
 
 

@@ -633,15 +633,13 @@ def _names(metrics: list[str]) -> ct.Array:
     return (ct.c_char_p * len(metrics))(*[m.encode() for m in metrics])
 
 
-class RangeProfiler:
-    """Hardware counters per kernel launch (auto ranges, kernel replay: CUPTI replays each kernel as many times as
-    the counters need passes, saving and restoring the memory it writes). `metrics` that the chip does not know are
-    left out and listed in `unsupported`."""
+class HostConfig:
+    """The range profiler's host side for one device and metric set: the chip, which `metrics` it knows (those it
+    does not are in `unsupported`), the configuration image and the replay passes it needs. Built once per process
+    and kept (`host_config`): a spare profiled process builds it before its request comes."""
 
-    def __init__(self, ctx: int, device_index: int, metrics: list[str], *, max_ranges: int = 256) -> None:
-        self.ctx, self.max_ranges = ctx, max_ranges
+    def __init__(self, ctx: int, device_index: int, metrics: list[str]) -> None:
         self._host = c_vp()
-        self._object = c_vp()
         call("cuptiProfilerInitialize", ct.byref(ProfilerInitialize.new()))
         chip = DeviceGetChipName.new(deviceIndex=device_index)
         call("cuptiDeviceGetChipName", ct.byref(chip))
@@ -651,6 +649,42 @@ class RangeProfiler:
         self._availability = (u8 * availability.counterAvailabilityImageSize)()
         availability.pCounterAvailabilityImage = ct.addressof(self._availability)
         call("cuptiProfilerGetCounterAvailability", ct.byref(availability))
+        self.metrics, self.unsupported = list(metrics), []
+        self._open()
+        try:
+            self._add(self.metrics)
+        except CuptiError:  # one the chip lacks fails the set: find it, one at a time, on a fresh host object
+            self.metrics = []
+            for metric in metrics:
+                self._reopen()
+                try:
+                    self._add([metric])
+                    self.metrics.append(metric)
+                except CuptiError:
+                    self.unsupported.append(metric)
+            if not self.metrics:
+                raise CuptiError(
+                    "cuptiProfilerHostConfigAddMetrics", -1, f"{self.chip} knows none of the metrics asked for"
+                ) from None
+            self._reopen()
+            self._add(self.metrics)
+        size = HostGetConfigImageSize.new(pHostObject=self._host)
+        call("cuptiProfilerHostGetConfigImageSize", ct.byref(size))
+        self.config = (u8 * size.configImageSize)()
+        call(
+            "cuptiProfilerHostGetConfigImage",
+            ct.byref(
+                HostGetConfigImage.new(
+                    pHostObject=self._host, configImageSize=size.configImageSize, pConfigImage=ct.addressof(self.config)
+                )
+            ),
+        )
+        passes = HostGetNumOfPasses.new(configImageSize=len(self.config), pConfigImage=ct.addressof(self.config))
+        call("cuptiProfilerHostGetNumOfPasses", ct.byref(passes))
+        self.passes = int(passes.numOfPasses)
+        self.names = _names(self.metrics)
+
+    def _open(self) -> None:
         host = HostInitialize.new(
             profilerType=PROFILER_TYPE_RANGE,
             pChipName=self.chip.encode(),
@@ -658,44 +692,69 @@ class RangeProfiler:
         )
         call("cuptiProfilerHostInitialize", ct.byref(host))
         self._host = c_vp(host.pHostObject)
-        self.metrics, self.unsupported = [], []
-        for metric in metrics:  # one at a time: a metric the chip lacks fails alone
-            try:
-                self._add([metric])
-                self.metrics.append(metric)
-            except CuptiError:
-                self.unsupported.append(metric)
-        self._host_close()  # the config image is built from a host object holding exactly the supported metrics
-        call("cuptiProfilerHostInitialize", ct.byref(host))
-        self._host = c_vp(host.pHostObject)
-        if not self.metrics:
-            raise CuptiError(
-                "cuptiProfilerHostConfigAddMetrics", -1, f"{self.chip} knows none of the metrics asked for"
-            )
-        self._add(self.metrics)
-        size = HostGetConfigImageSize.new(pHostObject=self._host)
-        call("cuptiProfilerHostGetConfigImageSize", ct.byref(size))
-        self._config = (u8 * size.configImageSize)()
+
+    def _reopen(self) -> None:
+        self.close()
+        self._open()
+
+    def _add(self, metrics: list[str]) -> None:
+        names = _names(metrics)
         call(
-            "cuptiProfilerHostGetConfigImage",
+            "cuptiProfilerHostConfigAddMetrics",
+            ct.byref(HostConfigAddMetrics.new(pHostObject=self._host, ppMetricNames=names, numMetrics=len(metrics))),
+        )
+
+    def evaluate(self, data: ct.Array, index: int) -> dict[str, float]:
+        """The metrics' values in range `index` of the decoded counter data `data`."""
+        values = (ct.c_double * len(self.metrics))()
+        call(
+            "cuptiProfilerHostEvaluateToGpuValues",
             ct.byref(
-                HostGetConfigImage.new(
+                HostEvaluateToGpuValues.new(
                     pHostObject=self._host,
-                    configImageSize=size.configImageSize,
-                    pConfigImage=ct.addressof(self._config),
+                    pCounterDataImage=ct.addressof(data),
+                    counterDataImageSize=len(data),
+                    rangeIndex=index,
+                    ppMetricNames=self.names,
+                    numMetrics=len(self.metrics),
+                    pMetricValues=values,
                 )
             ),
         )
-        passes = HostGetNumOfPasses.new(configImageSize=len(self._config), pConfigImage=ct.addressof(self._config))
-        call("cuptiProfilerHostGetNumOfPasses", ct.byref(passes))
-        self.passes = int(passes.numOfPasses)
+        return dict(zip(self.metrics, list(values), strict=True))
+
+    def close(self) -> None:
+        if self._host:
+            call("cuptiProfilerHostDeinitialize", ct.byref(HostDeinitialize.new(pHostObject=self._host)))
+            self._host = c_vp()
+
+
+_HOSTS: dict[tuple[int, tuple[str, ...]], HostConfig] = {}
+
+
+def host_config(ctx: int, device_index: int, metrics: list[str]) -> HostConfig:
+    """The `HostConfig` for the device and metrics, built on first use and kept for the process."""
+    key = (device_index, tuple(metrics))
+    if key not in _HOSTS:
+        _HOSTS[key] = HostConfig(ctx, device_index, metrics)
+    return _HOSTS[key]
+
+
+class RangeProfiler:
+    """Hardware counters per kernel launch (auto ranges, kernel replay: CUPTI replays each kernel as many times as
+    the counters need passes, saving and restoring the memory it writes), on the host side `host` prepared."""
+
+    def __init__(self, ctx: int, host: HostConfig, *, max_ranges: int = 256) -> None:
+        self.ctx, self.host, self.max_ranges = ctx, host, max_ranges
+        self.metrics, self.unsupported, self.passes = host.metrics, host.unsupported, host.passes
+        self._config = host.config
+        self._object = c_vp()
         enable = RangeProfilerEnable.new(ctx=ctx)
         call("cuptiRangeProfilerEnable", ct.byref(enable))
         self._object = c_vp(enable.pRangeProfilerObject)
-        self._metric_names = _names(self.metrics)
         data_size = RangeProfilerGetCounterDataSize.new(
             pRangeProfilerObject=self._object,
-            pMetricNames=self._metric_names,
+            pMetricNames=host.names,
             numMetrics=len(self.metrics),
             maxNumOfRanges=max_ranges,
             maxNumRangeTreeNodes=max_ranges,
@@ -711,13 +770,6 @@ class RangeProfiler:
                     pCounterData=ct.addressof(self._data),
                 )
             ),
-        )
-
-    def _add(self, metrics: list[str]) -> None:
-        names = _names(metrics)
-        call(
-            "cuptiProfilerHostConfigAddMetrics",
-            ct.byref(HostConfigAddMetrics.new(pHostObject=self._host, ppMetricNames=names, numMetrics=len(metrics))),
         )
 
     def start(self) -> None:
@@ -751,7 +803,6 @@ class RangeProfiler:
         )
         call("cuptiRangeProfilerGetCounterDataInfo", ct.byref(info))
         rows = []
-        values = (ct.c_double * len(self.metrics))()
         for index in range(info.numTotalRanges):
             name = RangeProfilerGetRangeInfo.new(
                 pCounterDataImage=ct.addressof(self._data),
@@ -760,28 +811,9 @@ class RangeProfiler:
                 rangeDelimiter=b"/",
             )
             call("cuptiRangeProfilerCounterDataGetRangeInfo", ct.byref(name))
-            call(
-                "cuptiProfilerHostEvaluateToGpuValues",
-                ct.byref(
-                    HostEvaluateToGpuValues.new(
-                        pHostObject=self._host,
-                        pCounterDataImage=ct.addressof(self._data),
-                        counterDataImageSize=len(self._data),
-                        rangeIndex=index,
-                        ppMetricNames=self._metric_names,
-                        numMetrics=len(self.metrics),
-                        pMetricValues=values,
-                    )
-                ),
-            )
             label = ct.string_at(name.rangeName).decode(errors="replace") if name.rangeName else ""
-            rows.append((label, dict(zip(self.metrics, list(values), strict=True))))
+            rows.append((label, self.host.evaluate(self._data, index)))
         return rows
-
-    def _host_close(self) -> None:
-        if self._host:
-            call("cuptiProfilerHostDeinitialize", ct.byref(HostDeinitialize.new(pHostObject=self._host)))
-            self._host = c_vp()
 
     def close(self) -> None:
         if self._object:
@@ -790,7 +822,3 @@ class RangeProfiler:
             except CuptiError:
                 pass
             self._object = c_vp()
-        try:
-            self._host_close()
-        except CuptiError:
-            pass

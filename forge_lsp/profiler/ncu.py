@@ -23,6 +23,7 @@ from ..engine.task import Task
 from ..sandbox import child_env, default_cache_dir, run_sandboxed
 from .metrics import METRICS
 from .model import DevicePeaks, KernelProfile, OpTime, ProfileResult
+from .spare import Spare, Spares
 from .target import NVTX_RANGE, ProfileCall, ProfileScript
 
 _EXCERPT = 6000
@@ -100,13 +101,15 @@ def profile(
     cache_dir: Path | None = None,
     python: str | None = None,
     in_process: bool = True,
+    spares: Spares | None = None,
 ) -> ProfileResult:
     """Profile the candidate (or the task's reference) on `device`. Never raises for user code.
 
     On a GPU, unless `full` asks for ncu's whole set, the call is profiled in its own process by CUPTI
     (`mode="cupti"`: no ncu start-up, no replay of the whole process); where that is unavailable, under Nsight
     Compute, and the result's `reason` says why the in-process path did not run. `in_process=False` goes straight
-    to ncu."""
+    to ncu. With `spares`, the in-process profile runs in a spare process started ahead (`spare.py`) when one
+    waits, and a spare is started for the next profile."""
     cache = Path(cache_dir or default_cache_dir())
     work = Path(tempfile.mkdtemp(prefix="profile-", dir=_mkdir(cache / "profiles")))
     request = ProfileCall(device=device, task=task, candidate=candidate)
@@ -115,7 +118,8 @@ def profile(
     t0 = time.perf_counter()
     fallback = ""
     if device != "cpu" and not full and in_process:
-        result, fallback = _in_process(request, work, env, python, timeout, kernel, t0)
+        spare = spares.take(device, cache) if spares is not None and spares.python == python else None
+        result, fallback = _in_process(request, work, env, python, timeout, kernel, t0, spare)
         if result is not None:
             return result
     ncu = find_ncu() if device != "cpu" else None
@@ -180,13 +184,24 @@ def _and(first: str, second: str) -> str:
 
 
 def _in_process(
-    request: ProfileCall, work: Path, env: dict[str, str], python: str, timeout: float, kernel: str | None, t0: float
+    request: ProfileCall,
+    work: Path,
+    env: dict[str, str],
+    python: str,
+    timeout: float,
+    kernel: str | None,
+    t0: float,
+    spare: Spare | None = None,
 ) -> tuple[ProfileResult | None, str]:
     """The call profiled by CUPTI inside its own process (`target`'s ``cupti`` mode): (the result, "") when it
     ran, or when the user's code failed (ncu would fail the same way); else (None, why the in-process path is
     unavailable), and the caller goes on to ncu."""
     req = request.model_copy(update={"mode": "cupti", "kernel": kernel or ""}).write(work / "cupti-request.json")
-    code, log, timed_out = _run([python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, work)
+    if spare is not None:
+        ran = spare.run(req, timeout)
+        code, log, timed_out = ran.returncode, ran.output, ran.timed_out
+    else:
+        code, log, timed_out = _run([python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, work)
     result_file = req.with_suffix(".result.json")
     data = json.loads(result_file.read_text()) if result_file.exists() else {}
     seconds = time.perf_counter() - t0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -58,10 +59,92 @@ ProfileRequest = Annotated[ProfileCall | ProfileScript, Field(discriminator="kin
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
+    if args and args[0] == SPARE_FLAG:
+        return serve_spare(args[1])
     request = read_request(ProfileRequest, args[0])
     if isinstance(request, ProfileScript):
         return run_script(request, Path(args[0]))
-    stages: dict[str, float] = {}
+    return run_call(request, Path(args[0]), start(request.device, cupti=request.mode == "cupti"))
+
+
+SPARE_FLAG = "--spare"
+
+
+@dataclass
+class Started:
+    """What the process did before its request: torch imported, CUDA started on the device and, for a profile in
+    the process, CUPTI catching every module loaded from then on. `error` says what failed (the machine's doing,
+    not the user's code)."""
+
+    stages: dict[str, float] = field(default_factory=dict)
+    modules: object = None
+    error: str = ""
+    spare: bool = False
+
+
+def start(device: str, *, cupti: bool, spare: bool = False) -> Started:
+    started = Started(spare=spare)
+    t = time.perf_counter()
+
+    def mark(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        started.stages[("spare_" if spare else "") + name] = round(now - t, 3)
+        t = now
+
+    import torch
+
+    from ..engine.harness import loading  # noqa: F401 - imported ahead: a spare's request finds it loaded
+
+    mark("import")
+    where = torch.device(device)
+    try:
+        if where.type == "cuda":
+            torch.cuda.set_device(where)
+            torch.cuda.init()
+    except Exception as exc:  # noqa: BLE001 - the machine, not the user's code: the in-process path says so
+        started.error = f"CUDA did not start here: {exc}"
+        return started
+    mark("cuda_init")
+    if cupti:  # before anything is built: the modules load at their first launch, and are caught
+        from . import cupti as cupti_api
+
+        try:
+            started.modules = cupti_api.ModuleCubins().start()
+        except cupti_api.CuptiError as exc:
+            started.error = str(exc)
+        mark("cupti_init")
+        if spare and not started.error:  # the counters' host configuration, ahead of the request
+            from .inprocess import prepare
+
+            try:
+                torch.zeros(1, device=where)  # the device's context, which CUPTI configures for
+                prepare(cupti_api.current_context(), where.index or 0)
+            except cupti_api.CuptiError:
+                pass  # the request's own pass tries again, and says what failed
+            mark("cupti_counters_prepared")
+    return started
+
+
+def serve_spare(device: str) -> int:
+    """A spare profiled process: started (torch, CUDA, CUPTI) before anyone asks, it says ``ready`` and waits for
+    one request's path on stdin, profiles that call in the process and exits. Nothing arriving (the parent closed
+    the pipe) ends it."""
+    started = start(device, cupti=True, spare=True)
+    print("ready", flush=True)
+    line = sys.stdin.readline().strip()
+    if not line:
+        return 0
+    request = read_request(ProfileRequest, line)
+    if not isinstance(request, ProfileCall) or request.mode != "cupti" or request.device != device:
+        raise SystemExit(f"a spare for {device} profiles calls in the process only, not {request!r}")
+    return run_call(request, Path(line), started)
+
+
+def run_call(request: ProfileCall, request_file: Path, started: Started) -> int:
+    """Build the task's model (or the candidate's), make its inputs, warm up, then profile one call as
+    `request.mode` says; the result goes beside `request_file`."""
+    stages = dict(started.stages)
     t_stage = time.perf_counter()
 
     def mark(name: str) -> None:
@@ -74,29 +157,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from ..engine.harness.loading import cached_load_inline, call_model, exec_module
 
-    mark("import")
-    device = torch.device(request.device)
-    result_file = Path(args[0]).with_suffix(".result.json")
-    try:
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-            torch.cuda.init()
-    except Exception as exc:  # noqa: BLE001 - the machine, not the user's code: the in-process path says so
+    result_file = request_file.with_suffix(".result.json")
+    if started.error:
         if request.mode != "cupti":
-            raise
-        result_file.write_text(json.dumps({"cupti_error": f"CUDA did not start here: {exc}"}))
+            raise RuntimeError(started.error)
+        result_file.write_text(json.dumps({"cupti_error": started.error}))
         return 3
-    mark("cuda_init")
-    modules = None
-    if request.mode == "cupti":  # before anything is built: the modules load at their first launch, and are caught
-        from . import cupti
-
-        try:
-            modules = cupti.ModuleCubins().start()
-        except cupti.CuptiError as exc:
-            result_file.write_text(json.dumps({"cupti_error": str(exc)}))
-            return 3
-        mark("cupti_init")
+    modules = started.modules
+    device = torch.device(request.device)
     task, candidate = request.task, request.candidate
     task_mod = exec_module(task.source, "task", "task")
     torch.manual_seed(task.seed)

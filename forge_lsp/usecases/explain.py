@@ -106,8 +106,12 @@ def cuda_target(req: ProfileRequest) -> tuple[str, Path]:
     return kernel, loaders[0]
 
 
-def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None = None) -> Profiled:
-    """Profile what `req` names; `on_start` hears what is about to be profiled (it takes seconds)."""
+def profile_target(
+    req: ProfileRequest, on_start: Callable[[str], None] | None = None, *, keep_spare: bool = False
+) -> Profiled:
+    """Profile what `req` names; `on_start` hears what is about to be profiled (it takes seconds). `keep_spare`: a
+    caller that will profile again (the language server, the optimizer's Judge) profiles in a spare process
+    started ahead when one waits, and keeps one waiting for its next profile (`profiler.spare`)."""
     from ..profiler.ncu import profile, profile_cu_kernel
 
     device = resolve_device(check_device(req.device))
@@ -155,6 +159,7 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
         timeout=req.timeout,
         cache_dir=req.cache_dir,
         in_process=req.in_process,
+        spares=_spares() if keep_spare else None,
     )
     # the profiled process ran the worker's copies of the files: tracebacks name the user's files instead
     result.log_excerpt = task_paths(result.log_excerpt or "", task, cand)
@@ -162,6 +167,28 @@ def profile_target(req: ProfileRequest, on_start: Callable[[str], None] | None =
     source_file = req.candidate or req.target
     map_hot_lines(result, cand.source if cand is not None else task.source, str(source_file), worker_copies(task, cand))
     return Profiled(result, device, source_file)
+
+
+def _spares():
+    from ..profiler.spare import shared
+
+    return shared()
+
+
+def warm_spare(device: str, cache_dir: Path | None = None) -> None:
+    """Start a spare profiled process for `device` now, so that the next profile kept with `keep_spare` finds it
+    started (the editor's first Explain, the Judge's first round)."""
+    from ..sandbox import default_cache_dir
+
+    if device != "cpu":
+        _spares().warm(resolve_device(device), Path(cache_dir or default_cache_dir()))
+
+
+def close_spares() -> None:
+    """End the spare profiled processes this process keeps."""
+    from ..profiler.spare import close_shared
+
+    close_shared()
 
 
 def failure_excerpt(result: ProfileResult, lines: int = 15) -> str:
@@ -181,10 +208,11 @@ def explain(
     narrative: bool = False,
     workspace: Path | None = None,
     on_start: Callable[[str], None] | None = None,
+    keep_spare: bool = False,
 ) -> ExplainResult:
     """Profile, then place each kernel on the roofline and rank its bottlenecks; with `narrative`, the
-    Judge's narrative when the workspace configures a model."""
-    profiled = profile_target(req, on_start)
+    Judge's narrative when the workspace configures a model. `keep_spare` as for `profile_target`."""
+    profiled = profile_target(req, on_start, keep_spare=keep_spare)
     peaks, note, explanations = _explanations(profiled, req.cache_dir)
     out = ExplainResult(profiled, peaks, note, explanations)
     if not explanations:
@@ -279,11 +307,12 @@ def judge_feedback(device: str, cache_dir: Path | None = None, timeout: float = 
     longest kernel), as plain data; None on the CPU, where there are no counters."""
     if device == "cpu":
         return None
+    warm_spare(device, cache_dir)  # the first round's profile finds its process started
 
     def feedback(task: Task, candidate: Candidate) -> dict[str, Any] | None:
         from ..profiler.ncu import device_peaks, profile
 
-        result = profile(task, candidate, device=device, cache_dir=cache_dir, timeout=timeout)
+        result = profile(task, candidate, device=device, cache_dir=cache_dir, timeout=timeout, spares=_spares())
         from ..engine.logparse import worker_module_name
 
         copies = worker_copies(task, candidate)  # a candidate the model wrote has no file: its lines name it

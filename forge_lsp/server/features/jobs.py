@@ -58,7 +58,16 @@ def register(ls: ForgeServer) -> None:
         return wire(CancelResult(cancelled=ls.cancel_job(job_id)))
 
 
-FEATURE = Unit("jobs", register)  # the jobs' lenses and actions are `targets`'s, `hotspots`'s and `model_wide`'s
+def close(ls: ForgeServer) -> None:
+    """The spare profiled processes the session's profiles kept waiting end with it."""
+    from ...usecases.explain import close_spares
+
+    close_spares()
+
+
+FEATURE = Unit(
+    "jobs", register, close=close
+)  # the jobs' lenses and actions are `targets`'s, `hotspots`'s and model_wide's
 
 
 def start(ls: ForgeServer, kind: str, uri: str, target: str) -> JobStarted:
@@ -319,7 +328,7 @@ def _explain_job(
     compiler errors and (Explain) its findings to diagnostics."""
     from ...usecases.explain import explain
 
-    explained = explain(request, on_start=lambda what: ls.job_progress(job, what, 10))
+    explained = explain(request, on_start=lambda what: ls.job_progress(job, what, 10), keep_spare=True)
     source = explained.profiled.source_file
     # lines found in the text the job started from are not marked on a text edited since
     stale = ls.changed_since(job.uri, doc_sha)
