@@ -152,22 +152,33 @@ def get_init_inputs():
 
 def profiled(tmp_path, task_source: str, candidate_source: str, path: str):
     """The candidate (written as `cand.py` beside its task) profiled through the explain use case on the GPU: its path
-    and the `ProfileResult`, which must come from the path asked for (`cupti`: in the process; `ncu`)."""
+    and the `ProfileResult`, which must come from the path asked for (`cupti`: in the process; `spare`: in the
+    process, one started ahead; `ncu`)."""
     from forge_lsp.usecases.explain import ProfileRequest, profile_target
 
     task, cand = tmp_path / "task.py", tmp_path / "cand.py"
     task.write_text(task_source)
     cand.write_text(candidate_source)
     request = ProfileRequest(
-        target=task, candidate=cand, device="cuda:0", cache_dir=tmp_path / "cache", in_process=path == "cupti"
+        target=task, candidate=cand, device="cuda:0", cache_dir=tmp_path / "cache", in_process=path != "ncu"
     )
-    result = profile_target(request).result
-    assert result.mode == path, (result.reason, result.log_excerpt[-2000:])
+    if path == "spare":  # in a spare process started ahead, as the language server and the Judge profile
+        from forge_lsp.profiler.spare import shared
+        from forge_lsp.usecases.explain import close_spares
+
+        try:
+            assert shared().wait_ready("cuda:0", tmp_path / "cache")
+            result = profile_target(request, keep_spare=True).result
+        finally:
+            close_spares()
+    else:
+        result = profile_target(request).result
+    assert result.mode == {"spare": "cupti"}.get(path, path), (result.reason, result.log_excerpt[-2000:])
     return cand, result
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", ["cupti", "ncu"])
+@pytest.mark.parametrize("path", ["cupti", "spare", "ncu"])
 def test_the_hot_line_of_a_load_inline_candidate_is_its_own_py_files_line(tmp_path, path):
     """On the GPU, in the process and under Nsight Compute: the hot line of the candidate's kernel is a line of its `.py` file, inside
     the kernel's string (the line compiled from it in load_inline's `cuda.cu` is kept beside it)."""
@@ -295,7 +306,7 @@ def get_init_inputs():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", ["cupti", "ncu"])
+@pytest.mark.parametrize("path", ["cupti", "spare", "ncu"])
 def test_the_hot_line_of_an_nvrtc_candidate_is_its_own_py_files_line(tmp_path, path):
     """On the GPU, in the process and under Nsight Compute: the hot line of an NVRTC kernel (a gather, stalled on its dependent load) is
     a line of the candidate's `.py` string, found through the programs the profiled process compiled."""

@@ -636,7 +636,7 @@ def _names(metrics: list[str]) -> ct.Array:
 class HostConfig:
     """The range profiler's host side for one device and metric set: the chip, which `metrics` it knows (those it
     does not are in `unsupported`), the configuration image and the replay passes it needs. Built once per process
-    and kept (`host_config`): a spare profiled process builds it before its request comes."""
+    and kept (`host_config`)."""
 
     def __init__(self, ctx: int, device_index: int, metrics: list[str]) -> None:
         self._host = c_vp()

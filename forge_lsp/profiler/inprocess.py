@@ -4,7 +4,8 @@ new process. Three passes over the same call, each alone on the device:
 1. kernel activity records: each launch's duration, grid, block, registers and shared memory;
 2. PC sampling: where the warps stalled and why, mapped to source lines through the cubins of the modules the
    process loaded (captured from the start, before the candidate was built);
-3. the range profiler, kernel replay: the hardware counters the findings and the roofline need.
+3. the range profiler, kernel replay: the hardware counters the findings and the roofline need. It comes last:
+   once CUPTI's profiler is initialized in a process, PC sampling there collects nothing.
 
 `collect` runs them (CUPTI through `cupti.py`); `kernels_of` turns what they gave into `KernelProfile`s with the
 metrics named as ncu names them, so `analyze` and `roofline` read both paths alike. `kernels_of` is pure.
@@ -103,14 +104,6 @@ def collect(
         out.notes.append(f"counters: {exc}")
     mark("cupti_counters")
     return out
-
-
-def prepare(ctx: int, device_index: int) -> None:
-    """What the counters pass needs that no call does (the range profiler's host configuration, the longest part
-    of its set-up), done now: a spare profiled process does it before its request comes."""
-    from . import cupti
-
-    cupti.host_config(ctx, device_index, RANGE_METRICS)
 
 
 def _is_total(metric: str) -> bool:
