@@ -28,6 +28,9 @@ HOTSPOT_CHILD = (
 )
 HOTSPOT_CHILD_RULE = "the hot-spot child's modules are imported only inside a child process"
 
+#: What only the profiled process loads: CUPTI and the passes over the call.
+PROFILED_PROCESS = ("forge_lsp.profiler.cupti", "forge_lsp.profiler.inprocess")
+
 #: Modules that run only in child processes (workers, profiled and probe subprocesses, candidates, examples):
 #: the only ones that may import torch or triton. The server, the CLI and the agent never do.
 CHILD_PROCESS_MODULES = (
@@ -36,6 +39,7 @@ CHILD_PROCESS_MODULES = (
     "forge_lsp.engine.harness",
     "forge_lsp.runtime",
     "forge_lsp.profiler.target",
+    *PROFILED_PROCESS,
     "forge_lsp.profiler.peaks",
     "forge_lsp.agent.offline.probe",
     "forge_lsp.agent.offline.library",
@@ -87,6 +91,12 @@ RULES = (
     Rule("only the provider talks to models", ("*",), ("openai",), exempt=("forge_lsp.agent.provider",)),
     Rule("torch and triton only in child processes", ("*",), ("torch", "triton"), exempt=CHILD_PROCESS_MODULES),
     Rule("only the Ray executor imports ray", ("*",), ("ray",), exempt=("forge_lsp.engine.ray_executor",)),
+    Rule(
+        "CUPTI is loaded only in the profiled process",
+        ("*",),
+        PROFILED_PROCESS,
+        exempt=("forge_lsp.profiler.target", *PROFILED_PROCESS),
+    ),
     Rule("the sandbox stands alone", ("forge_lsp.sandbox",), ("forge_lsp",)),
     Rule("the thread-safe parse stands alone", ("forge_lsp.parsing",), ("forge_lsp",)),
     Rule("the child-process request and script runner stand alone", ("forge_lsp.child",), ("forge_lsp",)),
