@@ -158,3 +158,24 @@ def test_more_sectors_a_request_than_any_access_width_needs_is_uncoalesced_and_r
     assert findings[0].rule == "uncoalesced_global_access", [(f.rule, f.severity) for f in findings]
     assert findings[0].title.startswith("Uncoalesced global stores: 32.0 sectors")
     assert any(f.rule == "stall_long_scoreboard" for f in findings[1:])
+
+
+def test_scattered_stores_that_move_a_sliver_of_the_dram_traffic_rank_below_the_compute_roof(monkeypatch):
+    """A Hopper GEMM as the in-process counters see it: its operands come by TMA (no load instruction's sectors), its
+    few epilogue stores look scattered. Those stores are not what bounds it: the compute roof ranks first."""
+    rows = [Row(0x00, "/cache/k.cu", 3), Row(0x30, "/cache/k.cu", 7)]
+    flops = 0.8 * PEAKS.fp32_flops_per_s * 80e-6  # 80% of the fp32 roof over the two launches' 80 µs
+    counters = {
+        "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": flops / 4,  # per launch: half the FMAs, 2 flops each
+        "dram__bytes_read.sum": 5e7,
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": 32e3,  # 1 MB a launch through L1: 2% of the DRAM bytes
+        "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": 1e3,
+        "sm__warps_active.avg.pct_of_peak_sustained_active": 40.0,
+    }
+    collected, table = collected_for(rows, counters=counters, stalls={PCSAMP_PREFIX + "math_pipe_throttle": 900})
+    (profile,) = profiles_with_table(collected, table, monkeypatch)
+    findings = analyze(profile, PEAKS)
+    assert findings[0].rule == "compute_bound", [(f.rule, f.severity) for f in findings]
+    scattered = next(f for f in findings if f.rule == "uncoalesced_global_access")
+    assert scattered.evidence["lsu_share_of_dram_bytes"] == pytest.approx(2 * 32e3 * 32 / 1e8)
+    assert scattered.severity < findings[0].severity

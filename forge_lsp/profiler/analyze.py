@@ -49,6 +49,10 @@ UNCOALESCED_SECTORS_PER_REQUEST = 8.0
 # vector access from a wasteful scalar one, and the finding ranks below any certain one.
 VECTOR_SECTORS_PER_REQUEST = 16.0
 AMBIGUOUS_SECTORS_SEVERITY = 0.25
+# Sectors of load/store instructions moving less than this share of the kernel's DRAM bytes: a minor path (the
+# rest came by TMA or bulk copies, as in cuBLAS's Hopper GEMMs), ranked like an ambiguous finding.
+MINOR_LSU_SHARE = 0.5
+SECTOR_BYTES = 32.0
 # One sector per thread (fully scattered): the severity saturates here.
 SCATTERED_SECTORS_PER_REQUEST = 32.0
 
@@ -548,6 +552,16 @@ def _coalescing_rule(ctx: _Context) -> Iterator[Finding]:
     # up to 16 sectors a request is what 128-bit accesses need: without the access width (ncu's source counters),
     # that is a question, not a cause to rank above what is certain
     maybe_vector = worst <= VECTOR_SECTORS_PER_REQUEST
+    # every byte a load or store instruction moves passes through L1 as these sectors; when they are a small part of
+    # the DRAM traffic, the rest came by other paths (TMA, bulk copies) and these accesses are not the bottleneck
+    lsu_bytes = SECTOR_BYTES * sum(ctx.metric(m) or 0.0 for m in GLOBAL_SECTORS.values())
+    moved = dram_bytes(ctx.profile.metrics)
+    minor = moved > 0 and lsu_bytes < MINOR_LSU_SHARE * moved
+    evidence = {f"{kind}_sectors_per_request": ratio for kind, ratio in ratios.items()} | {
+        "ideal_sectors_per_request": IDEAL_SECTORS_PER_REQUEST
+    }
+    if minor:
+        evidence["lsu_share_of_dram_bytes"] = lsu_bytes / moved
     yield Finding(
         rule="uncoalesced_global_access",
         title=(
@@ -556,10 +570,9 @@ def _coalescing_rule(ctx: _Context) -> Iterator[Finding]:
             + (f", {VECTOR_SECTORS_PER_REQUEST:.0f} for 128-bit ones)" if maybe_vector else ")")
         ),
         severity=AMBIGUOUS_SECTORS_SEVERITY
-        if maybe_vector
+        if maybe_vector or minor
         else _severity(worst, VECTOR_SECTORS_PER_REQUEST, SCATTERED_SECTORS_PER_REQUEST, floor=0.5),
-        evidence={f"{kind}_sectors_per_request": ratio for kind, ratio in ratios.items()}
-        | {"ideal_sectors_per_request": IDEAL_SECTORS_PER_REQUEST},
+        evidence=evidence,
         lines=_lines(ctx.profile, MEMORY_STALLS),
         suggestion=_COALESCING_ADVICE
         + (
