@@ -14,12 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine import Candidate, Task, TaskError, load_candidate, load_task, resolve_device
 from ..engine.candidate import gpu_requirement
 from ..profiler.model import DevicePeaks, Explanation, KernelProfile, ProfileResult
 from ..profiler.source_map import map_hot_lines
+
+if TYPE_CHECKING:
+    from ..profiler.spare import Spares
 from .common import UseCaseError, check_device, find_workspace, task_paths, worker_copies
 
 CUDA_SUFFIXES = (".cu", ".cuh")
@@ -169,7 +172,7 @@ def profile_target(
     return Profiled(result, device, source_file)
 
 
-def _spares():
+def _spares() -> Spares:
     from ..profiler.spare import shared
 
     return shared()
