@@ -158,3 +158,39 @@ def test_register_spans_follow_values_from_definition_to_last_read():
         "EXIT",
     ]
     assert register_spans(sass) == [3, 4, 2, 3, 0, 0, 0, 0]
+
+
+SLOW_TASK = """import time
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        time.sleep(30)
+        return x * 2
+
+
+def get_inputs():
+    return [torch.randn(4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_cancelled_profile_kills_its_process_and_says_cancelled(tmp_path, cache_dir):
+    import threading
+    import time
+
+    from forge_lsp.sandbox import live_children
+
+    (tmp_path / "slow.py").write_text(SLOW_TASK)
+    cancel = threading.Event()
+    threading.Timer(3.0, cancel.set).start()
+    t0 = time.monotonic()
+    result = profile(load_task(tmp_path / "slow.py"), device="cpu", cache_dir=cache_dir, cancel=cancel)
+    assert result.mode == "degraded" and result.reason == "cancelled"
+    assert time.monotonic() - t0 < 20  # not the 90 s its warm-up calls would take
+    assert not live_children()

@@ -588,6 +588,36 @@ def test_cancelling_an_optimize_during_the_graph_probe_ends_the_probe_and_its_ch
     c.alive_and_answering()
 
 
+def test_cancelling_an_explain_kills_its_profiled_process(raw, tmp_path):
+    """An Explain whose module hangs in its forward: `forge.cancel` kills the profiled process within a second and
+    the job ends as cancelled, with no finding published."""
+    source = TASK.replace(
+        "    def forward(self, x):\n", "    def forward(self, x):\n        import time\n        time.sleep(600)\n", 1
+    )
+    (tmp_path / "hangs.py").write_text(source)
+    c = raw()
+    c.initialize(tmp_path, PROGRESS, {"device": "cpu"})
+    uri = c.open(tmp_path / "hangs.py")
+    started = c.call("workspace/executeCommand", {"command": "forge.explain", "arguments": [uri, "Model"]})
+    job = started["result"]["job"]
+
+    def profiled() -> list[int]:
+        return [p for p in descendants(c.proc.pid) if "forge_lsp.profiler.target" in cmdline(p)]
+
+    tree = c.wait(lambda: profiled(), 120, "the profiled process")
+    time.sleep(1.0)  # starting, or already in its hanging warm-up call: either way it must go
+    t0 = time.monotonic()
+    reply = c.call("workspace/executeCommand", {"command": "forge.cancel", "arguments": [job]})
+    assert "result" in reply, reply
+    while running(tree) and time.monotonic() - t0 < 1.5:
+        time.sleep(0.05)
+    assert not running(tree), [(p, cmdline(p)) for p in running(tree)]
+    end = ended(c, job, 30)
+    assert "cancel" in end["message"], end
+    assert job_of(c, job)["status"] == "cancelled"
+    c.alive_and_answering()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", ["os._exit(3)", "__import__('ctypes').string_at(0)"], ids=["exit", "segfault"])
 def test_a_reference_that_exits_or_segfaults_is_the_users_and_no_candidate_is_asked_for(

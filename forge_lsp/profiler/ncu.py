@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -84,10 +85,23 @@ def ncu_command(
     return cmd + target_args
 
 
-def _run(cmd: list[str], env: dict[str, str], timeout: float, cwd: Path) -> tuple[int | None, str, bool]:
-    """`run_sandboxed` as (returncode or None on timeout, output tail, timed_out)."""
-    r = run_sandboxed(cmd, env=env, cwd=cwd, timeout=timeout, excerpt=_EXCERPT)
+class ProfileCancelled(Exception):
+    """The profile's `cancel` event was set: its process was killed, and nothing was profiled."""
+
+
+def _run(
+    cmd: list[str], env: dict[str, str], timeout: float, cwd: Path, cancel: threading.Event | None = None
+) -> tuple[int | None, str, bool]:
+    """`run_sandboxed` as (returncode or None on timeout, output tail, timed_out); `ProfileCancelled` when `cancel`
+    was set meanwhile (the process is killed)."""
+    r = run_sandboxed(cmd, env=env, cwd=cwd, timeout=timeout, cancel=cancel, excerpt=_EXCERPT)
+    if r.cancelled:
+        raise ProfileCancelled
     return r.returncode, r.output, r.timed_out
+
+
+def cancelled_result(t0: float) -> ProfileResult:
+    return ProfileResult(mode="degraded", reason="cancelled", seconds=time.perf_counter() - t0)
 
 
 def profile(
@@ -102,6 +116,7 @@ def profile(
     python: str | None = None,
     in_process: bool = True,
     spares: Spares | None = None,
+    cancel: threading.Event | None = None,
 ) -> ProfileResult:
     """Profile the candidate (or the task's reference) on `device`. Never raises for user code.
 
@@ -109,7 +124,28 @@ def profile(
     (`mode="cupti"`: no ncu start-up, no replay of the whole process); where that is unavailable, under Nsight
     Compute, and the result's `reason` says why the in-process path did not run. `in_process=False` goes straight
     to ncu. With `spares`, the in-process profile runs in a spare process started ahead (`spare.py`) when one
-    waits, and a spare is started for the next profile."""
+    waits, and a spare is started for the next profile. Setting `cancel` kills the profiled process: the result
+    is degraded, its reason "cancelled"."""
+    t0 = time.perf_counter()
+    try:
+        return _profile(task, candidate, device, kernel, full, timeout, cache_dir, python, in_process, spares, cancel)
+    except ProfileCancelled:
+        return cancelled_result(t0)
+
+
+def _profile(
+    task: Task,
+    candidate: Candidate | None,
+    device: str,
+    kernel: str | None,
+    full: bool,
+    timeout: float,
+    cache_dir: Path | None,
+    python: str | None,
+    in_process: bool,
+    spares: Spares | None,
+    cancel: threading.Event | None,
+) -> ProfileResult:
     cache = Path(cache_dir or default_cache_dir())
     work = Path(tempfile.mkdtemp(prefix="profile-", dir=_mkdir(cache / "profiles")))
     request = ProfileCall(device=device, task=task, candidate=candidate)
@@ -119,7 +155,7 @@ def profile(
     fallback = ""
     if device != "cpu" and not full and in_process:
         spare = spares.take(device, cache) if spares is not None and spares.python == python else None
-        result, fallback = _in_process(request, work, env, python, timeout, kernel, t0, spare)
+        result, fallback = _in_process(request, work, env, python, timeout, kernel, t0, spare, cancel)
         if result is not None:
             return result
     ncu = find_ncu() if device != "cpu" else None
@@ -129,11 +165,11 @@ def profile(
             if device == "cpu"
             else "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu"
         )
-        return _degraded(request, work, env, python, timeout, _and(fallback, why), t0)
+        return _degraded(request, work, env, python, timeout, _and(fallback, why), t0, cancel=cancel)
     req = request.write(work / "request.json")
     report = work / "profile.ncu-rep"
     cmd = ncu_command(ncu, report, [python, "-m", "forge_lsp.profiler.target", str(req)], kernel=kernel, full=full)
-    code, log, timed_out = _run(cmd, env, timeout, work)
+    code, log, timed_out = _run(cmd, env, timeout, work, cancel)
     if timed_out:
         return ProfileResult(
             mode="degraded",
@@ -142,7 +178,7 @@ def profile(
             log_excerpt=log,
         )
     if "ERR_NVGPUCTRPERM" in log:
-        return _degraded(request, work, env, python, timeout, PERMISSION_HELP, t0, log)
+        return _degraded(request, work, env, python, timeout, PERMISSION_HELP, t0, log, cancel=cancel)
     if code != 0 or not report.exists():
         return ProfileResult(
             mode="degraded",
@@ -192,16 +228,19 @@ def _in_process(
     kernel: str | None,
     t0: float,
     spare: Spare | None = None,
+    cancel: threading.Event | None = None,
 ) -> tuple[ProfileResult | None, str]:
     """The call profiled by CUPTI inside its own process (`target`'s ``cupti`` mode): (the result, "") when it
     ran, or when the user's code failed (ncu would fail the same way); else (None, why the in-process path is
     unavailable), and the caller goes on to ncu."""
     req = request.model_copy(update={"mode": "cupti", "kernel": kernel or ""}).write(work / "cupti-request.json")
     if spare is not None:
-        ran = spare.run(req, timeout)
+        ran = spare.run(req, timeout, cancel)
+        if ran.cancelled:
+            raise ProfileCancelled
         code, log, timed_out = ran.returncode, ran.output, ran.timed_out
     else:
-        code, log, timed_out = _run([python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, work)
+        code, log, timed_out = _run([python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, work, cancel)
     result_file = req.with_suffix(".result.json")
     data = json.loads(result_file.read_text()) if result_file.exists() else {}
     seconds = time.perf_counter() - t0
@@ -248,9 +287,12 @@ def _degraded(
     t0: float,
     log: str = "",
     cwd: Path | None = None,
+    cancel: threading.Event | None = None,
 ) -> ProfileResult:
     req = request.model_copy(update={"mode": "degraded"}).write(work / "request.json")
-    code, out, timed_out = _run([python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, cwd or work)
+    code, out, timed_out = _run(
+        [python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, cwd or work, cancel
+    )
     result_file = req.with_suffix(".result.json")
     if timed_out or code != 0 or not result_file.exists():
         failure = "timed out" if timed_out else f"exited with code {code}"
@@ -321,14 +363,38 @@ def profile_script(
     timeout: float = 300.0,
     cache_dir: Path | None = None,
     python: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> ProfileResult:
     """Profile kernels named like `kernel` (regex) that a user's script launches.
 
     For a kernel in a `.cu` file: the entry script (which loads and launches it) runs under ncu
     in its own folder with the worker environment; ncu keeps `launch_count` launches after skipping
     `launch_skip` (skip warm-up launches). Without ncu or counters: the script runs under
-    torch.profiler and the matching kernels' device times are reported, with the reason.
+    torch.profiler and the matching kernels' device times are reported, with the reason. Setting `cancel` kills
+    the script: the result is degraded, its reason "cancelled".
     """
+    t0 = time.perf_counter()
+    try:
+        return _profile_script(
+            entry, kernel, device, args, launch_skip, launch_count, full, timeout, cache_dir, python, cancel
+        )
+    except ProfileCancelled:
+        return cancelled_result(t0)
+
+
+def _profile_script(
+    entry: Path,
+    kernel: str,
+    device: str,
+    args: list[str] | None,
+    launch_skip: int,
+    launch_count: int,
+    full: bool,
+    timeout: float,
+    cache_dir: Path | None,
+    python: str | None,
+    cancel: threading.Event | None,
+) -> ProfileResult:
     cache = Path(cache_dir or default_cache_dir())
     work = Path(tempfile.mkdtemp(prefix="profile-", dir=_mkdir(cache / "profiles")))
     entry = Path(entry).resolve()
@@ -344,7 +410,7 @@ def profile_script(
             if device == "cpu"
             else "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu"
         )
-        return _degraded(request, work, env, python, timeout, why, t0, cwd=entry.parent)
+        return _degraded(request, work, env, python, timeout, why, t0, cwd=entry.parent, cancel=cancel)
     report = work / "profile.ncu-rep"
     cmd = [
         ncu,
@@ -379,7 +445,9 @@ def profile_script(
         ]
     )
     req = request.write(work / "request.json")
-    code, log, timed_out = _run(cmd + [python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, entry.parent)
+    code, log, timed_out = _run(
+        cmd + [python, "-m", "forge_lsp.profiler.target", str(req)], env, timeout, entry.parent, cancel
+    )
     if timed_out:
         return ProfileResult(
             mode="degraded",
@@ -388,7 +456,7 @@ def profile_script(
             log_excerpt=log,
         )
     if "ERR_NVGPUCTRPERM" in log:
-        return _degraded(request, work, env, python, timeout, PERMISSION_HELP, t0, log, cwd=entry.parent)
+        return _degraded(request, work, env, python, timeout, PERMISSION_HELP, t0, log, cwd=entry.parent, cancel=cancel)
     if not report.exists():
         return ProfileResult(
             mode="degraded",

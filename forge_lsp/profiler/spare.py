@@ -42,8 +42,9 @@ class Spare:
         """Whether it has started (torch, CUDA, CUPTI) and waits for its request."""
         return self.alive() and os.pread(self.out.fileno(), 64, 0).startswith(b"ready")
 
-    def run(self, request_file: Path, timeout: float):
-        """Hand it the request and wait for it, as `run_sandboxed` waits (`SandboxResult`)."""
+    def run(self, request_file: Path, timeout: float, cancel: threading.Event | None = None):
+        """Hand it the request and wait for it, as `run_sandboxed` waits (`SandboxResult`): killed on a timeout or
+        when `cancel` is set."""
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write(f"{request_file}\n".encode())
@@ -51,7 +52,7 @@ class Spare:
         except (BrokenPipeError, OSError):
             pass  # it died meanwhile: its exit status and output say why
         try:
-            return finish_sandboxed(self.proc, self.out, timeout=timeout)
+            return finish_sandboxed(self.proc, self.out, timeout=timeout, cancel=cancel)
         finally:
             self.out.close()
 

@@ -11,6 +11,7 @@ Profile / Explain and the Judge all go through here.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,11 +111,16 @@ def cuda_target(req: ProfileRequest) -> tuple[str, Path]:
 
 
 def profile_target(
-    req: ProfileRequest, on_start: Callable[[str], None] | None = None, *, keep_spare: bool = False
+    req: ProfileRequest,
+    on_start: Callable[[str], None] | None = None,
+    *,
+    keep_spare: bool = False,
+    cancel: threading.Event | None = None,
 ) -> Profiled:
     """Profile what `req` names; `on_start` hears what is about to be profiled (it takes seconds). `keep_spare`: a
     caller that will profile again (the language server, the optimizer's Judge) profiles in a spare process
-    started ahead when one waits, and keeps one waiting for its next profile (`profiler.spare`)."""
+    started ahead when one waits, and keeps one waiting for its next profile (`profiler.spare`). Setting `cancel`
+    kills the profiled process (a task's profile): the result is degraded, its reason "cancelled"."""
     from ..profiler.ncu import profile, profile_cu_kernel
 
     device = resolve_device(check_device(req.device))
@@ -135,6 +141,7 @@ def profile_target(
             launch_skip=req.launch_skip,
             timeout=req.timeout,
             cache_dir=req.cache_dir,
+            cancel=cancel,
         )
         if device == "cpu" and "CudaCompileError" not in (result.log_excerpt or ""):
             raise UseCaseError(no_gpu + " (it compiles)")
@@ -163,6 +170,7 @@ def profile_target(
         cache_dir=req.cache_dir,
         in_process=req.in_process,
         spares=_spares() if keep_spare else None,
+        cancel=cancel,
     )
     # the profiled process ran the worker's copies of the files: tracebacks name the user's files instead
     result.log_excerpt = task_paths(result.log_excerpt or "", task, cand)
@@ -212,10 +220,11 @@ def explain(
     workspace: Path | None = None,
     on_start: Callable[[str], None] | None = None,
     keep_spare: bool = False,
+    cancel: threading.Event | None = None,
 ) -> ExplainResult:
     """Profile, then place each kernel on the roofline and rank its bottlenecks; with `narrative`, the
     Judge's narrative when the workspace configures a model. `keep_spare` as for `profile_target`."""
-    profiled = profile_target(req, on_start, keep_spare=keep_spare)
+    profiled = profile_target(req, on_start, keep_spare=keep_spare, cancel=cancel)
     peaks, note, explanations = _explanations(profiled, req.cache_dir)
     out = ExplainResult(profiled, peaks, note, explanations)
     if not explanations:

@@ -6,6 +6,7 @@ into proposals, diagnostics and hover numbers."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -328,7 +329,11 @@ def _explain_job(
     compiler errors and (Explain) its findings to diagnostics."""
     from ...usecases.explain import explain
 
-    explained = explain(request, on_start=lambda what: ls.job_progress(job, what, 10), keep_spare=True)
+    stop = threading.Event()
+    ls.on_cancel(job, stop.set)  # kills the profiled process: an explanation nobody waits for takes no device time
+    explained = explain(request, on_start=lambda what: ls.job_progress(job, what, 10), keep_spare=True, cancel=stop)
+    if stop.is_set():
+        return
     source = explained.profiled.source_file
     # lines found in the text the job started from are not marked on a text edited since
     stale = ls.changed_since(job.uri, doc_sha)
