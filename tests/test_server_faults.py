@@ -588,6 +588,38 @@ def test_cancelling_an_optimize_during_the_graph_probe_ends_the_probe_and_its_ch
     c.alive_and_answering()
 
 
+def test_on_a_gpu_machine_a_spare_profiled_process_waits_from_the_start_and_ends_with_the_server(raw, tmp_path):
+    """A machine whose `nvidia-smi -L` lists a GPU: the server starts one spare profiled process when the workspace
+    opens (the first Explain finds torch and CUDA up), and it is gone when the editor goes. With
+    FORGE_PROFILE_SPARE=0 there is none."""
+    if Path("/proc/driver/nvidia/gpus").exists():
+        pytest.skip("a real GPU here: the count does not come from the stand-in nvidia-smi")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!{sys.executable}\nprint('GPU 0: NVIDIA H200 (UUID: GPU-0)')\n")
+    smi.chmod(0o755)
+    path = f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"
+
+    def spares(c: RawClient) -> list[int]:
+        return [p for p in descendants(c.proc.pid) if "forge_lsp.profiler.target --spare cuda:0" in cmdline(p)]
+
+    c = raw(env={"PATH": path})
+    c.initialize(tmp_path, PROGRESS, {"device": "cuda:0"})
+    waiting = c.wait(lambda: spares(c), 60, "a spare profiled process")
+    assert len(waiting) == 1
+    c.proc.stdin.close()  # the editor is gone
+    assert c.proc.wait(timeout=30) == 0
+    deadline = time.monotonic() + 5
+    while running(waiting) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(waiting)
+    off = raw(env={"PATH": path, "FORGE_PROFILE_SPARE": "0"})
+    off.initialize(tmp_path, PROGRESS, {"device": "cuda:0"})
+    time.sleep(3)
+    assert spares(off) == []
+
+
 def test_cancelling_an_explain_kills_its_profiled_process(raw, tmp_path):
     """An Explain whose module hangs in its forward: `forge.cancel` kills the profiled process within a second and
     the job ends as cancelled, with no finding published."""

@@ -7,7 +7,8 @@ and waits for one request. It profiles that one call and exits: candidate code n
 profile. Taking a spare starts the next one behind it. Each spare holds a CUDA context on its device while it
 waits (a few hundred MiB); ``FORGE_PROFILE_SPARE=0`` turns them off, and `close` ends them.
 
-The language server and the optimizer's Judge keep spares (`shared`); the one-shot CLI does not.
+The language server (from the moment its workspace opens on a GPU machine) and the optimizer's Judge keep spares
+(`shared`); the one-shot CLI does not.
 """
 
 from __future__ import annotations

@@ -188,11 +188,15 @@ def _spares() -> Spares:
 
 def warm_spare(device: str, cache_dir: Path | None = None) -> None:
     """Start a spare profiled process for `device` now, so that the next profile kept with `keep_spare` finds it
-    started (the editor's first Explain, the Judge's first round)."""
+    started (the editor's first Explain, the Judge's first round); nothing where `device` is the CPU or is not here."""
     from ..sandbox import default_cache_dir
 
-    if device != "cpu":
-        _spares().warm(resolve_device(device), Path(cache_dir or default_cache_dir()))
+    try:
+        resolved = resolve_device(check_device(device))
+    except UseCaseError:
+        return
+    if resolved != "cpu":
+        _spares().warm(resolved, Path(cache_dir or default_cache_dir()))
 
 
 def close_spares() -> None:

@@ -6,6 +6,7 @@ into proposals, diagnostics and hover numbers."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from ..feature import Unit
 from ..protocol import CancelResult, Job, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
 from ..state import BackgroundJob, Proposal, Result, text_sha
+
+log = logging.getLogger("forge_lsp.server")
 
 
 class JobError(Exception):
@@ -59,6 +62,17 @@ def register(ls: ForgeServer) -> None:
         return wire(CancelResult(cancelled=ls.cancel_job(job_id)))
 
 
+def workspace_opened(ls: ForgeServer) -> None:
+    """On a GPU, a spare profiled process is started now, so that the first Profile or Explain finds torch and CUDA
+    up (`FORGE_PROFILE_SPARE=0`: none)."""
+    from ...usecases.explain import warm_spare
+
+    try:
+        warm_spare(ls.settings.device)
+    except Exception:  # noqa: BLE001 - the editor's features do not depend on it; a profile starts its own process
+        log.exception("starting a spare profiled process")
+
+
 def close(ls: ForgeServer) -> None:
     """The spare profiled processes the session's profiles kept waiting end with it."""
     from ...usecases.explain import close_spares
@@ -67,7 +81,7 @@ def close(ls: ForgeServer) -> None:
 
 
 FEATURE = Unit(
-    "jobs", register, close=close
+    "jobs", register, workspace_opened=workspace_opened, close=close
 )  # the jobs' lenses and actions are `targets`'s, `hotspots`'s and model_wide's
 
 
