@@ -193,4 +193,5 @@ def test_a_cancelled_profile_kills_its_process_and_says_cancelled(tmp_path, cach
     result = profile(load_task(tmp_path / "slow.py"), device="cpu", cache_dir=cache_dir, cancel=cancel)
     assert result.mode == "degraded" and result.reason == "cancelled"
     assert time.monotonic() - t0 < 20  # not the 90 s its warm-up calls would take
-    assert not live_children()
+    profiled = [c for c in live_children() if "forge_lsp.profiler.target" in " ".join(map(str, getattr(c, "args", [])))]
+    assert not profiled  # other tests' workers may live on in this process: only the profiled one must be gone
