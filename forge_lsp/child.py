@@ -7,6 +7,7 @@ reads it back (`read_request`, or `ChildRequest.read`), and a request it cannot 
 naming the field (`MalformedRequest`), never a traceback. Defaults live in the model only.
 
 `run_script_as_main` runs a user's script as ``python script.py ARGS`` would, in the child that observes it.
+`StageClock` times a child's stages for its result.
 
 Standard library and pydantic only, and importing it starts nothing: every layer may use it.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -23,6 +25,19 @@ from typing import Any, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class StageClock:
+    """Seconds per stage, into `stages`: each `mark(name)` records the time since the last mark (or since the
+    clock was made), under `prefix` + name."""
+
+    def __init__(self, stages: dict[str, float], prefix: str = "") -> None:
+        self.stages, self.prefix, self._last = stages, prefix, time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        now = time.perf_counter()
+        self.stages[self.prefix + name] = round(now - self._last, 3)
+        self._last = now
 
 
 class MalformedRequest(SystemExit):

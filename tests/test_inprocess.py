@@ -1,28 +1,18 @@
 """What the in-process profile makes of CUPTI's three passes (`profiler/inprocess.py`): launches, PC samples and
 counters become kernel profiles named as ncu names them, so the same findings come out of either path. The CUPTI
-calls themselves run on the GPU (`test_inprocess_gpu`); here their output is written as CUPTI gives it."""
+calls themselves run on the GPU (`test_source_map.py`'s `gpu` tests on the cupti and spare paths, and
+`benchmarks/explain_speed.py`); here their output is written as CUPTI gives it."""
 
 from __future__ import annotations
 
 import pytest
+from test_pcsamples import H200, PEAKS
 
 from forge_lsp.profiler.analyze import analyze
 from forge_lsp.profiler.cubin import LineTable, Row
 from forge_lsp.profiler.cupti import KernelActivity, PcRecord
 from forge_lsp.profiler.inprocess import RANGE_METRICS, Collected, kernels_of, range_metrics_by_kernel
 from forge_lsp.profiler.metrics import METRICS, PCSAMP_PREFIX
-from forge_lsp.profiler.model import DevicePeaks
-from forge_lsp.profiler.pcsamples import SmLimits
-
-H200 = SmLimits(sm_count=132)
-PEAKS = DevicePeaks(
-    name="NVIDIA H200",
-    sm_count=132,
-    l2_bytes=50 << 20,
-    dram_bytes_per_s=4.2e12,
-    fp32_flops_per_s=51e12,
-    source="datasheet",
-)
 
 
 def launch(name, start, duration, grid=(1024, 1, 1), block=(256, 1, 1), registers=32, shared=0):

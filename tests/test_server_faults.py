@@ -576,16 +576,7 @@ def test_cancelling_an_optimize_during_the_graph_probe_ends_the_probe_and_its_ch
         return [probes[0], *descendants(probes[0])] if probes else []
 
     tree = c.wait(lambda: mark.exists() and (t := probe_tree()) and len(t) >= 2 and t, 180, "the probe and its child")
-    t0 = time.monotonic()
-    reply = c.call("workspace/executeCommand", {"command": "forge.cancel", "arguments": [job]})
-    assert "result" in reply, reply
-    while running(tree) and time.monotonic() - t0 < 1.5:
-        time.sleep(0.05)
-    assert not running(tree), [(p, cmdline(p)) for p in running(tree)]
-    end = ended(c, job, 30)
-    assert "cancel" in end["message"], end
-    assert job_of(c, job)["status"] == "cancelled"
-    c.alive_and_answering()
+    cancel_kills(c, job, tree)
 
 
 def test_on_a_gpu_machine_a_spare_profiled_process_waits_from_the_start_and_ends_with_the_server(raw, tmp_path):
@@ -638,16 +629,7 @@ def test_cancelling_an_explain_kills_its_profiled_process(raw, tmp_path):
 
     tree = c.wait(lambda: profiled(), 120, "the profiled process")
     time.sleep(1.0)  # starting, or already in its hanging warm-up call: either way it must go
-    t0 = time.monotonic()
-    reply = c.call("workspace/executeCommand", {"command": "forge.cancel", "arguments": [job]})
-    assert "result" in reply, reply
-    while running(tree) and time.monotonic() - t0 < 1.5:
-        time.sleep(0.05)
-    assert not running(tree), [(p, cmdline(p)) for p in running(tree)]
-    end = ended(c, job, 30)
-    assert "cancel" in end["message"], end
-    assert job_of(c, job)["status"] == "cancelled"
-    c.alive_and_answering()
+    cancel_kills(c, job, tree)
 
 
 @pytest.mark.slow
@@ -682,6 +664,21 @@ def test_a_reference_that_exits_or_segfaults_is_the_users_and_no_candidate_is_as
 
 # ------------------------------------------------------------- 7: stale answers, honest progress
 PROGRESS = {"window": {"workDoneProgress": True}, "workspace": {"codeLens": {"refreshSupport": True}}}
+
+
+def cancel_kills(c: RawClient, job: str, tree: list[int]) -> None:
+    """`forge.cancel` of `job` ends the processes of `tree` within 1.5 s, the job ends as cancelled, and the server
+    goes on answering."""
+    t0 = time.monotonic()
+    reply = c.call("workspace/executeCommand", {"command": "forge.cancel", "arguments": [job]})
+    assert "result" in reply, reply
+    while running(tree) and time.monotonic() - t0 < 1.5:
+        time.sleep(0.05)
+    assert not running(tree), [(p, cmdline(p)) for p in running(tree)]
+    end = ended(c, job, 30)
+    assert "cancel" in end["message"], end
+    assert job_of(c, job)["status"] == "cancelled"
+    c.alive_and_answering()
 
 
 def start_optimize(c: RawClient, uri: str) -> str:

@@ -435,8 +435,8 @@ class ModuleCubins:
 
 
 def cubin_crc(cubin: bytes) -> int:
-    buf = ct.create_string_buffer(cubin, len(cubin))
-    params = GetCubinCrc.new(cubinSize=len(cubin), cubin=ct.addressof(buf))
+    data = ct.c_char_p(cubin)  # CUPTI only reads it: no copy of the (often megabytes of) cubin
+    params = GetCubinCrc.new(cubinSize=len(cubin), cubin=ct.cast(data, c_vp).value)
     call("cuptiGetCubinCrc", ct.byref(params))
     return int(params.cubinCrc)
 
@@ -746,8 +746,6 @@ class RangeProfiler:
 
     def __init__(self, ctx: int, host: HostConfig, *, max_ranges: int = 256) -> None:
         self.ctx, self.host, self.max_ranges = ctx, host, max_ranges
-        self.metrics, self.unsupported, self.passes = host.metrics, host.unsupported, host.passes
-        self._config = host.config
         self._object = c_vp()
         enable = RangeProfilerEnable.new(ctx=ctx)
         call("cuptiRangeProfilerEnable", ct.byref(enable))
@@ -755,7 +753,7 @@ class RangeProfiler:
         data_size = RangeProfilerGetCounterDataSize.new(
             pRangeProfilerObject=self._object,
             pMetricNames=host.names,
-            numMetrics=len(self.metrics),
+            numMetrics=len(host.metrics),
             maxNumOfRanges=max_ranges,
             maxNumRangeTreeNodes=max_ranges,
         )
@@ -778,8 +776,8 @@ class RangeProfiler:
             ct.byref(
                 RangeProfilerSetConfig.new(
                     pRangeProfilerObject=self._object,
-                    configSize=len(self._config),
-                    pConfig=ct.addressof(self._config),
+                    configSize=len(self.host.config),
+                    pConfig=ct.addressof(self.host.config),
                     counterDataImageSize=len(self._data),
                     pCounterDataImage=ct.addressof(self._data),
                     range=AUTO_RANGE,

@@ -13,11 +13,11 @@ metrics named as ncu names them, so `analyze` and `roofline` read both paths ali
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..child import StageClock
 from .cubin import LineTable, line_table
 from .metrics import METRICS, STALL_PREFIX
 from .model import KernelProfile
@@ -59,13 +59,7 @@ def collect(
     from . import cupti
 
     out = Collected()
-    t = time.perf_counter()
-
-    def mark(name: str) -> None:
-        nonlocal t
-        now = time.perf_counter()
-        stages[name] = round(now - t, 3)
-        t = now
+    mark = StageClock(stages).mark
 
     activities = cupti.KernelActivities()
     activities.enable()
@@ -93,7 +87,7 @@ def collect(
     try:
         profiler = cupti.RangeProfiler(ctx, cupti.host_config(ctx, device_index, list(metrics or RANGE_METRICS)))
         try:
-            out.unsupported, out.passes = profiler.unsupported, profiler.passes
+            out.unsupported, out.passes = profiler.host.unsupported, profiler.host.passes
             profiler.start()
             run()
             sync()

@@ -9,6 +9,7 @@ profile degrades to event timing plus torch.profiler's kernel breakdown, and say
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -17,7 +18,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec
 
 from ..engine.candidate import Candidate
 from ..engine.task import Task
@@ -28,6 +31,7 @@ from .spare import Spare, Spares
 from .target import NVTX_RANGE, ProfileCall, ProfileScript
 
 _EXCERPT = 6000
+P = ParamSpec("P")
 PERMISSION_HELP = (
     "GPU performance counters are not permitted for this user (ERR_NVGPUCTRPERM). Enable them "
     "with the driver option NVreg_RestrictProfilingToAdminUsers=0 (see "
@@ -100,10 +104,21 @@ def _run(
     return r.returncode, r.output, r.timed_out
 
 
-def cancelled_result(t0: float) -> ProfileResult:
-    return ProfileResult(mode="degraded", reason="cancelled", seconds=time.perf_counter() - t0)
+def _cancellable(fn: Callable[P, ProfileResult]) -> Callable[P, ProfileResult]:
+    """`fn`'s result, or a degraded one whose reason is "cancelled" when its `cancel` event stopped it."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> ProfileResult:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        except ProfileCancelled:
+            return ProfileResult(mode="degraded", reason="cancelled", seconds=time.perf_counter() - t0)
+
+    return run
 
 
+@_cancellable
 def profile(
     task: Task,
     candidate: Candidate | None = None,
@@ -126,26 +141,6 @@ def profile(
     to ncu. With `spares`, the in-process profile runs in a spare process started ahead (`spare.py`) when one
     waits, and a spare is started for the next profile. Setting `cancel` kills the profiled process: the result
     is degraded, its reason "cancelled"."""
-    t0 = time.perf_counter()
-    try:
-        return _profile(task, candidate, device, kernel, full, timeout, cache_dir, python, in_process, spares, cancel)
-    except ProfileCancelled:
-        return cancelled_result(t0)
-
-
-def _profile(
-    task: Task,
-    candidate: Candidate | None,
-    device: str,
-    kernel: str | None,
-    full: bool,
-    timeout: float,
-    cache_dir: Path | None,
-    python: str | None,
-    in_process: bool,
-    spares: Spares | None,
-    cancel: threading.Event | None,
-) -> ProfileResult:
     cache = Path(cache_dir or default_cache_dir())
     work = Path(tempfile.mkdtemp(prefix="profile-", dir=_mkdir(cache / "profiles")))
     request = ProfileCall(device=device, task=task, candidate=candidate)
@@ -160,11 +155,7 @@ def _profile(
             return result
     ncu = find_ncu() if device != "cpu" else None
     if ncu is None:
-        why = (
-            "profiling on the CPU: no GPU counters"
-            if device == "cpu"
-            else "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu"
-        )
+        why = _no_ncu(device)
         return _degraded(request, work, env, python, timeout, _and(fallback, why), t0, cancel=cancel)
     req = request.write(work / "request.json")
     report = work / "profile.ncu-rep"
@@ -213,6 +204,13 @@ def _profile(
         stages_s=stages,
         sources=data.get("sources") or {},
     )
+
+
+def _no_ncu(device: str) -> str:
+    """Why there are no hardware counters from ncu on `device`."""
+    if device == "cpu":
+        return "profiling on the CPU: no GPU counters"
+    return "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu"
 
 
 def _and(first: str, second: str) -> str:
@@ -351,6 +349,7 @@ def device_peaks(
     return sheet, (f"datasheet ({why})" if why else "datasheet") if sheet else (why or "unknown device")
 
 
+@_cancellable
 def profile_script(
     entry: Path,
     kernel: str,
@@ -373,28 +372,6 @@ def profile_script(
     torch.profiler and the matching kernels' device times are reported, with the reason. Setting `cancel` kills
     the script: the result is degraded, its reason "cancelled".
     """
-    t0 = time.perf_counter()
-    try:
-        return _profile_script(
-            entry, kernel, device, args, launch_skip, launch_count, full, timeout, cache_dir, python, cancel
-        )
-    except ProfileCancelled:
-        return cancelled_result(t0)
-
-
-def _profile_script(
-    entry: Path,
-    kernel: str,
-    device: str,
-    args: list[str] | None,
-    launch_skip: int,
-    launch_count: int,
-    full: bool,
-    timeout: float,
-    cache_dir: Path | None,
-    python: str | None,
-    cancel: threading.Event | None,
-) -> ProfileResult:
     cache = Path(cache_dir or default_cache_dir())
     work = Path(tempfile.mkdtemp(prefix="profile-", dir=_mkdir(cache / "profiles")))
     entry = Path(entry).resolve()
@@ -405,11 +382,7 @@ def _profile_script(
     request = ProfileScript(device=device, script=entry, args=list(args or []), kernel=kernel)
     ncu = find_ncu() if device != "cpu" else None
     if ncu is None:
-        why = (
-            "profiling on the CPU: no GPU counters"
-            if device == "cpu"
-            else "Nsight Compute (ncu) was not found: install it (it ships with the CUDA toolkit) or set NCU=/path/to/ncu"
-        )
+        why = _no_ncu(device)
         return _degraded(request, work, env, python, timeout, why, t0, cwd=entry.parent, cancel=cancel)
     report = work / "profile.ncu-rep"
     cmd = [

@@ -29,12 +29,10 @@ from .target import SPARE_FLAG
 
 @dataclass
 class Spare:
-    """A started spare: its process, the file its output goes to, its device and cache."""
+    """A started spare: its process, and the file its output goes to."""
 
     proc: subprocess.Popen
     out: IO[bytes]
-    device: str
-    cache: Path
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -125,7 +123,7 @@ class Spares:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        return Spare(proc, out, device, cache)
+        return Spare(proc, out)
 
     def close(self) -> None:
         with self._lock:

@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ..child import ChildRequest, read_request, run_script_as_main
+from ..child import ChildRequest, StageClock, read_request, run_script_as_main
 from ..engine.candidate import Candidate
 from ..engine.task import Task
 
@@ -79,18 +79,11 @@ class Started:
     stages: dict[str, float] = field(default_factory=dict)
     modules: object = None
     error: str = ""
-    spare: bool = False
 
 
 def start(device: str, *, cupti: bool, spare: bool = False) -> Started:
-    started = Started(spare=spare)
-    t = time.perf_counter()
-
-    def mark(name: str) -> None:
-        nonlocal t
-        now = time.perf_counter()
-        started.stages[("spare_" if spare else "") + name] = round(now - t, 3)
-        t = now
+    started = Started()
+    mark = StageClock(started.stages, "spare_" if spare else "").mark
 
     import torch
 
@@ -138,13 +131,7 @@ def run_call(request: ProfileCall, request_file: Path, started: Started) -> int:
     """Build the task's model (or the candidate's), make its inputs, warm up, then profile one call as
     `request.mode` says; the result goes beside `request_file`."""
     stages = dict(started.stages)
-    t_stage = time.perf_counter()
-
-    def mark(name: str) -> None:
-        nonlocal t_stage
-        now = time.perf_counter()
-        stages[name] = round(now - t_stage, 3)
-        t_stage = now
+    mark = StageClock(stages).mark
 
     import torch
 
