@@ -55,6 +55,7 @@ def row(name, v):
         "mode": v.timing.mode if v.timing else None,
         "reason": v.reason[:120],
         "checks": {c.name: c.seconds for c in v.checks if c.seconds is not None},
+        "stages": dict(s),  # every stage, the parent's (worker_start, send, judge) and the worker's
     }
 
 
@@ -200,6 +201,8 @@ def main() -> int:
             f"{r['ref_ms'] or 0:8.4f} {r['cand_ms'] or 0:8.4f} "
             f"{r['speedup'] or 0:7.3f}"
         )
+        parts = sorted(((k, x) for k, x in r["stages"].items() if k != "total" and x >= 0.02), key=lambda kv: -kv[1])
+        print("    " + "  ".join(f"{k} {x:.2f}" for k, x in parts))
     if totals:
         print(
             f"median total per candidate (Triton+NVRTC, {len(totals)} correct): {statistics.median(totals):.2f} s; "

@@ -54,13 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--paths", default="cupti,cold,ncu", help="the profiling paths to time, in order (cupti, cold, ncu)"
     )
+    ap.add_argument("--cases", default="", help="only the cases whose name contains one of these (comma-separated)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
+    wanted = [w for w in args.cases.split(",") if w]
     work = Path(tempfile.mkdtemp(prefix="explain-speed-"))
     cache = work / "cache"
     t_start = time.perf_counter()
     rows: list[dict] = []
-    for i, (name, task_file, cand_file, expected) in enumerate(cases(work)):
+    chosen = [c for c in cases(work) if not wanted or any(w in c[0] for w in wanted)]
+    for i, (name, task_file, cand_file, expected) in enumerate(chosen):
         if time.perf_counter() - t_start > args.budget:
             print(f"{name}: not started (past the {args.budget:g} s budget)")
             continue

@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# One device call for GPU paths changed on the CPU machine: the adversarial suite's and the judge's GPU cases (the
-# faster output comparison and fingerprint), the source map's GPU tests and what an explanation costs on each
-# profiling path (`benchmarks/explain_speed.py`).
-# Logs and JSON under $OUT; the short tables last.
-#   PYTEST_BUDGET / EXPLAIN_BUDGET   seconds (defaults 250 / 150)
+# One device call for what changed on the CPU machine since the last: the evaluation's time by stage
+# (`benchmarks/eval_speed.py`, Triton and NVRTC candidates, one lane), an explanation of the cases named in
+# EXPLAIN_CASES on the in-process and ncu paths (`benchmarks/explain_speed.py`), then `pytest -m gpu` over the test
+# files in GPU_TESTS (default: every GPU test but the adversarial suite's and the judge's). Logs and JSON under $OUT;
+# the short tables last.
+#   EVAL_BUDGET / EXPLAIN_BUDGET / PYTEST_BUDGET   seconds (defaults 150 / 120 / 300); 0 skips that part
 export PYTHONUNBUFFERED=1
-timeout "${PYTEST_BUDGET:-250}" python3 -m pytest -q -m "gpu and not slow" -p no:cacheprovider -rf \
-  tests/test_adversarial.py tests/test_judge.py > "$OUT/adversarial.log" 2>&1
-timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider -rf tests/test_source_map.py tests/test_runtime_cuda_gpu.py \
-  > "$OUT/source-map.log" 2>&1
-timeout "$((${EXPLAIN_BUDGET:-150} + 40))" python3 benchmarks/explain_speed.py --budget "${EXPLAIN_BUDGET:-150}" \
-  --out "$OUT/explain-speed.json" > "$OUT/explain-speed.log" 2>&1
+[ "${IPC_PROBE:-0}" != 0 ] && timeout 90 python3 benchmarks/ipc_probe.py > "$OUT/ipc-probe.log" 2>&1
+if [ "${EVAL_BUDGET:-150}" != 0 ]; then
+  timeout "${EVAL_BUDGET:-150}" python3 benchmarks/eval_speed.py --skip-inline --sanitize --out "$OUT/eval-speed.json" \
+    > "$OUT/eval-speed.log" 2>&1
+fi
+if [ "${EXPLAIN_BUDGET:-120}" != 0 ]; then
+  timeout "$((${EXPLAIN_BUDGET:-120} + 40))" python3 benchmarks/explain_speed.py --budget "${EXPLAIN_BUDGET:-120}" \
+    --cases "${EXPLAIN_CASES:-level2_76}" --paths cupti,ncu --judge-cases 0 --out "$OUT/explain-speed.json" \
+    > "$OUT/explain-speed.log" 2>&1
+fi
+if [ "${PYTEST_BUDGET:-300}" != 0 ]; then
+  default=$(grep -l "mark.gpu\|pytestmark = .*gpu" tests/test_*.py | grep -v -e test_adversarial -e test_judge | tr '\n' ' ')
+  # shellcheck disable=SC2086
+  timeout "${PYTEST_BUDGET:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider -rf ${GPU_TESTS:-$default} \
+    > "$OUT/gpu-tests.log" 2>&1
+fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
-grep -E "^(FAILED|ERROR)" "$OUT/adversarial.log" | cut -c1-220 | head -30; tail -1 "$OUT/adversarial.log"
-grep -E "^(FAILED|ERROR)" "$OUT/source-map.log" | cut -c1-220; tail -1 "$OUT/source-map.log"
-tail -14 "$OUT/explain-speed.log"
+[ -f "$OUT/ipc-probe.log" ] && tail -5 "$OUT/ipc-probe.log"
+[ -f "$OUT/eval-speed.log" ] && grep -A40 "== forge eval speed" "$OUT/eval-speed.log" | cut -c1-200
+[ -f "$OUT/explain-speed.log" ] && tail -12 "$OUT/explain-speed.log" | cut -c1-200
+if [ -f "$OUT/gpu-tests.log" ]; then
+  grep -E "^(FAILED|ERROR)" "$OUT/gpu-tests.log" | cut -c1-220 | head -20; tail -1 "$OUT/gpu-tests.log"
+fi
 true

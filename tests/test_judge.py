@@ -218,6 +218,65 @@ def test_a_candidate_wrong_only_after_the_verified_calls_is_caught_by_the_judge(
     assert judged.timing is None
 
 
+_SOFTMAX = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)  # {n}
+"""
+
+#: a candidate that, when its module loads, drops the judge's sets the worker keeps (as a candidate may do to its own
+#: process): the next candidate's request comes without them
+_DROPS_KEPT_SETS = """
+import gc
+
+import torch
+import torch.nn as nn
+
+for o in gc.get_objects():
+    if type(o).__name__ == "WorkerState":
+        o.judged = None
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+
+def test_a_worker_keeps_the_judges_sets_and_is_sent_them_again_when_they_were_lost(
+    cache_dir, fast_options, monkeypatch
+):
+    """The judge's input sets go to the worker with the first request of a task and are kept there: the next
+    candidates' requests come without them and are still judged apart. A worker that lost them (here a candidate
+    dropped them) runs no judged call; the candidate after is evaluated again with the sets, not failed for it."""
+    sent: list[tuple[str, int]] = []
+    real_send = pipe.send
+
+    def recording(fd, message):
+        if isinstance(message, EvaluateRequest):
+            sent.append((message.candidate.name, message.nbytes))
+        real_send(fd, message)
+
+    monkeypatch.setattr(pipe, "send", recording)
+    task = load_task(SOFTMAX)
+    options = fast_options.model_copy(update={"timing": False})
+    with Evaluator("cpu", options=options, cache_dir=cache_dir) as ev:
+        verdicts = [ev.evaluate(task, Candidate.from_source(_SOFTMAX.format(n=n), f"honest{n}")) for n in (1, 2)]
+        verdicts.append(ev.evaluate(task, Candidate.from_source(_DROPS_KEPT_SETS, "drops")))
+        verdicts.append(ev.evaluate(task, Candidate.from_source(_SOFTMAX.format(n=3), "honest3")))
+    for v in verdicts:
+        assert v.status is Status.correct, v.reason
+        judged = next(c for c in v.checks if c.name == "clean_judge")
+        assert judged.passed and "match" in judged.detail, judged.detail
+    with_sets = [name for name, nbytes in sent if nbytes > 0]
+    assert [name for name, _ in sent] == ["honest1", "honest2", "drops", "honest3", "honest3"], sent
+    assert with_sets == ["honest1", "honest3"], sent  # the first of the task, and honest3's second request
+
+
 _MATMUL = FIXTURES / "matmul_cpu.py"
 
 _MM = """

@@ -37,6 +37,10 @@ class WithData(BaseModel):
         return self
 
 
+#: the judge's input sets a worker keeps for the next request of the same draw, in packed bytes at most
+JUDGED_KEPT_BYTES = 2 << 30
+
+
 class EvaluateRequest(WithData):
     """Evaluate a candidate. Its data, when any, is the judged input sets (`harness.wire`, a list of input lists)
     drawn by the judge: the worker runs the candidate on each and sends its outputs back as `JudgedOutputs`."""
@@ -50,6 +54,9 @@ class EvaluateRequest(WithData):
     device_shared: bool = False
     #: the device's memory bandwidth in bytes per ms as the judge measured it (`impossible_timing`), None: unknown
     bandwidth: float | None = None
+    #: which of the judge's draws the judged input sets are: a worker keeps the last ones it was sent, and a request
+    #: for the same draw comes without data (the sets of a task are the same for all its candidates)
+    judged_key: str = ""
 
 
 class BuildRequest(BaseModel):
@@ -188,6 +195,7 @@ class JudgeReady(WithData):
     bandwidth: float | None = None  # the device's copy bandwidth, bytes per ms, measured in the judge
     ref_ms: list[float] = []  # the reference timed alone on the first set (ms per call), with the worker's timer
     seconds: float = 0.0
+    key: str = ""  # set by the parent: which draw these sets are (`EvaluateRequest.judged_key`)
 
 
 class Compared(BaseModel):

@@ -162,6 +162,8 @@ class Worker:
         self._judge: Worker | None = None  # this device worker's judge, started on first use
         #: task sha -> (the judge process's start count, its input sets for the task), the latest used last
         self._judged: dict[str, tuple[int, JudgeReady]] = {}
+        self._draws = 0  # the judge's draws so far: each names its input sets (`EvaluateRequest.judged_key`)
+        self._worker_holds: tuple[int, str] | None = None  # (worker pid, judged_key) of the sets the worker keeps
         self._judge_moved = False  # the judge ran on the device since the worker's last evaluation
         self.cache_dir = Path(cache_dir or default_cache_dir())
         self.python = python or sys.executable
@@ -176,6 +178,7 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.served = 0  # evaluations the current process has finished
+        self.exchange_stages: dict[str, float] = {}  # the parent's side of the last exchange (see `_exchange`)
         self._lock = threading.Lock()
         self._start_lock = threading.Lock()  # one start at a time; others wait for its hello
         self._cancelled = threading.Event()
@@ -374,6 +377,7 @@ class Worker:
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None
+        self._worker_holds = None
         if proc is not None:
             kill_tree(proc, wait=10)
         for fd in ("_to", "_from"):
@@ -465,6 +469,11 @@ class Worker:
         self.peak_rss = max(self.peak_rss, rss)
         return rss if limit and rss > limit else None
 
+    def _rotate_log(self) -> None:
+        """Between requests: a worker whose log grew past half its limit is ended (the next request starts another)."""
+        if self._log_size() > self.log_limit // 2:
+            self.kill()
+
     def _exchange(
         self,
         request,
@@ -478,9 +487,10 @@ class Worker:
         worker sends on the way.
 
         Returns (reply | None, failure status | None, reason, last stage, log excerpt)."""
-        if self._log_size() > self.log_limit // 2:  # rotate between requests
-            self.kill()
+        self._rotate_log()
+        t0 = time.perf_counter()
         self.ensure_started()
+        t1 = time.perf_counter()
         self._cancelled.clear()
         limit = memory_limit if memory_limit is not None else self.host_memory_limit
         self.peak_rss = 0
@@ -488,6 +498,8 @@ class Worker:
         stage = first_stage
         deadline = time.monotonic() + timeouts.get(stage, 600.0)
         pipe.send(self._to, request)
+        #: the parent's side of this exchange: a worker (re)started for it, and the request (with its data) written
+        self.exchange_stages = {"worker_start": round(t1 - t0, 4), "send": round(time.perf_counter() - t1, 4)}
         sampled = 0.0
         while True:
             if self._cancelled.is_set():
@@ -614,8 +626,13 @@ class Worker:
         request = EvaluateRequest(task=task, candidate=candidate, options=options)
         ready = self._judge_ready(task, options)
         if ready is not None and ready.ok:
-            request.with_data(ready.data)
             request.bandwidth = ready.bandwidth
+            request.judged_key = ready.key
+            self._rotate_log()
+            self.ensure_started()
+            # the worker keeps the last sets it was sent: sent again only to another process or for another draw
+            if self.proc is None or self._worker_holds != (self.proc.pid, ready.key):
+                request.with_data(ready.data)
         drawn_now = self._judge_moved  # the judge drew this task's sets for this evaluation
         request.device_shared, self._judge_moved = self._judge_moved, False
         judged: list[JudgedOutputs] = []
@@ -648,12 +665,20 @@ class Worker:
             )
         assert isinstance(msg, EvaluateResult)
         self.served += 1
+        if request.judged_key and 0 < request.nbytes <= pipe.JUDGED_KEPT_BYTES and self.proc is not None:
+            self._worker_holds = (self.proc.pid, request.judged_key)  # the worker keeps them (`WorkerState.judged`)
         verdict = msg.verdict
+        verdict.stages.update({k: s for k, s in self.exchange_stages.items() if s >= 0.001})
         if msg.worker_unusable:
             self.kill()  # it exits by itself; make sure, and respawn on next use
         if ready is not None:
             if drawn_now:
                 verdict.stages["judge_draw"] = round(ready.seconds, 4)
+            if ready.ok and not request.nbytes and verdict.status is Status.correct and len(judged) < ready.sets:
+                # sent without the sets the worker was to keep, and it ran none: they were lost in it (what the last
+                # candidate did to its process, or forge's bookkeeping), not this candidate's doing: again, with them
+                self._worker_holds = None
+                return self._evaluate_in_worker(task, candidate, options, on_stage, limit)
             self._judge_verdict(verdict, task, options, ready, judged)
         if verdict.status is not Status.correct:
             verdict.log_excerpt = excerpt
@@ -673,6 +698,8 @@ class Worker:
             while len(held) >= _JUDGED_TASKS:  # the judge drops what the parent drops
                 held.pop(next(iter(held)))
             ready = judge.ready(task, options, keep=list(held))
+            self._draws += 1
+            ready.key = f"{judge.starts}:{self._draws}"
             self._judge_moved = True
         self._judged = held
         self._judged[task.sha] = (judge.starts, ready)

@@ -154,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(req, PrepareRequest):
             pipe.send(args.out_fd, Evaluation(req, state, args.out_fd).prepare(req.reference))
             return None
+        if req.judged_key:  # the judge's sets: kept for the next request of the same draw, which comes without them
+            if req.nbytes:
+                state.judged = (req.judged_key, req.data) if req.nbytes <= pipe.JUDGED_KEPT_BYTES else None
+            elif state.judged is not None and state.judged[0] == req.judged_key:
+                req.with_data(state.judged[1])
         if memory is not None and req.device_shared:
             memory.rebase()
         free_before, kept_before = (memory.free() if memory is not None else 0), state.drawn_bytes

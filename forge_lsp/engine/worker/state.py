@@ -163,6 +163,9 @@ class WorkerState:
     _task_order: list[str] = field(default_factory=list)  # task shas, the one used last at the end
 
     DRAWN_LIMIT = 8 << 30  # bytes kept at most; larger input sets are drawn again for each candidate
+    #: the judge's input sets last sent (`EvaluateRequest.judged_key`, their packed bytes), up to
+    #: `pipe.JUDGED_KEPT_BYTES`
+    judged: tuple[str, bytes | bytearray] | None = None
 
     def use_task(self, sha: str) -> None:
         """Mark a task as the one used now (its kept inputs are dropped last)."""
