@@ -256,10 +256,10 @@ def test_a_worker_keeps_the_judges_sets_and_is_sent_them_again_when_they_were_lo
     sent: list[tuple[str, int]] = []
     real_send = pipe.send
 
-    def recording(fd, message):
+    def recording(fd, message, **kw):
         if isinstance(message, EvaluateRequest):
             sent.append((message.candidate.name, message.nbytes))
-        real_send(fd, message)
+        real_send(fd, message, **kw)
 
     monkeypatch.setattr(pipe, "send", recording)
     task = load_task(SOFTMAX)
@@ -275,6 +275,50 @@ def test_a_worker_keeps_the_judges_sets_and_is_sent_them_again_when_they_were_lo
     with_sets = [name for name, nbytes in sent if nbytes > 0]
     assert [name for name, _ in sent] == ["honest1", "honest2", "drops", "honest3", "honest3"], sent
     assert with_sets == ["honest1", "honest3"], sent  # the first of the task, and honest3's second request
+
+
+#: a candidate that ends its judge (a sibling process: the same parent, "--judge" in its title) on every call
+_ENDS_ITS_JUDGE = """
+import os
+import signal
+
+import torch
+import torch.nn as nn
+
+
+def _end_judges():
+    mine = os.getppid()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                title = f.read()
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        if b"--judge" in title and parent == mine:
+            os.kill(int(pid), signal.SIGKILL)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        _end_judges()
+        return torch.softmax(x, dim=1)
+"""
+
+
+def test_a_candidate_that_ends_its_judge_is_not_confirmed_and_the_next_one_is_judged(cache_dir, fast_options):
+    """Ending the judge (it is a process beside the worker) must not skip its word: the candidate is evaluated again
+    beside a new judge, which it ends again, and `clean_judge` fails; an honest candidate after it is judged."""
+    task = load_task(SOFTMAX)
+    options = fast_options.model_copy(update={"timing": False})
+    with Evaluator("cpu", options=options, cache_dir=cache_dir) as ev:
+        ends = ev.evaluate(task, Candidate.from_source(_ENDS_ITS_JUDGE, "ends_judge"))
+        honest = ev.evaluate(task, Candidate.from_source(_SOFTMAX.format(n=9), "honest"))
+    assert ends.status is Status.incorrect and ends.failed_check == "clean_judge", ends.reason
+    assert "judge ended" in ends.reason and "again" in ends.reason, ends.reason
+    assert honest.status is Status.correct, honest.reason
+    assert any(c.name == "clean_judge" and c.passed and "match" in c.detail for c in honest.checks)
 
 
 _MATMUL = FIXTURES / "matmul_cpu.py"

@@ -7,11 +7,13 @@ never shares these pipes: a worker's stdout/stderr go to its log file.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
 import struct
 import time
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter
@@ -27,6 +29,18 @@ class WithData(BaseModel):
 
     nbytes: int = 0
     _data: bytes | bytearray = PrivateAttr(default=b"")
+    #: set by the receiving `Receiver` only (never read from the sender's JSON): the data went on to another pipe
+    #: (`Receiver.route`), not into `data`; `_relay_failed`: not all of it did
+    _relayed: bool = PrivateAttr(default=False)
+    _relay_failed: bool = PrivateAttr(default=False)
+
+    @property
+    def relayed(self) -> bool:
+        return self._relayed
+
+    @property
+    def relay_failed(self) -> bool:
+        return self._relay_failed
 
     @property
     def data(self) -> bytes | bytearray:
@@ -116,6 +130,17 @@ class CompareRequest(WithData):
     kind: Literal["compare"] = "compare"
     task_sha: str
     index: int
+    held: bool = False  # no data: compare the outputs the judge holds for this set (`HoldRequest`)
+
+
+class HoldRequest(WithData):
+    """To a judge: a candidate's outputs (data) on judged input set `index`, streamed from the candidate's worker as it
+    sends them (`Receiver.route`); the judge keeps them for the `CompareRequest` after the evaluation, so they cross
+    the host once and the comparison waits for no copy. Replied to with `Held`."""
+
+    kind: Literal["hold"] = "hold"
+    task_sha: str
+    index: int
 
 
 Request = Annotated[
@@ -125,6 +150,7 @@ Request = Annotated[
     | ShutdownRequest
     | JudgeRequest
     | CompareRequest
+    | HoldRequest
     | TimeReferenceRequest,
     Field(discriminator="kind"),
 ]
@@ -183,6 +209,7 @@ class JudgedOutputs(WithData):
 
     kind: Literal["judged"] = "judged"
     index: int
+    _held: bool = PrivateAttr(default=False)  # (the parent's) relayed, and the judge said it holds them whole
 
 
 class JudgeReady(WithData):
@@ -196,6 +223,11 @@ class JudgeReady(WithData):
     ref_ms: list[float] = []  # the reference timed alone on the first set (ms per call), with the worker's timer
     seconds: float = 0.0
     key: str = ""  # set by the parent: which draw these sets are (`EvaluateRequest.judged_key`)
+
+
+class Held(BaseModel):
+    kind: Literal["held"] = "held"
+    index: int
 
 
 class Compared(BaseModel):
@@ -216,6 +248,7 @@ Reply = Annotated[
     | JudgedOutputs
     | JudgeReady
     | Compared
+    | Held
     | ReferenceTimes,
     Field(discriminator="kind"),
 ]
@@ -240,10 +273,11 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[n:]
 
 
-def send(fd: int, message: BaseModel) -> None:
+def send(fd: int, message: BaseModel, with_data: bool = True) -> None:
+    """Write a message, then its data (without `with_data`, the sender writes the `nbytes` announced itself)."""
     data = message.model_dump_json().encode()
     _write_all(fd, _HEADER.pack(len(data)) + data)
-    if isinstance(message, WithData) and message.nbytes:
+    if with_data and isinstance(message, WithData) and message.nbytes:
         _write_all(fd, message.data)
 
 
@@ -255,10 +289,16 @@ class Receiver:
         self.fd = fd
         self.adapter = adapter
         self.max_data = max_data
+        #: where a message's data goes instead of into its buffer: called with each message that has data, it gives
+        #: a pipe fd to stream the data to (kernel to kernel where the OS can) or None to keep it here. A relayed
+        #: message arrives without its data, `relayed` set; one whose fd stopped taking it, `relay_failed` too
+        self.route: Callable[[WithData], int | None] | None = None
         self._buf = bytearray()
         self._pending: WithData | None = None  # a message whose data is still arriving
         self._data = bytearray()
         self._filled = 0
+        self._out: int | None = None  # the pending message's data goes there (`route`)
+        self._out_failed = False
 
     def _wait(self, deadline: float | None) -> bool:
         if deadline is None:
@@ -311,9 +351,71 @@ class Receiver:
                 return msg
             if msg.nbytes > self.max_data:
                 raise Oversized(f"{type(msg).__name__} announced {msg.nbytes} bytes of data, over {self.max_data}")
-            self._pending, self._data, self._filled = msg, bytearray(msg.nbytes), 0
+            self._out = self.route(msg) if self.route is not None else None
+            self._out_failed = False
+            self._pending, self._data, self._filled = msg, bytearray(0 if self._out is not None else msg.nbytes), 0
+        if self._out is not None:
+            if not self._stream(deadline):
+                return None
+            msg, self._pending, self._out = self._pending, None, None
+            msg._relayed, msg._relay_failed = True, self._out_failed
+            return msg
         if not self._fill_data(deadline):
             return None
         msg, self._pending = self._pending, None
         msg._data, self._data = self._data, bytearray()
         return msg
+
+    def _stream(self, deadline: float | None) -> bool:
+        """Move the pending message's data to `_out` as it arrives: spliced pipe to pipe (no copy here), else read and
+        written. Where `_out` stops taking it (its reader ended), the rest is read and dropped: the channel stays in
+        step, and the message says the relay failed."""
+        assert self._pending is not None and self._out is not None
+        total = self._pending.nbytes
+        if self._filled == 0 and self._buf:
+            take = min(len(self._buf), total)
+            self._relay(bytes(self._buf[:take]))
+            del self._buf[:take]
+            self._filled = take
+        while self._filled < total:
+            if not self._wait(deadline):
+                return False
+            want = min(total - self._filled, 1 << 20)
+            n = 0
+            if not self._out_failed and _SPLICE is not None:
+                try:
+                    n = _SPLICE(self.fd, self._out, want)
+                except BrokenPipeError:
+                    self._out_failed = True
+                    continue
+                except OSError as exc:
+                    if exc.errno not in (errno.EINVAL, errno.ENOSYS):
+                        raise
+                    _no_splice()
+                    continue
+            else:
+                chunk = os.read(self.fd, want)
+                n = len(chunk)
+                if n:
+                    self._relay(chunk)
+            if not n:
+                raise ChannelClosed()
+            self._filled += n
+        return True
+
+    def _relay(self, chunk: bytes) -> None:
+        if self._out_failed or self._out is None:
+            return
+        try:
+            _write_all(self._out, chunk)
+        except BrokenPipeError:
+            self._out_failed = True
+
+
+_SPLICE: Callable[[int, int, int], int] | None = getattr(os, "splice", None)
+
+
+def _no_splice() -> None:
+    """The OS refused to splice these pipes: read and write from now on."""
+    global _SPLICE
+    _SPLICE = None

@@ -38,7 +38,9 @@ from .pipe import (
     CompareRequest,
     EvaluateRequest,
     EvaluateResult,
+    Held,
     Hello,
+    HoldRequest,
     JudgedOutputs,
     JudgeReady,
     JudgeRequest,
@@ -72,6 +74,7 @@ def is_cuda_oom(verdict: Verdict) -> bool:
     return any(s in text for s in _CUDA_OOM)
 
 
+_UNCONFIRMED = "the verdict of the candidate's process cannot be confirmed outside it"
 _MAX_JUDGED = 64  # judged outputs a worker may send for one evaluation (it is asked for `EvalOptions.judged_sets`)
 _JUDGED_TASKS = 4  # tasks whose judged input sets the parent keeps (the judge keeps as many reference outputs)
 
@@ -567,6 +570,8 @@ class Worker:
                     on_stage(stage)
                 continue
             if isinstance(msg, JudgedOutputs) and judged is not None and len(judged) < _MAX_JUDGED:
+                if msg.relayed:  # streamed to the judge as it came: the judge says it holds it whole
+                    msg._held = not msg.relay_failed and self._judge is not None and self._judge.held(msg.index)
                 judged.append(msg)
                 continue
             return msg, None, "", stage, self._tail(offset)
@@ -620,7 +625,13 @@ class Worker:
         return verdict
 
     def _evaluate_in_worker(
-        self, task: Task, candidate: Candidate, options: EvalOptions, on_stage, limit: int | None
+        self,
+        task: Task,
+        candidate: Candidate,
+        options: EvalOptions,
+        on_stage,
+        limit: int | None,
+        judge_retried: bool = False,
     ) -> Verdict:
         timeouts = options.timeouts.model_dump()
         request = EvaluateRequest(task=task, candidate=candidate, options=options)
@@ -636,6 +647,10 @@ class Worker:
         drawn_now = self._judge_moved  # the judge drew this task's sets for this evaluation
         request.device_shared, self._judge_moved = self._judge_moved, False
         judged: list[JudgedOutputs] = []
+        judge_proc = self._judge.proc if self._judge is not None else None  # the judge that drew the sets
+        rx = self._rx if ready is not None and ready.ok else None
+        if rx is not None and ready is not None:
+            rx.route = self._route_judged(task, ready.sets, judged)
         try:
             msg, status, reason, stage, excerpt = self._exchange(
                 request, timeouts, "load_task", on_stage, memory_limit=limit, judged=judged
@@ -650,6 +665,9 @@ class Worker:
                 task_sha=task.sha,
                 candidate_sha=candidate.sha,
             )
+        finally:
+            if rx is not None:
+                rx.route = None
         if msg is None:
             return Verdict(
                 status=status,
@@ -678,13 +696,65 @@ class Worker:
                 # sent without the sets the worker was to keep, and it ran none: they were lost in it (what the last
                 # candidate did to its process, or forge's bookkeeping), not this candidate's doing: again, with them
                 self._worker_holds = None
-                return self._evaluate_in_worker(task, candidate, options, on_stage, limit)
-            self._judge_verdict(verdict, task, options, ready, judged)
+                return self._evaluate_in_worker(task, candidate, options, on_stage, limit, judge_retried)
+            judge = self._judge
+            ended = ready.ok and (judge is None or judge_proc is None or judge.proc is not judge_proc)
+            ended = ended or (judge_proc is not None and judge_proc.poll() is not None)
+            if self._judge_verdict(verdict, task, options, ready, judged, ended, final=judge_retried):
+                # the judge ended, or lost what it was to compare, during this evaluation: whatever ended it (a crash,
+                # or the candidate's own doing), the candidate is evaluated again beside a new judge, once
+                self._judged.pop(task.sha, None)
+                if judge is not None:
+                    judge.kill()
+                return self._evaluate_in_worker(task, candidate, options, on_stage, limit, judge_retried=True)
         if verdict.status is not Status.correct:
             verdict.log_excerpt = excerpt
         return verdict
 
     # --------------------------------------------------------------- the judge
+    def _route_judged(self, task: Task, sets: int, judged: list[JudgedOutputs]):
+        """The device worker's `Receiver.route` during an evaluation: its outputs on each judged set stream on to the
+        judge as they arrive (`HoldRequest`), so they cross the host once and the comparison after it copies nothing.
+        Any other data, a set already sent, or a judge not running: kept here, as before."""
+
+        def route(msg: pipe.WithData) -> int | None:
+            judge = self._judge
+            if (
+                not isinstance(msg, JudgedOutputs)
+                or not 0 <= msg.index < sets
+                or any(j.index == msg.index for j in judged)
+                or len(judged) >= _MAX_JUDGED
+                or judge is None
+            ):
+                return None
+            return judge.hold_start(HoldRequest(task_sha=task.sha, index=msg.index, nbytes=msg.nbytes))
+
+        return route
+
+    def hold_start(self, request: HoldRequest) -> int | None:
+        """(A judge's.) Announce outputs that another pipe streams to this judge: the fd to stream them to, None where
+        the judge is not running."""
+        if self.proc is None or self.proc.poll() is not None or self._to is None:
+            return None
+        try:
+            pipe.send(self._to, request, with_data=False)
+        except OSError:
+            self.kill()
+            return None
+        return self._to
+
+    def held(self, index: int, within: float = 60.0) -> bool:
+        """(A judge's.) Whether it says it holds the outputs streamed to it for set `index` (`hold_start`); a judge
+        that says nothing else in time is ended (its replies would be out of step)."""
+        try:
+            reply = self._rx.recv(time.monotonic() + within) if self._rx is not None else None
+        except pipe.ChannelClosed:
+            reply = None
+        if isinstance(reply, Held) and reply.index == index:
+            return True
+        self.kill()
+        return False
+
     def _judge_ready(self, task: Task, options: EvalOptions) -> JudgeReady | None:
         """The judge's input sets for `task` (the judge started and asked once per task and judge process), None
         without judging."""
@@ -719,9 +789,18 @@ class Worker:
         return msg if isinstance(msg, JudgeReady) else JudgeReady(ok=False, reason=why)
 
     def compare(self, task: Task, options: EvalOptions, judged: JudgedOutputs) -> Compared:
-        """(A judge's.) A candidate's outputs on a judged input set against the reference's."""
+        """(A judge's.) A candidate's outputs on a judged input set against the reference's: those it holds (streamed
+        to it during the evaluation), else those sent now."""
         assert self.judge, "only a judge compares judged outputs"
-        request = CompareRequest(task_sha=task.sha, index=judged.index).with_data(judged.data)
+        if judged.relayed and not judged._held:
+            return Compared(
+                passed=False,
+                detail=f"[judged input set #{judged.index + 1}] the candidate's outputs did not reach the judge whole "
+                "(it ended while they were sent): its verdict cannot be confirmed outside its process; evaluate it again",
+            )
+        request = CompareRequest(task_sha=task.sha, index=judged.index, held=judged.relayed)
+        if not judged.relayed:
+            request.with_data(judged.data)
         msg, why = self._ask(request, {"compare": options.timeouts.verify}, "compare", options)
         return msg if isinstance(msg, Compared) else Compared(passed=False, detail=why)
 
@@ -809,21 +888,37 @@ class Worker:
         )
 
     def _judge_verdict(
-        self, verdict: Verdict, task: Task, options: EvalOptions, ready: JudgeReady, judged: list[JudgedOutputs]
-    ) -> None:
+        self,
+        verdict: Verdict,
+        task: Task,
+        options: EvalOptions,
+        ready: JudgeReady,
+        judged: list[JudgedOutputs],
+        ended: bool = False,
+        final: bool = True,
+    ) -> bool:
         """Fold the judge's word into a verdict the worker called correct: the candidate's outputs on every judged
         input set, compared in the judge, or `clean_judge` fails. A verdict the worker did not call correct stands
-        as it is (its process's word against itself is enough)."""
+        as it is (its process's word against itself is enough).
+
+        The judge that drew the sets `ended` during the evaluation, or holds nothing to compare: True (the verdict
+        untouched) to have the candidate evaluated again, unless this evaluation was that (`final`): then
+        `clean_judge` fails, since a judge that ends whenever a candidate runs confirms nothing."""
         if verdict.status is not Status.correct:
-            return
+            return False
         t0 = time.monotonic()
         if not ready.ok:
             verdict.checks.append(Check(name="clean_judge", passed=True, detail=f"not judged apart: {ready.reason}"))
-            return
+            return False
         assert self._judge is not None
         got = {j.index: j for j in judged if 0 <= j.index < ready.sets}
         failed: Compared | None = None
-        if len(got) < ready.sets:
+        lost = "the judge ended during the candidate's evaluation" if ended else ""
+        if lost and not final:
+            return True
+        if lost:
+            failed = Compared(passed=False, detail=f"{lost}, and again when it was evaluated again: {_UNCONFIRMED}")
+        elif len(got) < ready.sets:
             failed = Compared(
                 passed=False,
                 detail=f"the candidate's process sent its outputs on {len(got)} of the {ready.sets} input sets the "
@@ -833,12 +928,10 @@ class Worker:
             if failed is not None:
                 break
             answer = self._judge.compare(task, options, got[index])
-            if answer.unheld:  # forge's bookkeeping, not the candidate's doing: the next evaluation draws again
-                self._judged.pop(task.sha, None)
-                verdict.checks.append(
-                    Check(name="clean_judge", passed=True, detail=f"not judged apart: {answer.detail}")
-                )
-                return
+            if answer.unheld:  # the judge was started again since it drew the sets
+                if not final:
+                    return True
+                answer = Compared(passed=False, detail=f"{answer.detail}, twice: {_UNCONFIRMED}")
             if not answer.passed:
                 failed = answer
         seconds = round(time.monotonic() - t0, 4)
@@ -858,12 +951,13 @@ class Worker:
                     seconds=seconds,
                 )
             )
-            return
+            return False
         verdict.checks = [c for c in verdict.checks if c.name != "clean_judge"]
         verdict.checks.append(Check(name="clean_judge", passed=False, detail=failed.detail, seconds=seconds))
         verdict.status, verdict.reason, verdict.failed_check = Status.incorrect, failed.detail, "clean_judge"
         verdict.mismatch = failed.mismatch
         verdict.timing = None  # a speedup of outputs that are wrong is no speedup
+        return False
 
     def prepare(self, task: Task, options: EvalOptions, reference: bool = False) -> Prepared:
         """Load the task and draw its inputs in the worker, kept there for its candidates' evaluations;

@@ -12,6 +12,8 @@ from ..options import EvalOptions
 from ..pipe import (
     Compared,
     CompareRequest,
+    Held,
+    HoldRequest,
     JudgeReady,
     JudgeRequest,
     ReferenceTimes,
@@ -43,6 +45,8 @@ class Judge:
     def __init__(self, state: WorkerState, memory: DeviceMemory | None) -> None:
         self.state, self.memory = state, memory
         self.kept: dict[str, Judged] = {}
+        #: a candidate's outputs on judged sets, as they arrived during its evaluation (`hold`), until compared
+        self.held: dict[tuple[str, int], bytes | bytearray] = {}
 
     def ready(self, req: JudgeRequest, out_fd: int) -> JudgeReady:
         from ..harness.wire import WireError
@@ -133,6 +137,14 @@ class Judge:
             if self.memory is not None:
                 self.memory.release()
 
+    def hold(self, req: HoldRequest) -> Held:
+        """Keep a candidate's outputs on a judged set for the comparison after its evaluation (only the evaluation in
+        flight's: a first set starts another)."""
+        if req.index == 0:
+            self.held.clear()
+        self.held[(req.task_sha, req.index)] = req.data
+        return Held(index=req.index)
+
     def compare(self, req: CompareRequest) -> Compared:
         from ..harness.compare import compare_outputs
         from ..harness.wire import WireError, unpack
@@ -144,8 +156,11 @@ class Judge:
                 passed=False, unheld=True, detail=f"the judge holds no input set #{req.index + 1} of this task"
             )
         where = f"judged input set #{req.index + 1}"
+        data = self.held.pop((req.task_sha, req.index), None) if req.held else req.data
+        if data is None:
+            return Compared(passed=False, detail=f"[{where}] the candidate's outputs did not reach the judge")
         try:
-            actual = unpack(req.data)
+            actual = unpack(data)
         except WireError as exc:
             return Compared(passed=False, detail=f"[{where}] its outputs did not arrive as tensors: {exc}")
         expected = judged.outs[req.index]

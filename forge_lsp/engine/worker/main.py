@@ -19,6 +19,7 @@ from ..pipe import (
     CompareRequest,
     EvaluateResult,
     Hello,
+    HoldRequest,
     JudgeRequest,
     PrepareRequest,
     ShutdownRequest,
@@ -56,7 +57,7 @@ def _build(req: BuildRequest) -> BuildResult:
 
 
 #: the stage the parent's deadline starts in, by request (`WorkerClient._exchange`'s `first_stage`)
-_FIRST_STAGE = {"CompareRequest": "compare", "TimeReferenceRequest": "time_reference"}
+_FIRST_STAGE = {"CompareRequest": "compare", "HoldRequest": "hold", "TimeReferenceRequest": "time_reference"}
 
 
 def _say_where_os_exit_is_called() -> None:
@@ -145,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
                 pipe.send(args.out_fd, judge.ready(req, args.out_fd))
             elif isinstance(req, TimeReferenceRequest):
                 pipe.send(args.out_fd, judge.retime(req, args.out_fd))
+            elif isinstance(req, HoldRequest):
+                pipe.send(args.out_fd, judge.hold(req))
             else:
                 pipe.send(args.out_fd, judge.compare(req))
             return None
@@ -193,11 +196,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if isinstance(req, ShutdownRequest):
             return 0
-        if (judge is not None) != isinstance(req, JudgeRequest | CompareRequest | TimeReferenceRequest):
+        if (judge is not None) != isinstance(req, JudgeRequest | CompareRequest | HoldRequest | TimeReferenceRequest):
             print(f"forge worker: a {req.kind} request to a {'judge' if judge else 'worker'}: refused", file=sys.stderr)
             return 2
         # the stage the parent's deadline is in as the request begins: it restarts after a wait for the gate
         state.gate.stage = _FIRST_STAGE.get(type(req).__name__, "load_task")
+        if isinstance(req, HoldRequest):  # the host's work only: no wait for another process's timing
+            code = serve(req)
+            continue
         with state.gate.shared():  # work on the device, beside other processes' but never beside a timing
             code = serve(req)
         if code is not None:
