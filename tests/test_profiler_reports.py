@@ -86,6 +86,22 @@ def test_csv_fallback_reads_the_same_numbers_as_the_reader(name, tmp_path):
         assert row.metrics[metric] == pytest.approx(kernel.metrics[metric], rel=1e-3)
 
 
+def test_a_report_names_the_device_its_kernels_ran_on_and_keeps_only_the_sources_it_holds(tmp_path):
+    """The device comes from the report itself (the profiled process's own result may be missing); an NVRTC program,
+    which is no file, was not imported into the report: its empty text is left out rather than read as the source."""
+    from forge_lsp.profiler.report import load_report
+
+    path = tmp_path / "r.ncu-rep"
+    with gzip.open(NCU / "uncoalesced_transpose.ncu-rep.gz", "rb") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    read = load_report(path)
+    assert read.device_name == "NVIDIA H200"
+    assert read.sources == {}
+    (kernel,) = read.kernels
+    assert kernel == _report("uncoalesced_transpose", tmp_path)
+    assert {Path(h.file).name for h in kernel.hot_lines} == {"transpose_naive.cu"}  # named, but not imported
+
+
 def _fake_ncu(tmp_path: Path, body: str) -> str:
     exe = tmp_path / "ncu"
     exe.write_text("#!/bin/sh\n" + body)
@@ -104,6 +120,8 @@ def test_without_the_reader_ncu_import_is_run_and_its_warnings_stay_out_of_the_c
     (kernel,) = read_report(tmp_path / "x.ncu-rep", ncu=ncu)
     (expected,) = from_raw_csv(csv_file.read_text())
     assert kernel == expected
+    read = report.load_report(tmp_path / "x.ncu-rep", ncu=ncu)  # the device from its row, not the units row
+    assert (read.kernels, read.device_name, read.sources) == ([expected], "NVIDIA H200", {})
 
 
 @pytest.mark.integration  # starts a process

@@ -130,7 +130,8 @@ async def test_profile_kernel_shows_latency_and_roofline_on_hover_without_explai
     value = hover.contents.value
     assert "*profile*" in value and "roofline" in value, value
     assert re.search(
-        r"µs per call \(\d+ kernels? of one call (under Nsight Compute|in its process by CUPTI), summed\)", value
+        r"µs per call \(\d+ kernels? of one call (under Nsight Compute|in its process by CUPTI) on [^,)]+, summed\)",
+        value,
     ), value
     assert not any(d.code == "uncoalesced_global_access" for d in client.diagnostics.get(uri, []))
 
@@ -151,7 +152,36 @@ async def test_explain_bottleneck_of_a_python_module_on_the_gpu(client: Language
     value = hover.contents.value
     assert "*explain*" in value and "roofline" in value, value
     assert re.search(
-        r"µs per call \(\d+ kernels? of one call (under Nsight Compute|in its process by CUPTI), summed\)", value
+        r"µs per call \(\d+ kernels? of one call (under Nsight Compute|in its process by CUPTI) on [^,)]+, summed\)",
+        value,
     ), value
     # the summary diagnostic sits on the class line
     assert any(d.code == "explanation" and d.range.start.line == model_line for d in client.diagnostics.get(uri, []))
+
+
+@pytest.mark.asyncio
+async def test_explain_of_a_load_inline_module_marks_the_hot_line_inside_its_py_string(
+    client: LanguageClient, tmp_path
+):
+    """The module's kernel is CUDA in a string of its own `.py` file: Explain's most stalled line is the string's line
+    marked HOT, on the document, and the hover names it (what `test_server_explain_replay.py` replays on the CPU)."""
+    py = tmp_path / "gather_half.py"
+    shutil.copy(FIXTURES / "explain_replay" / "gather_half.py", py)
+    text = py.read_text()
+    hot = next(i for i, line in enumerate(text.splitlines()) if "// HOT" in line)
+    uri = py.as_uri()
+    job = await _run_to_end(client, uri, "python", text, "forge.explain", "GatherHalf")
+    assert job["status"] == "done", job
+    on_lines = [d for d in client.diagnostics.get(uri, []) if d.severity == t.DiagnosticSeverity.Information]
+    stalls = {d.range.start.line: float(re.search(r"(\d+)% of stalls here", d.message).group(1)) for d in on_lines}
+    assert stalls and max(stalls, key=lambda line: stalls[line]) == hot, (
+        hot,
+        [(d.code, d.range.start.line) for d in on_lines],
+    )
+    class_line = next(i for i, line in enumerate(text.splitlines()) if line.startswith("class GatherHalf"))
+    hover = await client.text_document_hover_async(
+        t.HoverParams(
+            text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=class_line, character=8)
+        )
+    )
+    assert f"hottest line here: line {hot + 1}," in hover.contents.value, hover.contents.value

@@ -112,8 +112,9 @@ class ProfileResult(BaseModel):
     seconds: float = Field(0.0, description="wall time the profiling took")
     stages_s: dict[str, float] = Field({}, description="seconds per stage inside the profiled process")
     log_excerpt: str = ""
-    #: the programs compiled in the profiled process that are no files (NVRTC's), by the file name their line info
-    #: names: where the hot lines in them are read (`source_map.map_hot_lines`)
+    #: source texts by the file name their line info names: the programs compiled in the profiled process that are no
+    #: files (NVRTC's), and the files ncu imported into its report; where the hot lines in them are read
+    #: (`source_map.map_hot_lines`), the build's files or not
     sources: dict[str, str] = {}
 
     @property

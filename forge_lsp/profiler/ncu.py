@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import ParamSpec
+from typing import TYPE_CHECKING, ParamSpec
 
 from ..engine.candidate import Candidate
 from ..engine.task import Task
@@ -29,6 +29,9 @@ from .metrics import METRICS
 from .model import DevicePeaks, KernelProfile, OpTime, ProfileResult
 from .spare import Spare, Spares
 from .target import NVTX_RANGE, ProfileCall, ProfileScript
+
+if TYPE_CHECKING:
+    from .report import Report
 
 _EXCERPT = 6000
 P = ParamSpec("P")
@@ -177,12 +180,11 @@ def profile(
             seconds=time.perf_counter() - t0,
             log_excerpt=log,
         )
-    from .report import read_report
-
-    kernels = read_report(report, ncu=ncu)
+    read = _read(report, ncu)
+    kernels = read.kernels
     result_file = req.with_suffix(".result.json")
     data = json.loads(result_file.read_text()) if result_file.exists() else {}
-    device_name, stages = data.get("device_name", ""), data.get("stages_s", {})
+    device_name, stages = read.device_name or data.get("device_name", ""), data.get("stages_s", {})
     if not kernels:
         return ProfileResult(
             mode="degraded",
@@ -202,8 +204,16 @@ def profile(
         seconds=time.perf_counter() - t0,
         log_excerpt=log if code else "",
         stages_s=stages,
-        sources=data.get("sources") or {},
+        sources=read.sources | (data.get("sources") or {}),
     )
+
+
+def _read(report: Path, ncu: str) -> Report:
+    """The report ncu wrote (`report.Report`): its kernels, the device they ran on and the sources it imported (the
+    hot lines are read from those, whether or not the build's files are still there)."""
+    from .report import load_report
+
+    return load_report(report, ncu=ncu)
 
 
 def _no_ncu(device: str) -> str:
@@ -439,12 +449,11 @@ def profile_script(
             if code == 0
             else f"{entry.name} under ncu exited with code {code}; see the log excerpt",
         )
-    from .report import read_report
-
-    kernels = read_report(report, ncu=ncu)
+    read = _read(report, ncu)
+    kernels = read.kernels
     result_file = req.with_suffix(".result.json")
     data = json.loads(result_file.read_text()) if result_file.exists() else {}
-    device_name = data.get("device_name", "")
+    device_name = read.device_name or data.get("device_name", "")
     if not kernels:
         return ProfileResult(
             mode="degraded",
@@ -461,7 +470,7 @@ def profile_script(
         report_path=str(report),
         seconds=time.perf_counter() - t0,
         log_excerpt=log if code else "",
-        sources=data.get("sources") or {},
+        sources=read.sources | (data.get("sources") or {}),
     )
 
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +52,51 @@ def import_ncu_report(ncu: str | None = None) -> Any | None:
     return None
 
 
+@dataclass
+class Report:
+    """What a report holds: its kernels, the device they ran on, and the source files ncu imported into it (by the
+    path their line info names; ``--import-source yes``), so that hot lines can be read without the build's files."""
+
+    kernels: list[KernelProfile]
+    device_name: str = ""
+    sources: dict[str, str] = dataclass_field(default_factory=dict)
+
+
 def read_report(path: str | Path, *, ncu: str | None = None) -> list[KernelProfile]:
+    return load_report(path, ncu=ncu).kernels
+
+
+def load_report(path: str | Path, *, ncu: str | None = None) -> Report:
+    """The report at `path`, by NVIDIA's reader; where it cannot be imported, by ``ncu --import`` (its raw page: the
+    kernels' metrics and the device's name, no source)."""
     module = import_ncu_report(ncu)
     if module is not None:
-        return from_context(module.load_report(str(path)))
+        ctx = module.load_report(str(path))
+        return Report(from_context(ctx), *_device_and_sources(ctx))
     if ncu is None:
         raise RuntimeError("cannot read an ncu report: the ncu_report module is not importable and ncu was not found")
-    return from_raw_csv(_ncu_import_csv(ncu, Path(path)))
+    text = _ncu_import_csv(ncu, Path(path))
+    rows = csv.DictReader(line for line in io.StringIO(text) if not line.startswith("=="))
+    device = next((name for row in rows if (name := row.get(_DEVICE_NAME))), "")  # the units row has none
+    return Report(from_raw_csv(text), device)
+
+
+_DEVICE_NAME = "device__attribute_display_name"
+
+
+def _device_and_sources(ctx: Any) -> tuple[str, dict[str, str]]:
+    """The device the report's kernels ran on, and the text of every source file imported into it (files whose
+    content was not imported, such as an NVRTC program, are left out)."""
+    device, sources = "", {}
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            action = rng.action_by_idx(a)
+            metric = action.metric_by_name(_DEVICE_NAME)
+            if not device and metric is not None and metric.has_value():
+                device = str(metric.as_string())
+            sources.update({str(k): str(v) for k, v in dict(action.source_files()).items() if v})
+    return device, sources
 
 
 def _ncu_import_csv(ncu: str, path: Path, timeout: float = 300.0) -> str:

@@ -146,11 +146,12 @@ def run_call(request: ProfileCall, request_file: Path, started: Started) -> int:
     modules = started.modules
     device = torch.device(request.device)
     task, candidate = request.task, request.candidate
-    task_mod = exec_module(task.source, "task", "task")
-    torch.manual_seed(task.seed)
-    init = list(task_mod.get_init_inputs())
-    torch.manual_seed(task.seed)
+    # the module's own load_inline kernels too (a user's module built at import): forge's build, with line info
     with cached_load_inline():
+        task_mod = exec_module(task.source, "task", "task")
+        torch.manual_seed(task.seed)
+        init = list(task_mod.get_init_inputs())
+        torch.manual_seed(task.seed)
         if candidate is not None and candidate.source:
             cand_mod = exec_module(candidate.source, "candidate", "candidate")
             model = getattr(cand_mod, candidate.class_name)(*init)

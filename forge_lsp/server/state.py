@@ -56,8 +56,11 @@ class Result:
     search_speedup: float | None = None  # the same candidate as the search measured it
     roofline_pct: float | None = None
     bound: str | None = None
+    peaks: str = ""  # the ceilings roofline_pct is placed under: whose, and measured or from the datasheet
     findings: list[dict[str, Any]] = field(default_factory=list)
     stalls: list[str] = field(default_factory=list)
+    #: explain: the hottest lines of the document's own text (1-based `line`, `stall_pct`, `stall`)
+    hot_lines: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
 
 

@@ -57,9 +57,13 @@ def render(target: str, results: list[Result], current_sha: str, header: bool = 
         if r.latency_ms is not None:
             lines.append(f"- {_time(r.latency_ms)} per call" + (f" ({r.measured})" if r.measured else ""))
         if r.roofline_pct is not None:
-            lines.append(f"- roofline: {r.roofline_pct:.0f}% of the roof ({r.bound}-bound)")
+            against = f", against the {r.peaks}" if r.peaks else ""
+            lines.append(f"- roofline: {r.roofline_pct:.0f}% of the roof ({r.bound}-bound{against})")
         for f in r.findings[:3]:
             lines.append(f"- {f['title']}")
+        for h in r.hot_lines[:1]:
+            stall = f", mostly {h['stall']}" if h["stall"] else ""
+            lines.append(f"- hottest line here: line {h['line']}, {h['stall_pct']:.0f}% of the sampled stalls{stall}")
         if r.stalls:
             lines.append(f"- stall reasons: {', '.join(r.stalls)}")
         if r.note and r.speedup is None and r.latency_ms is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from lsprotocol import types as t
 
 from ...agent.run_events import RunStarted
 from ...agent.store import EventRecord
+from ...profiler.model import HotLine
 from ..feature import Unit
 from ..protocol import CancelResult, Job, JobStarted, ProtocolError, RunParams, RunResult, RunsResult, read, wire
 from ..server import SOURCE, ForgeServer
@@ -141,8 +143,10 @@ def _plan(ls: ForgeServer, kind: str, uri: str, target: str):
             f"{target} has no example inputs: add get_inputs()/get_init_inputs() (quick fix available) "
             "or a [tool.forge.modules] entry in pyproject.toml"
         )
+    own = {Path(path)}  # the files whose lines are the document's (hot lines in them are marked on it)
     if module.inputs.kind == "kernelbench" or module.inputs.task_file is None:
         task_file, model_class = ls.snapshot(uri, text), module.name
+        own.add(task_file)  # the document's text as the job started: its lines are the document's
     else:  # a [tool.forge.modules] entry names the task file and its class
         task_file, model_class = Path(module.inputs.task_file), module.inputs.model_class or "Model"
     if kind == "optimize":
@@ -150,7 +154,7 @@ def _plan(ls: ForgeServer, kind: str, uri: str, target: str):
             lambda job: _optimize(ls, job, task_file, module, model_class, doc_sha, version)
         ), f"forge: optimize {target}"
     return (
-        lambda job: _module_profile(ls, job, kind, task_file, module, model_class, doc_sha)
+        lambda job: _module_profile(ls, job, kind, task_file, module, model_class, doc_sha, frozenset(own))
     ), f"forge: {kind} {target}"
 
 
@@ -320,12 +324,19 @@ def optimize_result(job: BackgroundJob, target: str, doc_sha: str, outcome: Any)
 
 # ---------------------------------------------------------------------------- profile / explain
 def _module_profile(
-    ls: ForgeServer, job: BackgroundJob, kind: str, task_file: Path, module: Any, model_class: str, doc_sha: str
+    ls: ForgeServer,
+    job: BackgroundJob,
+    kind: str,
+    task_file: Path,
+    module: Any,
+    model_class: str,
+    doc_sha: str,
+    own: frozenset[Path],
 ) -> None:
     from ...usecases.explain import ProfileRequest
 
     request = ProfileRequest(target=task_file, model_class=model_class, device=ls.settings.device)
-    _explain_job(ls, job, kind, request, module.name, module.line, doc_sha)
+    _explain_job(ls, job, kind, request, module.name, module.line, doc_sha, own)
 
 
 def _kernel_job(ls: ForgeServer, job: BackgroundJob, cu: Path, kernel: Any, doc_sha: str) -> None:
@@ -333,14 +344,23 @@ def _kernel_job(ls: ForgeServer, job: BackgroundJob, cu: Path, kernel: Any, doc_
 
     # without a GPU the kernel's script still runs, for its compile errors (marked on their lines)
     request = ProfileRequest(target=cu, kernel=kernel.name, device=ls.settings.device, compile_check=True)
-    _explain_job(ls, job, job.kind, request, kernel.name, kernel.line, doc_sha)
+    _explain_job(ls, job, job.kind, request, kernel.name, kernel.line, doc_sha, frozenset({cu}))
 
 
 def _explain_job(
-    ls: ForgeServer, job: BackgroundJob, kind: str, request: Any, target: str, line: int, doc_sha: str
+    ls: ForgeServer,
+    job: BackgroundJob,
+    kind: str,
+    request: Any,
+    target: str,
+    line: int,
+    doc_sha: str,
+    own: frozenset[Path],
 ) -> None:
     """Profile and Explain: the explain use case (no narrative in the editor); its numbers to hover, its
-    compiler errors and (Explain) its findings to diagnostics."""
+    compiler errors and (Explain) its findings to diagnostics. `own`: the files whose lines are the document's (the
+    .cu file; a module's file and the copy of its text the job profiled): hot lines mapped into them (a load_inline
+    kernel's lines inside the `.py` string included) are marked on the document."""
     from ...usecases.explain import explain
 
     stop = threading.Event()
@@ -352,10 +372,7 @@ def _explain_job(
     # lines found in the text the job started from are not marked on a text edited since
     stale = ls.changed_since(job.uri, doc_sha)
     _compile_diagnostics(ls, job, target, explained.result, source, publish=not stale)
-    # hot lines of a module's kernels are in the worker's copies, not in the user's file: only a .cu file's
-    _record_profile(
-        ls, job, kind, target, line, explained, doc_sha, source if request.is_cuda_source else None, publish=not stale
-    )
+    _record_profile(ls, job, kind, target, line, explained, doc_sha, own, publish=not stale)
     if stale:
         job.message += " (the file changed while it ran: its lines are not marked; run it again)"
 
@@ -383,6 +400,13 @@ def _compile_diagnostics(
     )
 
 
+def own_hot_lines(lines: Iterable[HotLine], own: Iterable[Path]) -> list[HotLine]:
+    """The hot lines that are lines of the document: those whose file (after `profiler.source_map` moved them from the
+    build's generated sources to the `.py` string they came from) is one of `own`, in the order given."""
+    files = {Path(f).resolve() for f in own}
+    return [h for h in lines if Path(h.file).resolve() in files]
+
+
 def _record_profile(
     ls: ForgeServer,
     job: BackgroundJob,
@@ -391,7 +415,7 @@ def _record_profile(
     line: int,
     explained: Any,
     doc_sha: str,
-    source_file: Path | None,
+    own: frozenset[Path],
     publish: bool = True,
 ) -> None:
     result = explained.result
@@ -407,29 +431,33 @@ def _record_profile(
         ls.message(f"forge: {target}: {job.message}", t.MessageType.Warning)
         return
     res.latency_ms = sum(k.duration_ns for k in result.kernels) / 1e6
+    on = f" on {result.device_name}" if result.device_name else ""
     res.measured = (
         f"{len(result.kernels)} kernel{'s' if len(result.kernels) != 1 else ''} of one call "
-        f"{result.measured_by}, summed"
+        f"{result.measured_by}{on}, summed"
     )
     top = explained.top
     findings = top.findings if top else []
     if top is not None and top.roofline is not None:
         res.roofline_pct, res.bound = top.roofline.pct_of_roof, top.roofline.bound
+        res.peaks = f"{top.peaks.source} peaks of the {top.peaks.name}"
     res.findings = [{"title": f.title, "rule": f.rule, "suggestion": f.suggestion} for f in findings[:3]]
     kernel = max(result.kernels, key=lambda k: k.duration_ns)
     res.stalls = sorted({h.dominant_stall for h in kernel.hot_lines if h.dominant_stall})[:4]
+    sampled = sorted((h for h in kernel.hot_lines if h.stall_pct > 0), key=lambda h: -h.stall_pct)
+    res.hot_lines = [
+        {"line": h.line, "stall_pct": h.stall_pct, "stall": h.dominant_stall} for h in own_hot_lines(sampled, own)[:3]
+    ]
     ls.record_result(res)
     job.message = findings[0].title if findings else "profiled"
     if kind == "explain":
         diags: list[t.Diagnostic] = []
         for f in findings[:5] if publish else []:
-            for h in f.lines[:3]:
-                if source_file is None or Path(h.file).resolve() != source_file.resolve():
-                    continue
+            for h in own_hot_lines(f.lines[:3], own):
                 diags.append(
                     t.Diagnostic(
                         range=ls.line_range(job.uri, max(h.line - 1, 0)),
-                        message=f"{f.title} ({h.stall_pct:.0f}% of stalls here, {h.dominant_stall}) — {f.suggestion}",
+                        message=f"{f.title} ({_line_numbers(h)}) — {f.suggestion}",
                         severity=t.DiagnosticSeverity.Information,
                         source=SOURCE,
                         code=f.rule,
@@ -446,3 +474,12 @@ def _record_profile(
                 )
             )
         ls.set_diagnostics(job.uri, f"explain:{target}", diags)
+
+
+def _line_numbers(h: HotLine) -> str:
+    """What was measured on a hot line, in words: its share of the sampled stalls and their main reason, its excess
+    memory traffic."""
+    parts = [f"{h.stall_pct:.0f}% of stalls here" + (f", {h.dominant_stall}" if h.dominant_stall else "")]
+    if h.global_sectors > h.global_sectors_ideal > 0:
+        parts.append(f"{h.global_sectors / h.global_sectors_ideal:.1f}× the ideal L2 sectors")
+    return "; ".join(parts)
