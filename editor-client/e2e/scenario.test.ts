@@ -115,6 +115,18 @@ const UI = {
     number: /\d+(?:\.\d+)?\s*(?:µs|us|ms|×)/,
     measuredBy: /final re-timing|\bsearch\b|wall[- ]?(?:clock|time)|cuda events?|cuda graphs?|ncu|nsight|cpu timer|perf_counter|timed (?:with|by|on)|measured (?:with|by|on)/i,
   },
+  /** Explain of the load_inline module, from the profile recorded on the GPU machine. */
+  gpuExplain: {
+    runLabel: "explain GatherHalf",
+    title: /forge: GatherHalf/,
+    settingsTaken: /settings changed:.*device='cuda:0'/,
+    /** The hover's time: of which kernels, measured how and on which GPU. */
+    measured: /(\d+(?:\.\d+)?) (µs|ms) per call \(1 kernel of one call under Nsight Compute on (.+?), summed\)/,
+    roofline: /roofline: \d+% of the roof \(\w+-bound, against the \w+ peaks of the /,
+    hottest: (line: number) => `hottest line here: line ${line},`,
+    /** A finding's diagnostic on a line: what was measured there. */
+    lineFinding: /% of stalls here/,
+  },
 };
 
 // =====================================================================================================
@@ -221,6 +233,24 @@ a, b = (torch.load(os.path.join(ws, l + ".pt")) for l in ("forge", "original"))
 print(json.dumps({**said, "max_abs": float((a - b).abs().max())}))
 `;
 
+/**
+ * A module whose kernel is CUDA in a string of its own .py file (load_inline), explained from a profile recorded on the
+ * GPU machine (`benchmarks/record_explain.py`): stand-ins for ncu and nvidia-smi (tests/fixtures/explain_replay/bin) on
+ * the server's PATH answer its profile with the recorded report; the server's reader, analysis and line mapping are
+ * its own. Without a recording the step is skipped.
+ */
+const REPLAY = path.join(REPO, "tests", "fixtures", "explain_replay");
+const GPU_MODULE_FILE = "gather_half.py";
+const GPU_MODULE = fs.readFileSync(path.join(REPLAY, GPU_MODULE_FILE), "utf8");
+const RECORDING_FILE = path.join(REPLAY, "recording", "recording.json");
+const RECORDING: { device_name: string; latency_ms: number } | undefined = fs.existsSync(RECORDING_FILE)
+  ? JSON.parse(fs.readFileSync(RECORDING_FILE, "utf8"))
+  : undefined;
+const GPU_CLASS_LINE_TEXT = "class GatherHalf(nn.Module)";
+/** The kernel's line the recording's stalls are on (1-based), inside the module's CUDA string. */
+const HOT_LINE_TEXT = "// HOT";
+const HOT_LINE = GPU_MODULE.split("\n").findIndex((l) => l.includes(HOT_LINE_TEXT)) + 1;
+
 function coderReply(marker: string): string {
   return JSON.stringify({ summary: `vectorized softmax (${marker})`, source: `${FAST}\n# ${marker}\n` });
 }
@@ -245,7 +275,11 @@ const OPTIMIZE_TIMEOUT_MS = 120_000;
 
 // 10 minutes: the budget of the whole run (a normal one takes under 2 minutes once installed)
 test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { timeout: 15 * 60_000 }, async (t) => {
-  const h = await Harness.start({ files: { [MODULE_FILE]: TASK, [BLOCKS_FILE]: BLOCKS, [NET_FILE]: NET }, settings: (url) => workspaceSettings(url) });
+  const h = await Harness.start({
+    files: { [MODULE_FILE]: TASK, [BLOCKS_FILE]: BLOCKS, [NET_FILE]: NET, [GPU_MODULE_FILE]: GPU_MODULE },
+    settings: (url) => workspaceSettings(url),
+    binDirs: RECORDING ? [path.join(REPLAY, "bin")] : [],
+  });
   const wb = h.wb;
   /** The first run's speedup as its notification says it; the lens, the review and Run Details must say the same. */
   let speedup = "";
@@ -683,6 +717,64 @@ test("forge-lsp in a real VS Code (code-server): the acceptance scenario", { tim
       for (const l of numbered) s.check(UI.hover.measuredBy.test(l), `the number is labelled with how it was measured: "${l.trim()}"`);
       await wb.moveMouseAway();
     });
+
+    // ---------------------------------------------------------------------------------------------
+    await h.step(t, "i2-explain-load-inline-gpu-recording", async (s) => {
+      const G = UI.gpuExplain;
+      const logged = () => logFiles(h.userDataDir).forge.map((f) => fs.readFileSync(f, "utf8")).join("\n");
+      h.writeWorkspaceSettings(workspaceSettings(h.fake.baseUrl, { "forge.device": "cuda:0" }));
+      try {
+        await until("the server to take device cuda:0", async () => G.settingsTaken.test(logged()) || undefined,
+          { timeoutMs: 20_000, lastSeen: async () => logged().slice(-800) });
+        await wb.clearNotifications();
+        await wb.openFile(GPU_MODULE_FILE);
+        await wb.waitForCodeLens(UI.lens.explain, 60_000);
+        await wb.clickCodeLens(UI.lens.explain);
+        await wb.openActivity(UI.container);
+        const row = await until("the explain run to finish", async () =>
+          (await runRows()).find((r) => r.label.startsWith(G.runLabel) && !UI.runningGroup.test(r.group)),
+        { timeoutMs: 180_000, intervalMs: 500, lastSeen: () => runRows().then((r) => JSON.stringify(r)) });
+        s.check(!/failed/i.test(row.group), `the explain run did not fail: ${row.group} / ${row.description}`);
+        await wb.openFile(GPU_MODULE_FILE);
+        // the finding on the kernel's hot line: a line of the .py file, inside its CUDA string
+        await s.soft("a diagnostic (info squiggle) on the hot line inside the CUDA string", () => until("the hot line's squiggle",
+          async () => (await wb.squigglesOnLine(HOT_LINE_TEXT)).includes("info") || undefined,
+          { timeoutMs: 20_000, lastSeen: () => wb.squigglesOnLine(HOT_LINE_TEXT).then((x) => JSON.stringify(x)) }));
+        // and none outside the string (the class line has the explanation's summary, a hint)
+        const lines = GPU_MODULE.split("\n");
+        const [first, last] = [lines.findIndex((l) => l.endsWith('r"""')) + 1, lines.findIndex((l) => l.startsWith('"""')) + 1];
+        const outside = (await wb.visibleLines()).filter((l) => (l.line < first || l.line > last) && l.text.trim() &&
+          lines.filter((x) => x.includes(l.text.trim())).length === 1);
+        for (const l of outside) {
+          const sq = await wb.squigglesOnLine(l.text.trim());
+          s.check(!sq.includes("info"), `no finding outside the CUDA string, on line ${l.line} "${l.text.trim()}" (${JSON.stringify(sq)})`);
+        }
+        const lineHover = await wb.hoverLine(HOT_LINE_TEXT);
+        await s.shot("i2-hot-line-hover");
+        s.note(`hot line hover:\n${lineHover}`);
+        s.check(G.lineFinding.test(lineHover), `the hot line's hover is a finding with what was measured there (${G.lineFinding})`);
+        await wb.moveMouseAway();
+        const hover = await wb.hoverLine(GPU_CLASS_LINE_TEXT);
+        await s.shot("i2-class-hover");
+        s.note(`class hover:\n${hover}`);
+        s.check(G.title.test(hover), `the hover is forge's (${G.title})`);
+        const m = G.measured.exec(hover);
+        s.check(!!m, `the hover says the kernel time and how it was measured (${G.measured})`);
+        if (m && RECORDING) {
+          s.check(m[3] === RECORDING.device_name, `measured on the recording's GPU, ${RECORDING.device_name} (hover: ${m[3]})`);
+          const ms = Number(m[1]) / (m[2] === "µs" ? 1000 : 1);
+          s.check(Math.abs(ms - RECORDING.latency_ms) < 1e-4, `the time is the recording's, ${RECORDING.latency_ms} ms (hover: ${m[1]} ${m[2]})`);
+        }
+        s.check(G.roofline.test(hover), `the roofline says which peaks it is placed against (${G.roofline})`);
+        s.check(hover.includes(G.hottest(HOT_LINE)), `the hover names the hot line, ${HOT_LINE}`);
+        for (const l of hover.split("\n").filter((x) => UI.hover.number.test(x))) {
+          s.check(UI.hover.measuredBy.test(l), `the number is labelled with how it was measured: "${l.trim()}"`);
+        }
+      } finally {
+        await wb.moveMouseAway();
+        h.writeWorkspaceSettings(workspaceSettings(h.fake.baseUrl));
+      }
+    }, { skip: RECORDING ? undefined : "no GPU recording yet: run `python benchmarks/record_explain.py` on the GPU machine" });
 
     // ---------------------------------------------------------------------------------------------
     await h.step(t, "k-model-wide-accept-undo", async (s) => {

@@ -137,8 +137,11 @@ export class Harness {
     }
   }
 
-  /** Everything up to a workbench showing the workspace. `files`: workspace-relative path -> text. */
-  static async start(opts: { files: Record<string, string>; settings: (baseUrl: string) => Settings }): Promise<Harness> {
+  /**
+   * Everything up to a workbench showing the workspace. `files`: workspace-relative path -> text. `binDirs`: folders put
+   * first on code-server's PATH (so on the server's): stand-ins for hardware tools.
+   */
+  static async start(opts: { files: Record<string, string>; settings: (baseUrl: string) => Settings; binDirs?: string[] }): Promise<Harness> {
     const h = new Harness();
     const bin = required("E2E_CODE_SERVER");
     const node = required("E2E_NODE");
@@ -168,7 +171,11 @@ export class Harness {
       // one intra-op thread: a loaded 2-core machine wakes a thread pool slowly (timings get noisy)
       OMP_NUM_THREADS: "1",
       FORGE_CACHE_DIR: path.join(h.root, "forge-cache"),
+      // the extension host (so the server) gets this environment as it is: without it, VS Code's server merges in a
+      // login shell's environment, whose /etc/profile resets PATH (and would drop `binDirs`)
+      VSCODE_CLI: "1",
     });
+    if (opts.binDirs?.length) env.PATH = [...opts.binDirs, env.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(path.delimiter);
     // whatever happens (a test timeout, Ctrl+C), code-server's process group goes and the logs are kept
     process.once("exit", () => h.emergencyFinish());
     for (const sig of ["SIGINT", "SIGTERM"] as const) {
@@ -219,14 +226,17 @@ export class Harness {
 
   /**
    * One scenario step as a node:test subtest: timed, screenshot at its end (pass or fail), soft
-   * checks collected and reported together. A failed `critical` step skips the rest.
+   * checks collected and reported together. A failed `critical` step skips the rest;
+   * `skip` (a reason) skips this one.
    */
-  async step(t: TestContext, name: string, body: (s: StepContext) => Promise<void>, opts: { critical?: boolean } = {}): Promise<void> {
+  async step(t: TestContext, name: string, body: (s: StepContext) => Promise<void>, opts: { critical?: boolean; skip?: string } = {}): Promise<void> {
     const record: StepRecord = { name, status: "passed", seconds: 0, failures: [], screenshots: [] };
     this.steps.push(record);
-    if (this.aborted) {
+    const skip = this.aborted ?? opts.skip;
+    if (skip) {
       record.status = "skipped";
-      await t.test(name, { skip: this.aborted }, () => undefined);
+      this.notes.push(`${name}: skipped: ${skip}`);
+      await t.test(name, { skip }, () => undefined);
       return;
     }
     const ctx: StepContext = {
