@@ -15,7 +15,7 @@ import torch
 
 from forge_lsp.engine import Candidate, Evaluator, Status, pipe
 from forge_lsp.engine.harness.wire import WireError, pack, unpack
-from forge_lsp.engine.pipe import EvaluateRequest, JudgedOutputs
+from forge_lsp.engine.pipe import EvaluateRequest, JudgedOutputs, JudgedSets
 from forge_lsp.engine.task import load_task
 from forge_lsp.engine.verdict import Check, Verdict
 from forge_lsp.engine.worker_client import Worker
@@ -250,8 +250,8 @@ class ModelNew(nn.Module):
 def test_a_worker_keeps_the_judges_sets_and_is_sent_them_again_when_they_were_lost(
     cache_dir, fast_options, monkeypatch
 ):
-    """The judge's input sets go to the worker with the first request of a task and are kept there: the next
-    candidates' requests come without them and are still judged apart. A worker that lost them (here a candidate
+    """The judge's input sets go to the worker while the task's first candidate runs (drawn beside it) and are kept
+    there: the next candidates' requests come without them and are still judged apart. A worker that lost them (here a candidate
     dropped them) runs no judged call; the candidate after is evaluated again with the sets, not failed for it."""
     sent: list[tuple[str, int]] = []
     real_send = pipe.send
@@ -259,6 +259,8 @@ def test_a_worker_keeps_the_judges_sets_and_is_sent_them_again_when_they_were_lo
     def recording(fd, message, **kw):
         if isinstance(message, EvaluateRequest):
             sent.append((message.candidate.name, message.nbytes))
+        elif isinstance(message, JudgedSets):
+            sent.append(("(the judge's sets, drawn as the first one ran)", message.nbytes))
         real_send(fd, message, **kw)
 
     monkeypatch.setattr(pipe, "send", recording)
@@ -272,9 +274,10 @@ def test_a_worker_keeps_the_judges_sets_and_is_sent_them_again_when_they_were_lo
         assert v.status is Status.correct, v.reason
         judged = next(c for c in v.checks if c.name == "clean_judge")
         assert judged.passed and "match" in judged.detail, judged.detail
+    drawn = "(the judge's sets, drawn as the first one ran)"
     with_sets = [name for name, nbytes in sent if nbytes > 0]
-    assert [name for name, _ in sent] == ["honest1", "honest2", "drops", "honest3", "honest3"], sent
-    assert with_sets == ["honest1", "honest3"], sent  # the first of the task, and honest3's second request
+    assert [name for name, _ in sent] == ["honest1", drawn, "honest2", "drops", "honest3", "honest3"], sent
+    assert with_sets == [drawn, "honest3"], sent  # after the task's first request, and with honest3's second
 
 
 #: a candidate that ends its judge (a sibling process: the same parent, "--judge" in its title) on every call

@@ -71,6 +71,20 @@ class EvaluateRequest(WithData):
     #: which of the judge's draws the judged input sets are: a worker keeps the last ones it was sent, and a request
     #: for the same draw comes without data (the sets of a task are the same for all its candidates)
     judged_key: str = ""
+    #: the judge is drawing the sets as the evaluation starts: they follow on the pipe (`JudgedSets`), read when the
+    #: worker first needs them
+    judged_follow: bool = False
+
+
+class JudgedSets(WithData):
+    """To a worker, mid-evaluation (`EvaluateRequest.judged_follow`): the judge's input sets (data), drawn while the
+    evaluation ran; or, not `ok`, why there are none."""
+
+    kind: Literal["judged_sets"] = "judged_sets"
+    key: str = ""
+    ok: bool = True
+    reason: str = ""
+    bandwidth: float | None = None  # as in `EvaluateRequest`
 
 
 class BuildRequest(BaseModel):
@@ -151,6 +165,7 @@ Request = Annotated[
     | JudgeRequest
     | CompareRequest
     | HoldRequest
+    | JudgedSets
     | TimeReferenceRequest,
     Field(discriminator="kind"),
 ]

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +42,7 @@ from .pipe import (
     Hello,
     HoldRequest,
     JudgedOutputs,
+    JudgedSets,
     JudgeReady,
     JudgeRequest,
     Prepared,
@@ -138,6 +139,56 @@ def _read_tail(path: Path) -> str:
             return f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+class _SetsFollow:
+    """The judge's sets that follow an evaluation's request (`EvaluateRequest.judged_follow`): written to the worker
+    by a thread as soon as the draw is done (`start`, its `Future`'s callback), while the evaluation runs; once it
+    ended (`finish`), not any more. The thread writes to its own copy of the pipe's fd: a worker killed meanwhile
+    makes the write fail, it never reaches another pipe given the same number."""
+
+    def __init__(self, pending: Future[JudgeReady], fd: int) -> None:
+        self.pending = pending
+        self.fd = os.dup(fd)
+        self.sent = False
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def start(self, _future: object = None) -> None:
+        with self._lock:
+            if self._closed or self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._send, name="forge-judged-sets", daemon=True)
+            self._thread.start()
+
+    def _send(self) -> None:
+        try:
+            try:
+                r = self.pending.result()
+            except BaseException as exc:  # noqa: BLE001 - a cancelled or failed draw: the worker goes on without
+                r = JudgeReady(ok=False, reason=f"the judge's draw failed: {exc}")
+            msg = JudgedSets(key=r.key, ok=r.ok, reason=r.reason, bandwidth=r.bandwidth)
+            if r.ok:
+                msg.with_data(r.data)
+            pipe.send(self.fd, msg)
+            self.sent = True
+        except OSError:  # the worker ended
+            pass
+        finally:
+            os.close(self.fd)
+
+    def finish(self, within: float = 120.0) -> bool:
+        """The evaluation ended: no sending from now on; one in flight (the worker reads it between requests) waited
+        for. False if it still runs."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is None:
+            os.close(self.fd)
+            return True
+        thread.join(within)
+        return not thread.is_alive()
 
 
 class Worker:
@@ -635,7 +686,16 @@ class Worker:
     ) -> Verdict:
         timeouts = options.timeouts.model_dump()
         request = EvaluateRequest(task=task, candidate=candidate, options=options)
-        ready = self._judge_ready(task, options)
+        got = self._judge_ready(task, options, background=True)
+        pending = got if isinstance(got, Future) else None  # the judge draws as the evaluation starts
+        ready = None if isinstance(got, Future) else got
+        follow: _SetsFollow | None = None
+        if pending is not None:
+            request.judged_follow = True
+            self._rotate_log()
+            self.ensure_started()
+            if self._to is not None:
+                follow = _SetsFollow(pending, self._to)
         if ready is not None and ready.ok:
             request.bandwidth = ready.bandwidth
             request.judged_key = ready.key
@@ -644,13 +704,15 @@ class Worker:
             # the worker keeps the last sets it was sent: sent again only to another process or for another draw
             if self.proc is None or self._worker_holds != (self.proc.pid, ready.key):
                 request.with_data(ready.data)
-        drawn_now = self._judge_moved  # the judge drew this task's sets for this evaluation
         request.device_shared, self._judge_moved = self._judge_moved, False
         judged: list[JudgedOutputs] = []
         judge_proc = self._judge.proc if self._judge is not None else None  # the judge that drew the sets
-        rx = self._rx if ready is not None and ready.ok else None
-        if rx is not None and ready is not None:
-            rx.route = self._route_judged(task, ready.sets, judged)
+        rx = self._rx if (ready is not None and ready.ok) or follow is not None else None
+        if rx is not None:
+            sets = ready.sets if ready is not None else options.judged_sets
+            rx.route = self._route_judged(task, sets, judged, lambda: pending is None or pending.done())
+        if follow is not None and pending is not None:
+            pending.add_done_callback(follow.start)
         try:
             msg, status, reason, stage, excerpt = self._exchange(
                 request, timeouts, "load_task", on_stage, memory_limit=limit, judged=judged
@@ -668,6 +730,13 @@ class Worker:
         finally:
             if rx is not None:
                 rx.route = None
+            if follow is not None and not follow.finish():
+                self.kill()  # the sets still being written: the pipe's next bytes are not a request's
+        if pending is not None:
+            ready = pending.result()  # the draw, done or awaited: the judge compares what the worker sent
+            judge_proc = self._judge.proc if self._judge is not None else None
+            self._judge_moved = True  # the judge drew beside this evaluation: the worker measures its level again
+        drawn_now = pending is not None
         if msg is None:
             return Verdict(
                 status=status,
@@ -685,6 +754,9 @@ class Worker:
         self.served += 1
         if request.judged_key and 0 < request.nbytes <= pipe.JUDGED_KEPT_BYTES and self.proc is not None:
             self._worker_holds = (self.proc.pid, request.judged_key)  # the worker keeps them (`WorkerState.judged`)
+        if follow is not None and follow.sent and ready is not None and self.proc is not None:
+            if ready.ok and 0 < len(ready.data) <= pipe.JUDGED_KEPT_BYTES:
+                self._worker_holds = (self.proc.pid, ready.key)
         verdict = msg.verdict
         verdict.stages.update({k: s for k, s in self.exchange_stages.items() if s >= 0.001})
         if msg.worker_unusable:
@@ -692,14 +764,14 @@ class Worker:
         if ready is not None:
             if drawn_now:
                 verdict.stages["judge_draw"] = round(ready.seconds, 4)
-            if ready.ok and not request.nbytes and verdict.status is Status.correct and len(judged) < ready.sets:
+            unsent = not request.nbytes and pending is None
+            if ready.ok and unsent and verdict.status is Status.correct and len(judged) < ready.sets:
                 # sent without the sets the worker was to keep, and it ran none: they were lost in it (what the last
                 # candidate did to its process, or forge's bookkeeping), not this candidate's doing: again, with them
                 self._worker_holds = None
                 return self._evaluate_in_worker(task, candidate, options, on_stage, limit, judge_retried)
-            judge = self._judge
-            ended = ready.ok and (judge is None or judge_proc is None or judge.proc is not judge_proc)
-            ended = ended or (judge_proc is not None and judge_proc.poll() is not None)
+            judge = self._judge  # the judge that drew the sets ended since (its draw may have failed for it)
+            ended = judge is None or judge_proc is None or judge.proc is not judge_proc or judge_proc.poll() is not None
             if self._judge_verdict(verdict, task, options, ready, judged, ended, final=judge_retried):
                 # the judge ended, or lost what it was to compare, during this evaluation: whatever ended it (a crash,
                 # or the candidate's own doing), the candidate is evaluated again beside a new judge, once
@@ -712,7 +784,7 @@ class Worker:
         return verdict
 
     # --------------------------------------------------------------- the judge
-    def _route_judged(self, task: Task, sets: int, judged: list[JudgedOutputs]):
+    def _route_judged(self, task: Task, sets: int, judged: list[JudgedOutputs], drawn: Callable[[], bool]):
         """The device worker's `Receiver.route` during an evaluation: its outputs on each judged set stream on to the
         judge as they arrive (`HoldRequest`), so they cross the host once and the comparison after it copies nothing.
         Any other data, a set already sent, or a judge not running: kept here, as before."""
@@ -725,6 +797,7 @@ class Worker:
                 or any(j.index == msg.index for j in judged)
                 or len(judged) >= _MAX_JUDGED
                 or judge is None
+                or not drawn()  # (the judge is in use while it draws: no outputs before its sets went out)
             ):
                 return None
             return judge.hold_start(HoldRequest(task_sha=task.sha, index=msg.index, nbytes=msg.nbytes))
@@ -755,25 +828,46 @@ class Worker:
         self.kill()
         return False
 
-    def _judge_ready(self, task: Task, options: EvalOptions) -> JudgeReady | None:
+    def _judge_ready(
+        self, task: Task, options: EvalOptions, background: bool = False
+    ) -> JudgeReady | Future[JudgeReady] | None:
         """The judge's input sets for `task` (the judge started and asked once per task and judge process), None
-        without judging."""
+        without judging. A draw to make is made now, or with `background`, in a thread (its `Future`)."""
         if options.judged_sets <= 0 or self.judge:
             return None
         judge = self._new_judge()
         process = judge.starts if judge.proc is not None and judge.proc.poll() is None else -1
         held = {sha: r for sha, r in self._judged.items() if r[0] == process}  # a judge started again holds none
         ready = held.pop(task.sha, (process, None))[1]
-        if ready is None:
-            while len(held) >= _JUDGED_TASKS:  # the judge drops what the parent drops
-                held.pop(next(iter(held)))
-            ready = judge.ready(task, options, keep=list(held))
-            self._draws += 1
-            ready.key = f"{judge.starts}:{self._draws}"
-            self._judge_moved = True
+        if ready is not None:
+            self._judged = held
+            self._judged[task.sha] = (judge.starts, ready)
+            return ready
+        while len(held) >= _JUDGED_TASKS:  # the judge drops what the parent drops
+            held.pop(next(iter(held)))
         self._judged = held
-        self._judged[task.sha] = (judge.starts, ready)
-        return ready
+        self._draws += 1
+        key = f"{self._draws}"
+
+        def draw() -> JudgeReady:
+            drawn = judge.ready(task, options, keep=list(held))
+            drawn.key = f"{judge.starts}:{key}"
+            self._judge_moved = True
+            self._judged[task.sha] = (judge.starts, drawn)
+            return drawn
+
+        if not background:
+            return draw()
+        future: Future[JudgeReady] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(draw())
+            except BaseException as exc:  # noqa: BLE001 - EvaluationCancelled included: read where it is awaited
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name=f"forge-judge-draw-{self.device}", daemon=True).start()
+        return future
 
     def ready(self, task: Task, options: EvalOptions, keep: list[str] | None = None) -> JudgeReady:
         """(A judge's.) Draw `options.judged_sets` input sets of `task` and keep the reference's outputs on them,
@@ -907,15 +1001,15 @@ class Worker:
         if verdict.status is not Status.correct:
             return False
         t0 = time.monotonic()
-        if not ready.ok:
+        lost = "the judge ended during the candidate's evaluation" if ended else ""
+        if lost and not final:
+            return True
+        if not ready.ok and not lost:
             verdict.checks.append(Check(name="clean_judge", passed=True, detail=f"not judged apart: {ready.reason}"))
             return False
         assert self._judge is not None
         got = {j.index: j for j in judged if 0 <= j.index < ready.sets}
         failed: Compared | None = None
-        lost = "the judge ended during the candidate's evaluation" if ended else ""
-        if lost and not final:
-            return True
         if lost:
             failed = Compared(passed=False, detail=f"{lost}, and again when it was evaluated again: {_UNCONFIRMED}")
         elif len(got) < ready.sets:

@@ -138,6 +138,20 @@ class DeviceGate:
         fcntl.flock(self._turn, fcntl.LOCK_UN)  # nobody waits
 
     @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Inside `shared()`: the hold given up while this process waits for another one (which may need the gate
+        itself), taken again after."""
+        if not self._shared or self._exclusive:
+            yield
+            return
+        self._drain()
+        fcntl.flock(self._lock, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            self._take_shared()
+
+    @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Held around a timing: the device to this process alone. Inside `shared()`, the shared hold is given up
         for the time (not atomically: a timing of another process may come first) and taken again after."""
@@ -178,6 +192,10 @@ class NoGate:
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
+        yield
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
         yield
 
     def checkpoint(self) -> None:

@@ -20,6 +20,7 @@ from ..pipe import (
     EvaluateResult,
     Hello,
     HoldRequest,
+    JudgedSets,
     JudgeRequest,
     PrepareRequest,
     ShutdownRequest,
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         state.gate.notify = lambda stage: pipe.send(args.out_fd, StageStarted(stage=stage))
         state.gate.drain = lambda: torch.cuda.synchronize(device)
     receiver = pipe.Receiver(args.in_fd, pipe.REQUEST)
+    state.receiver = receiver  # an evaluation reads the judge's sets that follow its request (`JudgedSets`)
     judge = Judge(state, memory) if args.judge else None
 
     def serve(req: Any) -> int | None:
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             return None
         if req.judged_key:  # the judge's sets: kept for the next request of the same draw, which comes without them
             if req.nbytes:
-                state.judged = (req.judged_key, req.data) if req.nbytes <= pipe.JUDGED_KEPT_BYTES else None
+                state.keep_judged(JudgedSets(key=req.judged_key).with_data(req.data))
             elif state.judged is not None and state.judged[0] == req.judged_key:
                 req.with_data(state.judged[1])
         if memory is not None and req.device_shared:
@@ -196,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if isinstance(req, ShutdownRequest):
             return 0
+        if isinstance(req, JudgedSets):  # sets that followed an evaluation which ended before it needed them
+            state.keep_judged(req)
+            continue
         if (judge is not None) != isinstance(req, JudgeRequest | CompareRequest | HoldRequest | TimeReferenceRequest):
             print(f"forge worker: a {req.kind} request to a {'judge' if judge else 'worker'}: refused", file=sys.stderr)
             return 2

@@ -166,6 +166,14 @@ class WorkerState:
     #: the judge's input sets last sent (`EvaluateRequest.judged_key`, their packed bytes), up to
     #: `pipe.JUDGED_KEPT_BYTES`
     judged: tuple[str, bytes | bytearray] | None = None
+    receiver: Any = None  # the worker's `pipe.Receiver` of requests
+
+    def keep_judged(self, sets: Any) -> None:
+        """Keep the judge's sets (`pipe.JudgedSets`) for the next request of their draw, up to the size kept."""
+        from ..pipe import JUDGED_KEPT_BYTES
+
+        ok = sets.ok and 0 < sets.nbytes <= JUDGED_KEPT_BYTES
+        self.judged = (sets.key, sets.data) if ok else None
 
     def use_task(self, sha: str) -> None:
         """Mark a task as the one used now (its kept inputs are dropped last)."""
