@@ -170,3 +170,29 @@ def test_the_process_s_queued_work_is_drained_before_the_gate_is_given_up(folder
         worker.checkpoint()  # gives the gate up to the waiting timing: its kernels finish first
         assert drained == ["synchronized", "timed"]
     t.join(5)
+
+
+def test_a_paused_hold_lets_a_timing_in_and_is_taken_again_after_it(folder):
+    """A worker that waits for another process (the judge drawing its sets, which may time the reference alone)
+    gives its shared hold up meanwhile: the timing gets the device, and the worker holds it again once that ended."""
+    worker, judge = _gates(folder, 2)
+    timed = threading.Event()
+    log: list[str] = []
+
+    def time_alone() -> None:
+        with judge.exclusive():
+            log.append("timing")
+            time.sleep(0.2)
+            log.append("timing ends")
+        timed.set()
+
+    with worker.shared():
+        with worker.paused():
+            t = threading.Thread(target=time_alone)
+            t.start()
+            assert timed.wait(5), "the timing waited for a hold given up"
+        log.append("worker again")
+        t.join(5)
+    assert log == ["timing", "timing ends", "worker again"]
+    with NoGate().paused():  # the CPU's gate: nothing to give up
+        pass

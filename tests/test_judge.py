@@ -324,6 +324,48 @@ def test_a_candidate_that_ends_its_judge_is_not_confirmed_and_the_next_one_is_ju
     assert any(c.name == "clean_judge" and c.passed and "match" in c.detail for c in honest.checks)
 
 
+def test_the_judges_sets_follow_the_request_only_once_it_went_out_whole():
+    """Sets drawn before the request is written (a judge that answers at once) wait for it: two writers on one pipe
+    would interleave their bytes. Once the evaluation ended, sets not yet sent are not sent at all."""
+    from concurrent.futures import Future
+
+    from forge_lsp.engine.pipe import JudgeReady
+    from forge_lsp.engine.worker_client import _SetsFollow
+
+    def drawn() -> Future:
+        done: Future = Future()
+        done.set_result(JudgeReady(ok=True, sets=1).with_data(pack([[torch.ones(3)]])))
+        done.result().key = "1:1"
+        return done
+
+    r, w = os.pipe()
+    try:
+        follow = _SetsFollow(drawn())
+        os.set_blocking(r, False)
+        with pytest.raises(BlockingIOError):
+            os.read(r, 1)  # drawn, but the request is not out yet: nothing written
+        follow.open(w)
+        assert follow.finish()
+        rx = pipe.Receiver(r, pipe.REQUEST)
+        os.set_blocking(r, True)
+        got = rx.recv(time.monotonic() + 5)
+        assert isinstance(got, JudgedSets) and got.key == "1:1" and follow.sent
+        assert torch.equal(unpack(got.data)[0][0], torch.ones(3))
+
+        late: Future = Future()
+        unsent = _SetsFollow(late)
+        unsent.open(w)
+        assert unsent.finish()  # the evaluation ended before the draw did
+        late.set_result(drawn().result())
+        os.set_blocking(r, False)
+        with pytest.raises(BlockingIOError):
+            os.read(r, 1)
+        assert not unsent.sent
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 _MATMUL = FIXTURES / "matmul_cpu.py"
 
 _MM = """

@@ -147,17 +147,28 @@ class _SetsFollow:
     ended (`finish`), not any more. The thread writes to its own copy of the pipe's fd: a worker killed meanwhile
     makes the write fail, it never reaches another pipe given the same number."""
 
-    def __init__(self, pending: Future[JudgeReady], fd: int) -> None:
+    def __init__(self, pending: Future[JudgeReady]) -> None:
         self.pending = pending
-        self.fd = os.dup(fd)
+        self.fd = -1  # a copy of the fd the request went to, once it went (`open`)
         self.sent = False
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
+        pending.add_done_callback(self.start)
+
+    def open(self, fd: int) -> None:
+        """The request went out whole to `fd` (`_exchange`'s `sent`): the sets follow it there as soon as they are
+        drawn, never before the request nor in the middle of it."""
+        with self._lock:
+            if self._closed or self.fd >= 0:
+                return
+            self.fd = os.dup(fd)
+        if self.pending.done():
+            self.start()
 
     def start(self, _future: object = None) -> None:
         with self._lock:
-            if self._closed or self._thread is not None:
+            if self.fd < 0 or self._closed or self._thread is not None:
                 return
             self._thread = threading.Thread(target=self._send, name="forge-judged-sets", daemon=True)
             self._thread.start()
@@ -185,7 +196,8 @@ class _SetsFollow:
             self._closed = True
             thread = self._thread
         if thread is None:
-            os.close(self.fd)
+            if self.fd >= 0:
+                os.close(self.fd)
             return True
         thread.join(within)
         return not thread.is_alive()
@@ -536,9 +548,10 @@ class Worker:
         on_stage=None,
         memory_limit: int | None = None,
         judged: list[JudgedOutputs] | None = None,
+        sent: Callable[[], None] | None = None,
     ):
         """Send one request, follow its stages, sample the tree's memory; `judged` collects the `JudgedOutputs` the
-        worker sends on the way.
+        worker sends on the way; `sent` is called once the request is written whole.
 
         Returns (reply | None, failure status | None, reason, last stage, log excerpt)."""
         self._rotate_log()
@@ -552,6 +565,8 @@ class Worker:
         stage = first_stage
         deadline = time.monotonic() + timeouts.get(stage, 600.0)
         pipe.send(self._to, request)
+        if sent is not None:
+            sent()
         #: the parent's side of this exchange: a worker (re)started for it, and the request (with its data) written
         self.exchange_stages = {"worker_start": round(t1 - t0, 4), "send": round(time.perf_counter() - t1, 4)}
         sampled = 0.0
@@ -694,8 +709,7 @@ class Worker:
             request.judged_follow = True
             self._rotate_log()
             self.ensure_started()
-            if self._to is not None:
-                follow = _SetsFollow(pending, self._to)
+            follow = _SetsFollow(pending)
         if ready is not None and ready.ok:
             request.bandwidth = ready.bandwidth
             request.judged_key = ready.key
@@ -711,11 +725,15 @@ class Worker:
         if rx is not None:
             sets = ready.sets if ready is not None else options.judged_sets
             rx.route = self._route_judged(task, sets, judged, lambda: pending is None or pending.done())
-        if follow is not None and pending is not None:
-            pending.add_done_callback(follow.start)
         try:
             msg, status, reason, stage, excerpt = self._exchange(
-                request, timeouts, "load_task", on_stage, memory_limit=limit, judged=judged
+                request,
+                timeouts,
+                "load_task",
+                on_stage,
+                memory_limit=limit,
+                judged=judged,
+                sent=(lambda: follow.open(self._to)) if follow is not None and self._to is not None else None,
             )
         except WorkerStartError as exc:
             return Verdict(
