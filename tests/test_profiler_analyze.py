@@ -713,6 +713,30 @@ def test_a_cause_outranks_the_latency_bound_symptom():
     assert analyze(profile(latency, hot_lines=HOT_LINES), H200)[0].rule == "latency_bound"
 
 
+def test_a_coalescing_finding_the_counters_only_suggest_is_not_raised_above_the_stalls():
+    """Without ncu's access-width counters, global loads that carry a small part of the DRAM traffic (a GEMM whose
+    tiles come by TMA) are only possibly uncoalesced: ranked by their own severity, not above the latency finding as
+    a measured cause is."""
+    latency = HEALTHY_BELOW_ROOF | {"gpu__time_duration.sum": 5e6}
+    minor_loads = latency | {  # 24 sectors a request, but 37 MB through loads and stores of the kernel's 400 MB
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 7.5e5,
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": 3.1e4,
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": 4e5,
+        "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": 1e5,
+        "dram__bytes_read.sum": 4e8,
+    }
+    found = analyze(profile(minor_loads, hot_lines=HOT_LINES), H200)
+    coalescing = next(f for f in found if f.rule == "uncoalesced_global_access")
+    assert "lsu_share_of_dram_bytes" in coalescing.evidence and coalescing.severity <= 0.25
+    assert found[0].rule != "uncoalesced_global_access", [(f.rule, f.severity) for f in found]
+    # measured (most of the traffic through scattered loads), the same sectors are a cause and rank first
+    scattered = minor_loads | {  # 800 MB through the loads: most of the traffic
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 2.5e7,
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": 7.8e5,
+    }
+    assert analyze(profile(scattered, hot_lines=HOT_LINES), H200)[0].rule == "uncoalesced_global_access"
+
+
 def test_register_limited_occupancy_points_at_the_lines_holding_registers_longest():
     metrics = HEALTHY_BELOW_ROOF | {
         "sm__warps_active.avg.pct_of_peak_sustained_active": 12.0,

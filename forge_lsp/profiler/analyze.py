@@ -802,13 +802,20 @@ LATENCY_CAUSES = (
 )
 
 
+def _uncertain(f: Finding) -> bool:
+    """A coalescing finding made without ncu's access-width counters that says only "possibly" (`_coalescing_rule`)."""
+    return f.rule == "uncoalesced_global_access" and f.severity <= AMBIGUOUS_SECTORS_SEVERITY
+
+
 def _ranked(findings: Iterable[Finding]) -> list[Finding]:
     """Most severe first, causes above their symptoms (latency-bound, and warps stalled waiting on latency: too few
     warps, too few blocks or wasted sectors are why such stalls are not hidden); ties by rule id so the order is
     stable."""
     found = list(findings)
     symptoms = [f for f in found if f.rule == "latency_bound" or f.rule.removeprefix("stall_") in LATENCY_STALLS]
-    causes = [f for f in found if f.rule in LATENCY_CAUSES]
+    # a cause the counters only suggest (sectors that 128-bit accesses would also need, or loads that carry a small
+    # part of the DRAM traffic) is not raised above what was measured: it keeps its own rank
+    causes = [f for f in found if f.rule in LATENCY_CAUSES and not _uncertain(f)]
     if symptoms and causes:
         worst = max(f.severity for f in symptoms)
         top = max(causes, key=lambda f: f.severity)
