@@ -267,6 +267,7 @@ def test_a_worker_keeps_the_judges_sets_and_is_sent_them_again_when_they_were_lo
     task = load_task(SOFTMAX)
     options = fast_options.model_copy(update={"timing": False})
     with Evaluator("cpu", options=options, cache_dir=cache_dir) as ev:
+        ev.worker.draw_beside = True  # as on a GPU (on the CPU the draw comes first: nothing keeps its timings apart)
         verdicts = [ev.evaluate(task, Candidate.from_source(_SOFTMAX.format(n=n), f"honest{n}")) for n in (1, 2)]
         verdicts.append(ev.evaluate(task, Candidate.from_source(_DROPS_KEPT_SETS, "drops")))
         verdicts.append(ev.evaluate(task, Candidate.from_source(_SOFTMAX.format(n=3), "honest3")))
@@ -310,12 +311,15 @@ class ModelNew(nn.Module):
 """
 
 
-def test_a_candidate_that_ends_its_judge_is_not_confirmed_and_the_next_one_is_judged(cache_dir, fast_options):
-    """Ending the judge (it is a process beside the worker) must not skip its word: the candidate is evaluated again
-    beside a new judge, which it ends again, and `clean_judge` fails; an honest candidate after it is judged."""
+@pytest.mark.parametrize("beside", [False, True], ids=["drawn-first", "drawn-beside"])
+def test_a_candidate_that_ends_its_judge_is_not_confirmed_and_the_next_one_is_judged(cache_dir, fast_options, beside):
+    """Ending the judge (it is a process beside the worker) must not skip its word, whether it drew the sets before
+    the evaluation or draws them beside it: the candidate is evaluated again beside a new judge, which it ends again,
+    and `clean_judge` fails; an honest candidate after it is judged."""
     task = load_task(SOFTMAX)
     options = fast_options.model_copy(update={"timing": False})
     with Evaluator("cpu", options=options, cache_dir=cache_dir) as ev:
+        ev.worker.draw_beside = beside
         ends = ev.evaluate(task, Candidate.from_source(_ENDS_ITS_JUDGE, "ends_judge"))
         honest = ev.evaluate(task, Candidate.from_source(_SOFTMAX.format(n=9), "honest"))
     assert ends.status is Status.incorrect and ends.failed_check == "clean_judge", ends.reason

@@ -229,6 +229,10 @@ class Worker:
         #: task sha -> (the judge process's start count, its input sets for the task), the latest used last
         self._judged: dict[str, tuple[int, JudgeReady]] = {}
         self._draws = 0  # the judge's draws so far: each names its input sets (`EvaluateRequest.judged_key`)
+        #: the judge draws a task's sets beside its first evaluation (`judged_follow`) only where the device's gate
+        #: keeps the judge's own timings (the reference alone, the bandwidth) apart from the worker's work: a GPU's.
+        #: On the CPU nothing can, so the draw comes first there.
+        self.draw_beside = device.startswith("cuda")
         self._worker_holds: tuple[int, str] | None = None  # (worker pid, judged_key) of the sets the worker keeps
         self._judge_moved = False  # the judge ran on the device since the worker's last evaluation
         self.cache_dir = Path(cache_dir or default_cache_dir())
@@ -701,7 +705,7 @@ class Worker:
     ) -> Verdict:
         timeouts = options.timeouts.model_dump()
         request = EvaluateRequest(task=task, candidate=candidate, options=options)
-        got = self._judge_ready(task, options, background=True)
+        got = self._judge_ready(task, options, background=self.draw_beside)
         pending = got if isinstance(got, Future) else None  # the judge draws as the evaluation starts
         ready = None if isinstance(got, Future) else got
         follow: _SetsFollow | None = None
