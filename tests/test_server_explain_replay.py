@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from conftest import FIXTURES
+from lsp_session import job_done, open_session
 from lsprotocol import types as t
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 pytestmark = [
     pytest.mark.integration,  # the server, its profiled process and the stand-in tools are real processes
@@ -58,36 +59,9 @@ NCU_CALLS = Path(CACHE) / "ncu-calls.jsonl"
 )
 async def client(lsp_client: LanguageClient, tmp_path: Path):
     shutil.copy(MODULE, tmp_path / MODULE.name)
-
-    @lsp_client.feature(t.CLIENT_REGISTER_CAPABILITY)
-    def register_capability(params: t.RegistrationParams) -> None:
-        return None
-
-    @lsp_client.feature(t.WORKSPACE_CODE_LENS_REFRESH)
-    def lens_refresh(params: None) -> None:
-        return None
-
-    await lsp_client.initialize_session(
-        t.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
-            root_uri=tmp_path.as_uri(),
-            workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
-            initialization_options={"forge": {"device": "cuda:0"}},
-        )
-    )
+    await open_session(lsp_client, tmp_path, {"device": "cuda:0"})
     yield
     await lsp_client.shutdown_session()
-
-
-async def job_done(client: LanguageClient, job_id: str, timeout: float = 240) -> dict:
-    async with asyncio.timeout(timeout):
-        while True:
-            runs = await client.protocol.send_request_async("forge/runs", None)
-            jobs = [j._asdict() if hasattr(j, "_asdict") else j for j in (getattr(runs, "runs", None) or runs["runs"])]
-            job = next(j for j in jobs if j["id"] == job_id)
-            if job["status"] not in ("queued", "running"):
-                return job
-            await asyncio.sleep(0.5)
 
 
 def in_ms(number: str, unit: str) -> float:
@@ -115,7 +89,7 @@ async def test_explain_marks_the_hot_line_inside_the_py_string_and_hovers_the_re
     started = await client.workspace_execute_command_async(
         t.ExecuteCommandParams(command="forge.explain", arguments=[uri, "GatherHalf"])
     )
-    job = await job_done(client, started["job"])
+    job = await job_done(client, started["job"], 240)
     assert job["status"] == "done", job
 
     # the server asked ncu for forge's profile of the module (the stand-in answers only that), once

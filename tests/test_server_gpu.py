@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from conftest import FIXTURES
+from lsp_session import job_done, open_session
 from lsprotocol import types as t
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 from forge_lsp.profiler.ncu import find_ncu
 
@@ -42,18 +43,7 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
         shutil.copy(FIXTURES / "explain_cu" / name, tmp_path / name)
     shutil.copy(FIXTURES / "softmax_small.py", tmp_path / "softmax_small.py")
 
-    @lsp_client.feature(t.CLIENT_REGISTER_CAPABILITY)
-    def register_capability(params: t.RegistrationParams) -> None:
-        return None
-
-    await lsp_client.initialize_session(
-        t.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
-            root_uri=tmp_path.as_uri(),
-            workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
-            initialization_options={"forge": {"device": "cuda:0"}},
-        )
-    )
+    await open_session(lsp_client, tmp_path, {"device": "cuda:0"})
     yield
     await lsp_client.shutdown_session()
 
@@ -85,20 +75,6 @@ async def test_explain_kernel_puts_findings_on_its_lines_and_hover(client: Langu
     assert "roofline" in hover.contents.value and "Uncoalesced" in hover.contents.value
 
 
-async def _job_done(client: LanguageClient, job_id: str, timeout: float = 300) -> dict:
-    async with asyncio.timeout(timeout):
-        while True:
-            runs = await client.protocol.send_request_async("forge/runs", None)
-            jobs = [
-                j._asdict() if hasattr(j, "_asdict") else j
-                for j in (runs.runs if hasattr(runs, "runs") else runs["runs"])
-            ]
-            job = next(j for j in jobs if j["id"] == job_id)
-            if job["status"] not in ("queued", "running"):
-                return job
-            await asyncio.sleep(0.5)
-
-
 async def _run_to_end(client: LanguageClient, uri: str, language: str, text: str, command: str, target: str) -> dict:
     """Open the document, run `command` on `target`, and wait for the job to end."""
     client.text_document_did_open(
@@ -109,7 +85,7 @@ async def _run_to_end(client: LanguageClient, uri: str, language: str, text: str
     started = await client.workspace_execute_command_async(
         t.ExecuteCommandParams(command=command, arguments=[uri, target])
     )
-    return await _job_done(client, started["job"])
+    return await job_done(client, started["job"], 300)
 
 
 @pytest.mark.asyncio
