@@ -709,16 +709,15 @@ class Worker:
         pending = got if isinstance(got, Future) else None  # the judge draws as the evaluation starts
         ready = None if isinstance(got, Future) else got
         follow: _SetsFollow | None = None
+        if pending is not None or (ready is not None and ready.ok):
+            self._rotate_log()
+            self.ensure_started()  # the process the request goes to: its receiver routes the judged outputs
         if pending is not None:
             request.judged_follow = True
-            self._rotate_log()
-            self.ensure_started()
             follow = _SetsFollow(pending)
         if ready is not None and ready.ok:
             request.bandwidth = ready.bandwidth
             request.judged_key = ready.key
-            self._rotate_log()
-            self.ensure_started()
             # the worker keeps the last sets it was sent: sent again only to another process or for another draw
             if self.proc is None or self._worker_holds != (self.proc.pid, ready.key):
                 request.with_data(ready.data)
