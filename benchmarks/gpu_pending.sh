@@ -19,8 +19,9 @@ fi
 if [ "${PYTEST_BUDGET:-300}" != 0 ]; then
   default=$(grep -l "mark.gpu\|pytestmark = .*gpu" tests/test_*.py | grep -v -e test_adversarial -e test_judge | tr '\n' ' ')
   # shellcheck disable=SC2086
-  timeout "${PYTEST_BUDGET:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider -rf ${GPU_TESTS:-$default} \
-    > "$OUT/gpu-tests.log" 2>&1
+  # SIGINT at the budget: pytest stops as on Ctrl-C and still writes its summary (which tests failed, and why)
+  timeout -s INT -k 30 "${PYTEST_BUDGET:-300}" python3 -m pytest -v --tb=short -m gpu -p no:cacheprovider -rf \
+    --durations=10 ${GPU_TESTS:-$default} > "$OUT/gpu-tests.log" 2>&1
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 [ -f "$OUT/ipc-probe.log" ] && tail -5 "$OUT/ipc-probe.log"

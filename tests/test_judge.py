@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from forge_lsp.engine import Candidate, Evaluator, Status, pipe
-from forge_lsp.engine.harness.wire import WireError, pack, unpack
+from forge_lsp.engine import Candidate, Evaluator, Status, pipe, sealed
+from forge_lsp.engine.harness.wire import WireError, host_copy, pack, pack_parts, unpack
 from forge_lsp.engine.pipe import EvaluateRequest, JudgedOutputs, JudgedSets
 from forge_lsp.engine.task import load_task
 from forge_lsp.engine.verdict import Check, Verdict
+from forge_lsp.engine.worker.state import judged_data
 from forge_lsp.engine.worker_client import Worker
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
@@ -27,7 +28,9 @@ SOFTMAX = FIXTURES / "softmax_small.py"
 
 
 # ------------------------------------------------------------------------------------------------ the wire format
-def test_values_cross_as_the_same_values_dtypes_shapes_and_dense_layouts():
+@pytest.mark.parametrize("carry", ["wire", "host_copy"])
+def test_values_cross_as_the_same_values_dtypes_shapes_and_dense_layouts(carry):
+    # the judge keeps the reference's outputs as the wire would carry them (`host_copy`), without the bytes between
     permuted = torch.randn(3, 4, 5).permute(2, 0, 1)
     value = [
         permuted,
@@ -37,8 +40,9 @@ def test_values_cross_as_the_same_values_dtypes_shapes_and_dense_layouts():
         torch.randn(2, 2, dtype=torch.complex64).conj(),
         torch.tensor([True, False]),
     ]
-    got = unpack(pack(value))
+    got = unpack(pack(value)) if carry == "wire" else host_copy(value)
     assert torch.equal(got[0], permuted) and got[0].stride() == permuted.stride()
+    assert got[0].untyped_storage().data_ptr() != permuted.untyped_storage().data_ptr()  # a copy, never the same memory
     assert torch.equal(got[1], value[1]) and got[1].is_contiguous()
     assert torch.equal(got[2][0], value[2][0]) and got[2][1:] == value[2][1:] and isinstance(got[2], tuple)
     assert got[3]["k"].shape == (0, 3) and got[3]["k"].dtype == torch.bfloat16 and got[3][7].item() == 1.5
@@ -50,6 +54,37 @@ def test_values_cross_as_the_same_values_dtypes_shapes_and_dense_layouts():
 def test_what_cannot_cross_is_a_wire_error(value):
     with pytest.raises(WireError):
         pack(value)
+    with pytest.raises(WireError):
+        host_copy(value)
+
+
+@pytest.mark.skipif(not sealed.supported(), reason="no sealed memory files here (Linux memfd seals, /proc)")
+def test_a_sealed_file_is_read_by_path_and_written_by_no_one():
+    # the judge's sets as a worker maps them: the same bytes; no process, its candidate's included, can change them
+    value = [[torch.randn(8, 5)], [torch.randn(8, 5)]]
+    f = sealed.seal(pack_parts(value))
+    try:
+        got = unpack(sealed.open_sealed(f.path, f.nbytes))
+        assert all(torch.equal(a[0], b[0]) for a, b in zip(got, value, strict=True))
+        fd = os.open(f.path, os.O_RDWR)  # a candidate opening the judge's file for writing
+        try:
+            with pytest.raises(PermissionError):
+                os.write(fd, b"\x00" * 16)
+            with pytest.raises(PermissionError):
+                os.ftruncate(fd, 16)
+        finally:
+            os.close(fd)
+        with pytest.raises(OSError):
+            sealed.open_sealed(f.path, f.nbytes + 1)  # not the file announced
+    finally:
+        f.close()
+    unsealed = os.memfd_create("plain")
+    try:
+        os.write(unsealed, b"x" * 16)
+        with pytest.raises(OSError):
+            sealed.open_sealed(f"/proc/{os.getpid()}/fd/{unsealed}", 16)  # a file anyone could still write
+    finally:
+        os.close(unsealed)
 
 
 def test_bytes_from_a_candidates_process_give_a_value_or_a_wire_error_never_anything_else():
@@ -121,14 +156,22 @@ def judge(cache_dir):
     j.close()
 
 
-def test_the_judge_draws_its_own_sets_and_compares_what_it_is_sent(judge, fast_options):
+def sets_of(ready):
+    """The input sets of a judge's reply, as a worker reads them: the data, or the judge's sealed file mapped."""
+    return unpack(judged_data(ready.data, ready.sealed))
+
+
+@pytest.mark.parametrize("sealed", ["sealed", "piped"])
+def test_the_judge_draws_its_own_sets_and_compares_what_it_is_sent(judge, fast_options, sealed, monkeypatch):
+    monkeypatch.setenv("FORGE_JUDGE_SEALED", "1" if sealed == "sealed" else "0")
     task = load_task(SOFTMAX)
     ready = judge.ready(task, fast_options)
     assert ready.ok and ready.sets == 2, ready
-    sets = unpack(ready.data)
+    assert (ready.sealed is not None) == (sealed == "sealed") and (ready.nbytes == 0) == (sealed == "sealed")
+    sets = sets_of(ready)
     assert [list(s[0].shape) for s in sets] == [[16, 100], [16, 100]]  # the task's own sizes
     assert not torch.equal(sets[0][0], sets[1][0])
-    again = unpack(judge.ready(task, fast_options).data)
+    again = sets_of(judge.ready(task, fast_options))
     assert not torch.equal(again[0][0], sets[0][0])  # new seeds each time it is asked: none a candidate can replay
 
     def compared(index, out):
@@ -167,7 +210,7 @@ def test_a_correct_verdict_without_the_judged_outputs_is_not_confirmed(cache_dir
         said = Verdict(
             status=Status.correct, reason="all checks passed", checks=[Check(name="outputs_match", passed=True)]
         )
-        sets = unpack(ready.data)
+        sets = sets_of(ready)
         only_one = [JudgedOutputs(index=0).with_data(pack(torch.softmax(sets[0][0], dim=1)))]
         worker._judge_verdict(said, task, fast_options, ready, only_one)
         assert said.status is Status.incorrect and said.failed_check == "clean_judge"
@@ -247,20 +290,28 @@ class ModelNew(nn.Module):
 """
 
 
+@pytest.mark.parametrize("sealed", ["sealed", "piped"])
 def test_a_worker_keeps_the_judges_sets_and_is_sent_them_again_when_they_were_lost(
-    cache_dir, fast_options, monkeypatch
+    cache_dir, fast_options, monkeypatch, sealed
 ):
     """The judge's input sets go to the worker while the task's first candidate runs (drawn beside it) and are kept
-    there: the next candidates' requests come without them and are still judged apart. A worker that lost them (here a candidate
-    dropped them) runs no judged call; the candidate after is evaluated again with the sets, not failed for it."""
+    there: the next candidates' requests come without them and are still judged apart. A worker that lost them (here a
+    candidate dropped them) runs no judged call; the candidate after is evaluated again with the sets, not failed for
+    it. The same whether the sets cross the pipes or the worker maps the judge's sealed file (`engine.sealed`)."""
+    monkeypatch.setenv("FORGE_JUDGE_SEALED", "1" if sealed == "sealed" else "0")
     sent: list[tuple[str, int]] = []
     real_send = pipe.send
 
     def recording(fd, message, **kw):
         if isinstance(message, EvaluateRequest):
-            sent.append((message.candidate.name, message.nbytes))
+            sent.append((message.candidate.name, message.judged_bytes))
+            assert (message.judged_sealed is not None) == (sealed == "sealed" and message.judged_bytes > 0)
         elif isinstance(message, JudgedSets):
-            sent.append(("(the judge's sets, drawn as the first one ran)", message.nbytes))
+            size = message.sealed.nbytes if message.sealed is not None else message.nbytes
+            assert (message.sealed is not None) == (sealed == "sealed") and (message.nbytes == 0) == (
+                sealed == "sealed"
+            )
+            sent.append(("(the judge's sets, drawn as the first one ran)", size))
         real_send(fd, message, **kw)
 
     monkeypatch.setattr(pipe, "send", recording)

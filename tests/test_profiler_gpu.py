@@ -22,10 +22,13 @@ pytestmark = [
 ]
 
 
-def test_only_the_measured_call_is_profiled(cache_dir):
-    # warm-up calls and construction launch kernels too; the NVTX range keeps exactly one call's
-    result = profile(load_task(FIXTURES / "softmax_small.py"), device="cuda:0", cache_dir=cache_dir)
-    assert result.mode == "ncu", result.reason + result.log_excerpt[-2000:]
+@pytest.mark.parametrize("path", ["cupti", "ncu"])
+def test_only_the_measured_call_is_profiled(cache_dir, path):
+    # warm-up calls and construction launch kernels too: in process (CUPTI, the default) and under ncu (its NVTX
+    # range) exactly one call's are kept
+    task = load_task(FIXTURES / "softmax_small.py")
+    result = profile(task, device="cuda:0", cache_dir=cache_dir, in_process=path == "cupti")
+    assert result.mode == path, result.reason + result.log_excerpt[-2000:]
     assert len(result.kernels) == 1 and "softmax" in result.kernels[0].name.lower()
     k = result.kernels[0]
     assert k.duration_ns > 0 and k.launch is not None and k.launch.registers_per_thread > 0

@@ -55,6 +55,13 @@ class WithData(BaseModel):
 JUDGED_KEPT_BYTES = 2 << 30
 
 
+class Sealed(BaseModel):
+    """Data in a sealed memory file the judge holds (`engine.sealed`), mapped by its path instead of sent."""
+
+    path: str
+    nbytes: int
+
+
 class EvaluateRequest(WithData):
     """Evaluate a candidate. Its data, when any, is the judged input sets (`harness.wire`, a list of input lists)
     drawn by the judge: the worker runs the candidate on each and sends its outputs back as `JudgedOutputs`."""
@@ -74,6 +81,13 @@ class EvaluateRequest(WithData):
     #: the judge is drawing the sets as the evaluation starts: they follow on the pipe (`JudgedSets`), read when the
     #: worker first needs them
     judged_follow: bool = False
+    #: the judged input sets in the judge's sealed file, in place of the data
+    judged_sealed: Sealed | None = None
+
+    @property
+    def judged_bytes(self) -> int:
+        """The judged input sets' packed size sent with this request, in the data or sealed (0: none sent)."""
+        return self.judged_sealed.nbytes if self.judged_sealed is not None else self.nbytes
 
 
 class JudgedSets(WithData):
@@ -85,6 +99,7 @@ class JudgedSets(WithData):
     ok: bool = True
     reason: str = ""
     bandwidth: float | None = None  # as in `EvaluateRequest`
+    sealed: Sealed | None = None  # the sets in the judge's sealed file, in place of the data
 
 
 class BuildRequest(BaseModel):
@@ -123,6 +138,8 @@ class JudgeRequest(BaseModel):
     sets: int = 2
     max_bytes: int = 256 << 20  # the input sets' packed size at most: larger, the judge says it cannot judge
     keep: list[str] = []  # the other tasks (shas) whose sets the parent still holds: the judge drops all others
+    #: the sets in a sealed memory file the workers map (`JudgeReady.sealed`), not in the reply's data
+    sealed: bool = False
 
 
 class TimeReferenceRequest(BaseModel):
@@ -237,7 +254,15 @@ class JudgeReady(WithData):
     bandwidth: float | None = None  # the device's copy bandwidth, bytes per ms, measured in the judge
     ref_ms: list[float] = []  # the reference timed alone on the first set (ms per call), with the worker's timer
     seconds: float = 0.0
+    #: where the draw's seconds went, in the judge: "load", "sets", "time_reference", "bandwidth", "pack"
+    stages: dict[str, float] = {}
     key: str = ""  # set by the parent: which draw these sets are (`EvaluateRequest.judged_key`)
+    sealed: Sealed | None = None  # the sets in the judge's sealed file, in place of the data
+
+    @property
+    def size(self) -> int:
+        """The input sets' packed size, in the data or sealed."""
+        return self.sealed.nbytes if self.sealed is not None else self.nbytes
 
 
 class Held(BaseModel):

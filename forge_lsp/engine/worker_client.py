@@ -141,6 +141,14 @@ def _read_tail(path: Path) -> str:
         return ""
 
 
+def sealed_sets() -> bool:
+    """Whether the judge's sets go to workers in a sealed file they map (`engine.sealed`) rather than on the pipes:
+    where that works, unless ``FORGE_JUDGE_SEALED=0``."""
+    from .sealed import supported
+
+    return os.environ.get("FORGE_JUDGE_SEALED", "1") != "0" and supported()
+
+
 class _SetsFollow:
     """The judge's sets that follow an evaluation's request (`EvaluateRequest.judged_follow`): written to the worker
     by a thread as soon as the draw is done (`start`, its `Future`'s callback), while the evaluation runs; once it
@@ -179,8 +187,8 @@ class _SetsFollow:
                 r = self.pending.result()
             except BaseException as exc:  # noqa: BLE001 - a cancelled or failed draw: the worker goes on without
                 r = JudgeReady(ok=False, reason=f"the judge's draw failed: {exc}")
-            msg = JudgedSets(key=r.key, ok=r.ok, reason=r.reason, bandwidth=r.bandwidth)
-            if r.ok:
+            msg = JudgedSets(key=r.key, ok=r.ok, reason=r.reason, bandwidth=r.bandwidth, sealed=r.sealed)
+            if r.ok and r.sealed is None:
                 msg.with_data(r.data)
             pipe.send(self.fd, msg)
             self.sent = True
@@ -720,7 +728,10 @@ class Worker:
             request.judged_key = ready.key
             # the worker keeps the last sets it was sent: sent again only to another process or for another draw
             if self.proc is None or self._worker_holds != (self.proc.pid, ready.key):
-                request.with_data(ready.data)
+                if ready.sealed is not None:
+                    request.judged_sealed = ready.sealed
+                else:
+                    request.with_data(ready.data)
         request.device_shared, self._judge_moved = self._judge_moved, False
         judged: list[JudgedOutputs] = []
         judge_proc = self._judge.proc if self._judge is not None else None  # the judge that drew the sets
@@ -773,10 +784,10 @@ class Worker:
             )
         assert isinstance(msg, EvaluateResult)
         self.served += 1
-        if request.judged_key and 0 < request.nbytes <= pipe.JUDGED_KEPT_BYTES and self.proc is not None:
+        if request.judged_key and 0 < request.judged_bytes <= pipe.JUDGED_KEPT_BYTES and self.proc is not None:
             self._worker_holds = (self.proc.pid, request.judged_key)  # the worker keeps them (`WorkerState.judged`)
         if follow is not None and follow.sent and ready is not None and self.proc is not None:
-            if ready.ok and 0 < len(ready.data) <= pipe.JUDGED_KEPT_BYTES:
+            if ready.ok and 0 < ready.size <= pipe.JUDGED_KEPT_BYTES:
                 self._worker_holds = (self.proc.pid, ready.key)
         verdict = msg.verdict
         verdict.stages.update({k: s for k, s in self.exchange_stages.items() if s >= 0.001})
@@ -785,7 +796,8 @@ class Worker:
         if ready is not None:
             if drawn_now:
                 verdict.stages["judge_draw"] = round(ready.seconds, 4)
-            unsent = not request.nbytes and pending is None
+                verdict.stages.update({f"judge_draw.{k}": s for k, s in ready.stages.items() if s >= 0.001})
+            unsent = not request.judged_bytes and pending is None
             if ready.ok and unsent and verdict.status is Status.correct and len(judged) < ready.sets:
                 # sent without the sets the worker was to keep, and it ran none: they were lost in it (what the last
                 # candidate did to its process, or forge's bookkeeping), not this candidate's doing: again, with them
@@ -871,7 +883,9 @@ class Worker:
         key = f"{self._draws}"
 
         def draw() -> JudgeReady:
+            t0 = time.monotonic()
             drawn = judge.ready(task, options, keep=list(held))
+            drawn.stages["wall"] = round(time.monotonic() - t0, 4)  # the judge's seconds and the sets' way here
             drawn.key = f"{judge.starts}:{key}"
             self._judge_moved = True
             self._judged[task.sha] = (judge.starts, drawn)
@@ -896,7 +910,7 @@ class Worker:
         assert self.judge, "only a judge draws judged input sets"
         t = options.timeouts
         msg, why = self._ask(
-            JudgeRequest(task=task, options=options, sets=options.judged_sets, keep=keep or []),
+            JudgeRequest(task=task, options=options, sets=options.judged_sets, keep=keep or [], sealed=sealed_sets()),
             {"load_task": t.load_task, "reference": t.first_call + t.verify},
             "load_task",
             options,

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import struct
+import warnings
 from typing import Any
 
 import torch
@@ -30,8 +32,59 @@ def _dtype(name: Any) -> torch.dtype:
     return dtype
 
 
+def _dense(v: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+    """A sendable tensor's values on the host, dense in its memory order: (them, flat, in that order; the order).
+    A dense permuted layout keeps its memory order (a strided view does not). May share memory with `v`."""
+    if v.layout is not torch.strided or v.is_quantized or v.device.type == "meta":
+        raise WireError(f"a {v.layout} tensor on {v.device}")
+    t = v.detach().resolve_conj().resolve_neg().to("cpu")
+    order = list(range(t.dim()))
+    if not t.is_contiguous():
+        strides = t.stride()
+        dense = sorted(order, key=lambda d: (-strides[d], d))
+        if t.permute(dense).is_contiguous():
+            order = dense
+    return t.permute(order).contiguous().reshape(-1), order
+
+
+def host_copy(value: Any) -> Any:
+    """What `unpack(pack(value))` gives, without the bytes between: the same structure, each tensor copied to the
+    host in its dense layout (never sharing memory with `value`); `WireError` for what `pack` refuses."""
+
+    def tree(v: Any, depth: int) -> Any:
+        if depth > _MAX_DEPTH:
+            raise WireError("nested too deeply")
+        if isinstance(v, torch.Tensor):
+            flat, order = _dense(v)
+            if v.device.type == "cpu":  # (from another device, `to("cpu")` made it a copy already)
+                flat = flat.clone()
+            dense = flat.reshape([v.shape[d] for d in order])
+            return dense.permute([order.index(d) for d in range(v.dim())])
+        if v is None:
+            return v
+        for kind in (bool, int, float, str):  # as `unpack` builds them: the plain type, not a subclass
+            if isinstance(v, kind):
+                return kind(v)
+        if isinstance(v, list | tuple):
+            items = [tree(x, depth + 1) for x in v]
+            return items if isinstance(v, list) else tuple(items)
+        if isinstance(v, dict):
+            if not all(isinstance(k, str | int) and not isinstance(k, bool) for k in v):
+                raise WireError("a dict with keys other than strings and integers")
+            return {k: tree(x, depth + 1) for k, x in v.items()}
+        raise WireError(f"a {type(v).__name__}, which forge does not send between processes")
+
+    return tree(value, 0)
+
+
 def pack(value: Any) -> bytes:
     """`value` (tensors, Python scalars, strings, None, and lists, tuples and dicts of them) as bytes."""
+    return b"".join(pack_parts(value))
+
+
+def pack_parts(value: Any) -> list[bytes | memoryview]:
+    """`pack(value)` in the parts it joins (the header, then each tensor's bytes), for a writer that needs no joined
+    copy (`engine.sealed.seal`)."""
     chunks: list[memoryview] = []
     offset = 0
 
@@ -40,16 +93,7 @@ def pack(value: Any) -> bytes:
         if depth > _MAX_DEPTH:
             raise WireError("nested too deeply")
         if isinstance(v, torch.Tensor):
-            if v.layout is not torch.strided or v.is_quantized or v.device.type == "meta":
-                raise WireError(f"a {v.layout} tensor on {v.device}")
-            t = v.detach().resolve_conj().resolve_neg().to("cpu")
-            order = list(range(t.dim()))
-            if not t.is_contiguous():  # a dense permuted layout keeps its memory order (a strided view does not)
-                strides = t.stride()
-                dense = sorted(order, key=lambda d: (-strides[d], d))
-                if t.permute(dense).is_contiguous():
-                    order = dense
-            t = t.permute(order).contiguous().reshape(-1)
+            t, order = _dense(v)
             data = t.view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
             view = memoryview(data.numpy().data).cast("B")
             chunks.append(view)
@@ -80,12 +124,12 @@ def pack(value: Any) -> bytes:
         raise WireError(f"a {type(v).__name__}, which forge does not send between processes")
 
     head = json.dumps(tree(value, 0)).encode()
-    return b"".join([_LEN.pack(len(head)), head, *chunks])
+    return [_LEN.pack(len(head)), head, *chunks]
 
 
-def unpack(data: bytes | bytearray) -> Any:
-    """The value `pack` made; `WireError` for anything else. Tensors are read-only views of `data` where it is
-    a `bytearray`, copies otherwise."""
+def unpack(data: bytes | bytearray | mmap.mmap) -> Any:
+    """The value `pack` made; `WireError` for anything else. Tensors are views of `data` where it is a `bytearray` or
+    a mapping (`engine.sealed`: read-only memory, which the caller copies before any write), copies otherwise."""
     if len(data) < _LEN.size:
         raise WireError("shorter than its header")
     (n,) = _LEN.unpack_from(data, 0)
@@ -97,7 +141,7 @@ def unpack(data: bytes | bytearray) -> Any:
         raise WireError(f"its structure is not JSON: {exc}") from None
     base = _LEN.size + n
     size = len(data) - base
-    buf = data if isinstance(data, bytearray) else bytearray(data)
+    buf = data if isinstance(data, bytearray | mmap.mmap) else bytearray(data)
 
     def build(node: Any, depth: int) -> Any:
         if depth > _MAX_DEPTH or not isinstance(node, dict):
@@ -122,7 +166,9 @@ def unpack(data: bytes | bytearray) -> Any:
             order = node.get("order", list(range(len(shape))))
             if not isinstance(order, list) or sorted(order) != list(range(len(shape))):
                 raise WireError("a tensor's dimension order is not a permutation")
-            raw = torch.frombuffer(buf, dtype=torch.uint8, count=count, offset=base + at)
+            with warnings.catch_warnings():  # a read-only mapping: its tensors are read, and copied to be written
+                warnings.simplefilter("ignore", UserWarning)
+                raw = torch.frombuffer(buf, dtype=torch.uint8, count=count, offset=base + at)
             dense = raw.view(dtype).reshape([shape[d] for d in order])
             return dense.permute([order.index(d) for d in range(len(shape))])
         if kind == "const":

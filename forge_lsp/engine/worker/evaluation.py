@@ -97,6 +97,7 @@ class Evaluation(Timed):
                 from ..harness.checks import ThreadWatch, thread_cpu_seconds
 
                 self.threads = ThreadWatch(self.harness_threads)
+                waited = self.state.gate.waited_s
                 self.verify(mod, cand_mod, cases, models)
                 judged = self.judged_sets()
                 first = judged[: max(1, len(judged) // 2)] if self.opt.timing else judged
@@ -105,6 +106,8 @@ class Evaluation(Timed):
                 self.threads = None
                 self.check_patches(stage_end=True)
                 self.stage_done()
+                if self.state.gate.waited_s > waited:  # verification waits for the device while others time on it
+                    self.stages["verify_device_wait"] = round(self.state.gate.waited_s - waited, 4)
                 if self.opt.timing:
                     self.stage("time")
                     threads = ThreadWatch(self.harness_threads)

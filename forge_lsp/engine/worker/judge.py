@@ -17,6 +17,7 @@ from ..pipe import (
     JudgeReady,
     JudgeRequest,
     ReferenceTimes,
+    Sealed,
     TimeReferenceRequest,
 )
 from .evaluation import Evaluation
@@ -33,6 +34,7 @@ class Judged:
     outs: list[Any]
     ref: Any
     inputs: list[Any]
+    sealed: Any = None  # `engine.sealed.SealedFile`: the packed input sets the workers map, while kept
 
 
 class Judge:
@@ -53,8 +55,9 @@ class Judge:
 
         t0 = time.perf_counter()
         ev = Evaluation(req, self.state, out_fd)
+        stages: dict[str, float] = {}
         try:
-            judged, data, size, ref_ms = self._draw_and_run(req, ev)
+            judged, data, size, ref_ms = self._draw_and_run(req, ev, stages)
         except StageFailed as sf:
             return JudgeReady(ok=False, reason=sf.reason, seconds=time.perf_counter() - t0)
         except WireError as exc:
@@ -71,28 +74,57 @@ class Judge:
                 "sends",
                 seconds=time.perf_counter() - t0,
             )
-        self.kept = {sha: kept for sha, kept in self.kept.items() if sha in req.keep}
+        for sha, kept in list(self.kept.items()):
+            if sha not in req.keep or sha == req.task.sha:
+                if kept.sealed is not None:
+                    kept.sealed.close()  # (a worker that mapped it keeps its mapping)
+                del self.kept[sha]
         self.kept[req.task.sha] = judged
+        sealed = None
+        if req.sealed:
+            from ..sealed import seal
+
+            t1 = time.perf_counter()
+            try:
+                judged.sealed = seal(data, name=f"forge-judged-{req.task.sha[:12]}")
+                sealed = Sealed(path=judged.sealed.path, nbytes=judged.sealed.nbytes)
+            except OSError:  # no sealed file here: the sets go on the pipe
+                pass
+            stages["seal"] = time.perf_counter() - t1
+        t1 = time.perf_counter()
         bandwidth = self.state.bandwidth(ev.torch)  # once per judge: no candidate ran here to slow or fake it
         if self.memory is not None:
             self.memory.release()
+        stages["bandwidth"] = time.perf_counter() - t1
         return JudgeReady(
-            ok=True, sets=len(judged.outs), bandwidth=bandwidth, ref_ms=ref_ms, seconds=time.perf_counter() - t0
-        ).with_data(data)
+            ok=True,
+            sets=len(judged.outs),
+            bandwidth=bandwidth,
+            ref_ms=ref_ms,
+            seconds=time.perf_counter() - t0,
+            stages={k: round(v, 4) for k, v in stages.items()},
+            sealed=sealed,
+        ).with_data(b"" if sealed is not None else b"".join(data))
 
     @staticmethod
-    def _draw_and_run(req: JudgeRequest, ev: Evaluation) -> tuple[Judged | None, bytes, int, list[float]]:
-        """(what the judge keeps, the packed input sets, their bytes, the reference's times alone); nothing kept when
-        the first set is over `req.max_bytes`."""
+    def _draw_and_run(
+        req: JudgeRequest, ev: Evaluation, stages: dict[str, float]
+    ) -> tuple[Judged | None, list[Any], int, list[float]]:
+        """(what the judge keeps, the packed input sets in their parts (`wire.pack_parts`), their bytes, the
+        reference's times alone); nothing kept when the first set is over `req.max_bytes`. Each part's seconds go in
+        `stages`."""
         from ..harness.checks import clone_inputs
         from ..harness.probes import tensor_bytes
-        from ..harness.wire import pack, unpack
+        from ..harness.wire import host_copy, pack_parts
 
         torch = ev.torch
+        t0 = time.perf_counter()
         mod = ev.load_task()
         ev.stage("reference")
         _, init = ev.draw_inputs(mod, req.task.seed + 1)  # the constructor inputs every evaluation builds with
         ref = ev.build_reference(mod, init).to(ev.device)
+        t1 = time.perf_counter()
+        stages["load"] = t1 - t0
         sets: list[list[Any]] = []
         outs: list[Any] = []
         size = 0
@@ -104,13 +136,19 @@ class Judge:
                 break
             out = ev.call(ref, ev.to_device(clone_inputs(inputs)), "reference")
             ev.sync()
-            outs.append(unpack(pack(out)))
+            outs.append(host_copy(out))  # as the wire would carry it, without the bytes between
             sets.append(inputs)
+        t2 = time.perf_counter()
+        stages["sets"] = t2 - t1
         if not sets:
-            return None, b"", size, []
+            return None, [], size, []
         ref_ms = Judge.time_reference(ev, ref, sets[0], req.options.l2_flush) if req.options.timing else []
         ev.stage_done()
-        return Judged(req.task, outs, ref.to("cpu"), sets[0]), pack(sets), size, ref_ms
+        t3 = time.perf_counter()
+        stages["time_reference"] = t3 - t2
+        data = pack_parts(sets)
+        stages["pack"] = time.perf_counter() - t3
+        return Judged(req.task, outs, ref.to("cpu"), sets[0]), data, size, ref_ms
 
     @staticmethod
     def time_reference(ev: Evaluation, ref: Any, inputs: list[Any], l2_flush: bool) -> list[float]:

@@ -163,17 +163,17 @@ class WorkerState:
     _task_order: list[str] = field(default_factory=list)  # task shas, the one used last at the end
 
     DRAWN_LIMIT = 8 << 30  # bytes kept at most; larger input sets are drawn again for each candidate
-    #: the judge's input sets last sent (`EvaluateRequest.judged_key`, their packed bytes), up to
-    #: `pipe.JUDGED_KEPT_BYTES`
-    judged: tuple[str, bytes | bytearray] | None = None
+    #: the judge's input sets last sent (`EvaluateRequest.judged_key`, their packed bytes or the judge's sealed file
+    #: mapped), up to `pipe.JUDGED_KEPT_BYTES`
+    judged: tuple[str, Any] | None = None
+    judged_unmapped: str = ""  # why the sets sent with the request in hand could not be mapped, if they could not
     receiver: Any = None  # the worker's `pipe.Receiver` of requests
 
-    def keep_judged(self, sets: Any) -> None:
-        """Keep the judge's sets (`pipe.JudgedSets`) for the next request of their draw, up to the size kept."""
+    def keep_judged(self, key: str, data: Any) -> None:
+        """Keep the judge's sets (`judged_data`'s) for the next request of their draw, up to the size kept."""
         from ..pipe import JUDGED_KEPT_BYTES
 
-        ok = sets.ok and 0 < sets.nbytes <= JUDGED_KEPT_BYTES
-        self.judged = (sets.key, sets.data) if ok else None
+        self.judged = (key, data) if 0 < len(data) <= JUDGED_KEPT_BYTES else None
 
     def use_task(self, sha: str) -> None:
         """Mark a task as the one used now (its kept inputs are dropped last)."""
@@ -285,3 +285,16 @@ def input_specs_of(cases: list[Any], torch: Any) -> list[InputSpec]:
             else:
                 specs.append(InputSpec(case=case.name, index=i, python_type=type(x).__name__))
     return specs
+
+
+def judged_data(data: Any, sealed: Any) -> Any:
+    """The judge's packed input sets as a request or `JudgedSets` brings them: its data, or the judge's sealed file
+    (`pipe.Sealed`) mapped read-only. `RuntimeError` where that file cannot be mapped (forge's own trouble)."""
+    if sealed is None:
+        return data
+    from ..sealed import open_sealed
+
+    try:
+        return open_sealed(sealed.path, sealed.nbytes)
+    except OSError as exc:
+        raise RuntimeError(f"the judge's input sets could not be mapped: {exc}") from exc

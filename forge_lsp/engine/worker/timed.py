@@ -308,6 +308,9 @@ class Timed(Verification):
 
         if self._judged_sets is None:
             self._judged_sets = []
+            unmapped, self.state.judged_unmapped = self.state.judged_unmapped, ""
+            if unmapped:
+                raise RuntimeError(unmapped)
             if not self.judged_data and getattr(self.req, "judged_follow", False):
                 self.receive_judged_sets()
             if self.judged_data:
@@ -322,6 +325,7 @@ class Timed(Verification):
         """The judge's sets that follow the request (`JudgedSets`): waited for here, the device's gate given up
         meanwhile (the judge drawing them may need it to time the reference alone)."""
         from ..pipe import JudgedSets
+        from .state import judged_data
 
         t0 = time.perf_counter()
         with self.state.gate.paused():
@@ -329,10 +333,12 @@ class Timed(Verification):
         self.stages["judged_wait"] = round(time.perf_counter() - t0, 4)
         if not isinstance(msg, JudgedSets):  # forge's own messages: the parent sends nothing else mid-evaluation
             raise RuntimeError(f"the judge's input sets did not arrive: a {msg.kind} request came instead")
-        self.state.keep_judged(msg)
-        if msg.ok:
-            self.judged_data = msg.data
-            self.bandwidth_given = self.bandwidth_given or msg.bandwidth
+        if not msg.ok:
+            self.state.judged = None
+            return
+        self.judged_data = judged_data(msg.data, msg.sealed)
+        self.state.keep_judged(msg.key, self.judged_data)
+        self.bandwidth_given = self.bandwidth_given or msg.bandwidth
 
     #: seconds the eager calls after a graph-replayed timing may take (`eager_calls`)
     EAGER_CALLS_S = 0.5
