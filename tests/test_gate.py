@@ -196,3 +196,73 @@ def test_a_paused_hold_lets_a_timing_in_and_is_taken_again_after_it(folder):
     assert log == ["timing", "timing ends", "worker again"]
     with NoGate().paused():  # the CPU's gate: nothing to give up
         pass
+
+
+_PROBED_TASK = """
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def get_inputs():
+    sys.modules["forge_gate_probe"].probe()  # asked while the judge draws this set on the host
+    return [torch.randn(4, 4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_judge_gives_the_gate_up_while_it_draws_inputs_on_the_host(folder, tmp_path, monkeypatch):
+    """A judge drawing a task's sets beside a worker's evaluation holds the device's gate only for the reference's
+    calls on the device: while `get_inputs()` runs on the host, the worker's timing or stream probe gets the device
+    (before, the worker's exclusive hold waited for the judge's whole draw, about a second on the GPU)."""
+    import os
+    import sys
+    import types
+
+    import torch
+
+    from forge_lsp.engine import EvalOptions, load_task
+    from forge_lsp.engine.pipe import JudgeRequest
+    from forge_lsp.engine.worker.judge import Judge
+    from forge_lsp.engine.worker.state import WorkerState
+
+    judge_gate, worker_gate = _gates(folder, 2)
+    got: list[bool] = []
+
+    def probe() -> None:
+        took = threading.Event()
+
+        def timing() -> None:
+            with worker_gate.exclusive():
+                took.set()
+
+        t = threading.Thread(target=timing, daemon=True)
+        t.start()
+        got.append(took.wait(5))
+        t.join(5)
+
+    monkeypatch.setitem(sys.modules, "forge_gate_probe", types.SimpleNamespace(probe=probe))
+    path = tmp_path / "probed.py"
+    path.write_text(_PROBED_TASK)
+    state = WorkerState(device=torch.device("cpu"), gate=judge_gate)
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        with judge_gate.shared():  # as the judge serves every request
+            ready = Judge(state, None).ready(
+                JudgeRequest(task=load_task(path), options=EvalOptions(timing=False), sets=2), w
+            )
+    finally:
+        os.close(r)
+        os.close(w)
+    assert ready.ok, ready.reason
+    assert got == [True, True]  # each set's draw: the worker's exclusive hold came through

@@ -86,7 +86,8 @@ class Judge:
 
             t1 = time.perf_counter()
             try:
-                judged.sealed = seal(data, name=f"forge-judged-{req.task.sha[:12]}")
+                with self.state.gate.paused():  # host work (see `_draw_and_run`)
+                    judged.sealed = seal(data, name=f"forge-judged-{req.task.sha[:12]}")
                 sealed = Sealed(path=judged.sealed.path, nbytes=judged.sealed.nbytes)
             except OSError:  # no sealed file here: the sets go on the pipe
                 pass
@@ -118,19 +119,26 @@ class Judge:
         from ..harness.wire import host_copy, pack_parts
 
         torch = ev.torch
+        gate = ev.state.gate
         t0 = time.perf_counter()
-        mod = ev.load_task()
-        ev.stage("reference")
-        _, init = ev.draw_inputs(mod, req.task.seed + 1)  # the constructor inputs every evaluation builds with
-        ref = ev.build_reference(mod, init).to(ev.device)
+        # host work: the device's gate is given up meanwhile, so that a worker's timing or stream probe waiting for
+        # the device does not wait for it too, only for the reference's calls
+        with gate.paused():
+            mod = ev.load_task()
+            ev.stage("reference")
+            torch.manual_seed(req.task.seed + 1)  # the constructor inputs every evaluation builds with (`draw_inputs`)
+            init = list(getattr(mod, req.task.init_inputs_fn)())
+            ref = ev.build_reference(mod, init)
+        ref = ref.to(ev.device)
         t1 = time.perf_counter()
         stages["load"] = t1 - t0
         sets: list[list[Any]] = []
         outs: list[Any] = []
         size = 0
         for _ in range(req.sets):
-            seed_all(torch, secrets.randbits(62))
-            inputs = list(getattr(mod, req.task.inputs_fn)())
+            with gate.paused():  # drawn on the host (see above)
+                seed_all(torch, secrets.randbits(62))
+                inputs = list(getattr(mod, req.task.inputs_fn)())
             size += tensor_bytes(inputs)
             if size > req.max_bytes:
                 break
@@ -146,7 +154,8 @@ class Judge:
         ev.stage_done()
         t3 = time.perf_counter()
         stages["time_reference"] = t3 - t2
-        data = pack_parts(sets)
+        with gate.paused():
+            data = pack_parts(sets)
         stages["pack"] = time.perf_counter() - t3
         return Judged(req.task, outs, ref.to("cpu"), sets[0]), data, size, ref_ms
 
