@@ -33,7 +33,9 @@ def test_only_the_measured_call_is_profiled(cache_dir, path):
     k = result.kernels[0]
     assert k.duration_ns > 0 and k.launch is not None and k.launch.registers_per_thread > 0
     assert k.metrics["dram__bytes_read.sum"] > 0 or k.metrics["lts__t_sector_hit_rate.pct"] > 0
-    assert Path(result.report_path).is_file() and "NVIDIA" in result.device_name
+    assert "NVIDIA" in result.device_name
+    if path == "ncu":  # the in-process path keeps no report file
+        assert Path(result.report_path).is_file()
 
 
 def test_peaks_are_measured_in_a_child_process_then_cached(tmp_path):

@@ -903,6 +903,8 @@ def device_object(device_src: str, name: str, kwargs: dict, extra_flags: list[st
 _QUOTED = re.compile("\"([^\"\\n]*)\"|'([^'\\n]*)'|\u2018([^\u2019\\n]*)\u2019")
 _WORD = re.compile(r"[A-Za-z_]\w*")
 #: messages that say a name is unknown where it is used
+#: nvcc's word for a qualifier it does not know (`torch::nn::X` under <torch/types.h>), which names no word of it
+_UNKNOWN_QUALIFIER = re.compile(r'name followed by "::" must be a class or namespace name')
 _UNKNOWN_NAME = re.compile(
     r"is undefined|was not declared|has no member|is not a member of|does not name a type|not a namespace|"
     r"has not been declared|undeclared identifier|unknown type name|is not a template|incomplete type"
@@ -986,6 +988,8 @@ def _headers_may_fix(log: str, words: frozenset[str] | None = None) -> bool:
             return True
         if "DeprecatedTypeProperties" in e.message:
             continue
+        if _UNKNOWN_QUALIFIER.search(e.message):  # a namespace a header declares (`torch::nn::`), unnamed in the message
+            return True
         quoted = {w for q in _QUOTED.findall(e.message) for part in q for w in _WORD.findall(part)}
         if _UNKNOWN_NAME.search(e.message):
             if quoted & words or not quoted:
