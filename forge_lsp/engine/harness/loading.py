@@ -988,7 +988,9 @@ def _headers_may_fix(log: str, words: frozenset[str] | None = None) -> bool:
             return True
         if "DeprecatedTypeProperties" in e.message:
             continue
-        if _UNKNOWN_QUALIFIER.search(e.message):  # a namespace a header declares (`torch::nn::`), unnamed in the message
+        if _UNKNOWN_QUALIFIER.search(
+            e.message
+        ):  # a namespace a header declares (`torch::nn::`), unnamed in the message
             return True
         quoted = {w for q in _QUOTED.findall(e.message) for part in q for w in _WORD.findall(part)}
         if _UNKNOWN_NAME.search(e.message):
