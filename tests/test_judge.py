@@ -362,6 +362,37 @@ class ModelNew(nn.Module):
 """
 
 
+@pytest.mark.skipif(not sealed.supported(), reason="no sealed memory files here (Linux memfd seals, /proc)")
+def test_sets_whose_judge_ended_are_drawn_again_and_the_candidate_is_judged_not_failed(
+    cache_dir, fast_options, monkeypatch
+):
+    """The sealed file of a judge's sets lives while that judge does. A judge that ended between evaluations (as
+    a cancel or a candidate may end it) before forge saw it leaves a path the next worker cannot map: the worker says so
+    and runs no judged call, and the candidate is evaluated again beside a new judge, judged, not failed for it."""
+    monkeypatch.setenv("FORGE_JUDGE_SEALED", "1")
+    task = load_task(SOFTMAX)
+    options = fast_options.model_copy(update={"timing": False})
+    with Evaluator("cpu", options=options, cache_dir=cache_dir) as ev:
+        first = ev.evaluate(task, Candidate.from_source(_SOFTMAX.format(n=1), "honest1"))
+        assert first.status is Status.correct, first.reason
+        judge = ev.worker._judge
+        assert judge is not None and judge.proc is not None
+        path = ev.worker._judged[task.sha][1].sealed.path
+        ev.worker.kill()  # a new worker: the sets must be sent to it again
+        gone = judge.proc
+        os.kill(gone.pid, 9)
+        gone.wait(10)
+        # forge has not seen it end yet (the race a cancel meets): the judge looks alive and its file there
+        monkeypatch.setattr(gone, "poll", lambda: None)
+        real_exists = os.path.exists
+        monkeypatch.setattr(os.path, "exists", lambda p: True if p == path else real_exists(p))
+        second = ev.evaluate(task, Candidate.from_source(_SOFTMAX.format(n=2), "honest2"))
+        assert judge.proc is not gone  # a new judge drew the sets again
+    assert second.status is Status.correct, second.reason
+    judged = next(c for c in second.checks if c.name == "clean_judge")
+    assert judged.passed and "match" in judged.detail, judged.detail
+
+
 @pytest.mark.parametrize("beside", [False, True], ids=["drawn-first", "drawn-beside"])
 def test_a_candidate_that_ends_its_judge_is_not_confirmed_and_the_next_one_is_judged(cache_dir, fast_options, beside):
     """Ending the judge (it is a process beside the worker) must not skip its word, whether it drew the sets before

@@ -211,6 +211,9 @@ class EvaluateResult(BaseModel):
     kind: Literal["result"] = "result"
     verdict: Verdict
     worker_unusable: bool = False
+    #: why the judge's sealed sets could not be mapped (its judge ended since it drew them): no judged call ran, and
+    #: the candidate is evaluated again beside a new judge, not failed for it
+    judged_unmapped: str = ""
 
 
 class BuildResult(BaseModel):

@@ -793,6 +793,15 @@ class Worker:
         verdict.stages.update({k: s for k, s in self.exchange_stages.items() if s >= 0.001})
         if msg.worker_unusable:
             self.kill()  # it exits by itself; make sure, and respawn on next use
+        if msg.judged_unmapped and ready is not None:
+            # the judge that drew the sets ended since, its sealed file with it (a candidate may end it): a new judge
+            # draws them, and the candidate is evaluated again beside it, once
+            self._worker_holds = None
+            self._judged.pop(task.sha, None)
+            if self._judge is not None:
+                self._judge.kill()
+            if not judge_retried:
+                return self._evaluate_in_worker(task, candidate, options, on_stage, limit, judge_retried=True)
         if ready is not None:
             if drawn_now:
                 verdict.stages["judge_draw"] = round(ready.seconds, 4)
@@ -872,6 +881,8 @@ class Worker:
         process = judge.starts if judge.proc is not None and judge.proc.poll() is None else -1
         held = {sha: r for sha, r in self._judged.items() if r[0] == process}  # a judge started again holds none
         ready = held.pop(task.sha, (process, None))[1]
+        if ready is not None and ready.sealed is not None and not os.path.exists(ready.sealed.path):
+            ready = None  # its judge ended (its sealed file with it), not yet seen to: drawn again
         if ready is not None:
             self._judged = held
             self._judged[task.sha] = (judge.starts, ready)

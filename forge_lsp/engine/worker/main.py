@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             if req.judged_bytes:
                 try:
                     data = judged_data(req.data, req.judged_sealed)
-                except RuntimeError as exc:  # said by the evaluation where it first needs them
+                except RuntimeError as exc:  # the judge ended since it drew them: said in the result
                     state.judged, state.judged_unmapped = None, str(exc)
                 else:
                     state.keep_judged(req.judged_key, data)
@@ -189,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
             verdict.stages["release"] = round(time.perf_counter() - t0, 4)
             if not verdict.memory.recovered:
                 state.unusable = True
-        pipe.send(args.out_fd, EvaluateResult(verdict=verdict, worker_unusable=state.unusable))
+        result = EvaluateResult(verdict=verdict, worker_unusable=state.unusable, judged_unmapped=state.judged_unmapped)
+        state.judged_unmapped = ""
+        pipe.send(args.out_fd, result)
         sys.stdout.flush()
         sys.stderr.flush()
         if state.unusable:

@@ -166,7 +166,7 @@ class WorkerState:
     #: the judge's input sets last sent (`EvaluateRequest.judged_key`, their packed bytes or the judge's sealed file
     #: mapped), up to `pipe.JUDGED_KEPT_BYTES`
     judged: tuple[str, Any] | None = None
-    judged_unmapped: str = ""  # why the sets sent with the request in hand could not be mapped, if they could not
+    judged_unmapped: str = ""  # why the judge's sets for the evaluation in hand could not be mapped, if they could not
     receiver: Any = None  # the worker's `pipe.Receiver` of requests
 
     def keep_judged(self, key: str, data: Any) -> None:

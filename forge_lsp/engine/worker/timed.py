@@ -308,9 +308,8 @@ class Timed(Verification):
 
         if self._judged_sets is None:
             self._judged_sets = []
-            unmapped, self.state.judged_unmapped = self.state.judged_unmapped, ""
-            if unmapped:
-                raise RuntimeError(unmapped)
+            if self.state.judged_unmapped:  # the judge's file is gone: no judged call (said in the result)
+                return self._judged_sets
             if not self.judged_data and getattr(self.req, "judged_follow", False):
                 self.receive_judged_sets()
             if self.judged_data:
@@ -336,7 +335,11 @@ class Timed(Verification):
         if not msg.ok:
             self.state.judged = None
             return
-        self.judged_data = judged_data(msg.data, msg.sealed)
+        try:
+            self.judged_data = judged_data(msg.data, msg.sealed)
+        except RuntimeError as exc:  # the judge ended since it drew them: said in the result, evaluated again
+            self.state.judged, self.state.judged_unmapped = None, str(exc)
+            return
         self.state.keep_judged(msg.key, self.judged_data)
         self.bandwidth_given = self.bandwidth_given or msg.bandwidth
 
