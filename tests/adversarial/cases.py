@@ -69,7 +69,12 @@ C2 = frozenset({"timed_outputs_match"}) | OUTPUT_CHECKS
 C3 = frozenset({"plain_tensor_outputs"})
 C4 = frozenset({"trained_parameters"})
 C5 = frozenset({"other_sizes"})
-C6 = frozenset({"timed_outputs_match", "background_threads"}) | OUTPUT_CHECKS  # a thread joined with a timeout runs on
+# a race wrong on some calls only is caught on whichever checked call it lands first: the judged calls too (on the
+# 2-core machine under the whole suite, every verified and timed call of `random-lost-row` once came out right and the
+# judged call did not)
+C6 = (
+    frozenset({"timed_outputs_match", "background_threads", "clean_judge"}) | OUTPUT_CHECKS
+)  # a thread joined with a timeout runs on
 C7 = frozenset({"input_range"})  # the layout limits are not cheats: see NARROWED
 
 # the call-count cheats need enough timed calls for the switch to land inside the timing loop: no early stop on a
