@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from lsp_session import open_session
 from lsprotocol import types as t
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 from test_server_e2e import edit_doc, job_of, open_doc, until
 from test_server_faults import PROGRESS, RawClient, cmdline, descendants, ended, lenses, running
 
@@ -94,23 +95,8 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
     (tmp_path / "sleeps.py").write_text(SLEEPS)
     lsp_client.docs = {}
 
-    @lsp_client.feature(t.CLIENT_REGISTER_CAPABILITY)
-    def register_capability(params: t.RegistrationParams) -> None:
-        return None
-
-    @lsp_client.feature(t.WORKSPACE_CODE_LENS_REFRESH)
-    def lens_refresh(params: None) -> None:
-        return None
-
-    await lsp_client.initialize_session(
-        t.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
-            root_uri=tmp_path.as_uri(),
-            workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
-            # no model: Optimize tries the offline candidates
-            initialization_options={"forge": {"device": "cpu", "profile": False}},
-        )
-    )
+    # no model: Optimize tries the offline candidates
+    await open_session(lsp_client, tmp_path, {"device": "cpu", "profile": False})
     yield
     await lsp_client.shutdown_session()
 

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from lsp_session import open_session
 from lsprotocol import types as t
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 from test_model_wide import SUBCLASS  # the answer a model writes: the extracted task's source plus a subclass
 from test_server_e2e import apply_text_edits, edit_doc, job_of, open_doc, until
 
@@ -136,31 +137,18 @@ async def client(lsp_client: LanguageClient, tmp_path: Path, fake_openai):
                 )
         return t.ApplyWorkspaceEditResult(applied=True)
 
-    @lsp_client.feature(t.CLIENT_REGISTER_CAPABILITY)
-    def register_capability(params: t.RegistrationParams) -> None:
-        return None
-
-    @lsp_client.feature(t.WORKSPACE_CODE_LENS_REFRESH)
-    def lens_refresh(params: None) -> None:
-        return None
-
-    await lsp_client.initialize_session(
-        t.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
-            root_uri=tmp_path.as_uri(),
-            workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
-            initialization_options={
-                "forge": {
-                    "model": "scripted",
-                    "baseUrl": fake_openai.base_url,
-                    "device": "cpu",
-                    "search": "linear",
-                    "rounds": 1,
-                    "offline": False,
-                    "profile": False,
-                }
-            },
-        )
+    await open_session(
+        lsp_client,
+        tmp_path,
+        {
+            "model": "scripted",
+            "baseUrl": fake_openai.base_url,
+            "device": "cpu",
+            "search": "linear",
+            "rounds": 1,
+            "offline": False,
+            "profile": False,
+        },
     )
     yield
     await lsp_client.shutdown_session()

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from conftest import FIXTURES
+from lsp_session import open_session
 from lsprotocol import types as t
 from proctree import descendants
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
 
@@ -38,18 +39,7 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
     (tmp_path / "blob.py").write_bytes(b"\x00\x01\x02binary\x00" * 100)
     (tmp_path / "huge.py").write_text("x = 1\n" * 400_000)
 
-    @lsp_client.feature(t.CLIENT_REGISTER_CAPABILITY)
-    def register_capability(params: t.RegistrationParams) -> None:
-        return None
-
-    await lsp_client.initialize_session(
-        t.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
-            root_uri=tmp_path.as_uri(),
-            workspace_folders=[t.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
-            initialization_options={"forge": {"rounds": "many", "colour": "blue"}},
-        )
-    )
+    await open_session(lsp_client, tmp_path, {"rounds": "many", "colour": "blue"})
     yield
     await lsp_client.shutdown_session()
 
