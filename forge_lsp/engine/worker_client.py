@@ -793,15 +793,6 @@ class Worker:
         verdict.stages.update({k: s for k, s in self.exchange_stages.items() if s >= 0.001})
         if msg.worker_unusable:
             self.kill()  # it exits by itself; make sure, and respawn on next use
-        if msg.judged_unmapped and ready is not None:
-            # the judge that drew the sets ended since, its sealed file with it (a candidate may end it): a new judge
-            # draws them, and the candidate is evaluated again beside it, once
-            self._worker_holds = None
-            self._judged.pop(task.sha, None)
-            if self._judge is not None:
-                self._judge.kill()
-            if not judge_retried:
-                return self._evaluate_in_worker(task, candidate, options, on_stage, limit, judge_retried=True)
         if ready is not None:
             if drawn_now:
                 verdict.stages["judge_draw"] = round(ready.seconds, 4)
@@ -814,6 +805,8 @@ class Worker:
                 return self._evaluate_in_worker(task, candidate, options, on_stage, limit, judge_retried)
             judge = self._judge  # the judge that drew the sets ended since (its draw may have failed for it)
             ended = judge is None or judge_proc is None or judge.proc is not judge_proc or judge_proc.poll() is not None
+            # or before it: its sealed file went with it, and the worker could not map the sets (`judged_unmapped`)
+            ended = ended or bool(msg.judged_unmapped)
             if self._judge_verdict(verdict, task, options, ready, judged, ended, final=judge_retried):
                 # the judge ended, or lost what it was to compare, during this evaluation: whatever ended it (a crash,
                 # or the candidate's own doing), the candidate is evaluated again beside a new judge, once

@@ -30,7 +30,7 @@ from ..pipe import (
 from .evaluation import Evaluation
 from .judge import Judge
 from .memory import DeviceMemory
-from .state import WorkerState, exception_line, judged_data, traceback_text
+from .state import WorkerState, exception_line, traceback_text
 
 
 def _build(req: BuildRequest) -> BuildResult:
@@ -162,12 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         state.judged_unmapped = ""
         if req.judged_key:  # the judge's sets: kept for the next request of the same draw, which comes without them
             if req.judged_bytes:
-                try:
-                    data = judged_data(req.data, req.judged_sealed)
-                except RuntimeError as exc:  # the judge ended since it drew them: said in the result
-                    state.judged, state.judged_unmapped = None, str(exc)
-                else:
-                    state.keep_judged(req.judged_key, data)
+                data = state.take_judged(req.judged_key, req.data, req.judged_sealed)
+                if data is not None:
                     req.with_data(data)
             elif state.judged is not None and state.judged[0] == req.judged_key:
                 req.with_data(state.judged[1])
@@ -208,10 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(req, ShutdownRequest):
             return 0
         if isinstance(req, JudgedSets):  # sets that followed an evaluation which ended before it needed them
-            try:
-                state.keep_judged(req.key, judged_data(req.data, req.sealed) if req.ok else b"")
-            except RuntimeError:
-                state.judged = None  # sent again with the next request
+            state.take_judged(req.key, req.data if req.ok else b"", req.sealed if req.ok else None)
             continue
         if (judge is not None) != isinstance(req, JudgeRequest | CompareRequest | HoldRequest | TimeReferenceRequest):
             print(f"forge worker: a {req.kind} request to a {'judge' if judge else 'worker'}: refused", file=sys.stderr)

@@ -169,11 +169,19 @@ class WorkerState:
     judged_unmapped: str = ""  # why the judge's sets for the evaluation in hand could not be mapped, if they could not
     receiver: Any = None  # the worker's `pipe.Receiver` of requests
 
-    def keep_judged(self, key: str, data: Any) -> None:
-        """Keep the judge's sets (`judged_data`'s) for the next request of their draw, up to the size kept."""
+    def take_judged(self, key: str, data: Any, sealed: Any) -> Any:
+        """The judge's sets as a request or `JudgedSets` brings them (`judged_data`), kept for the next request of
+        their draw up to the size kept; None where its sealed file cannot be mapped (its judge ended since it drew
+        them): why is in `judged_unmapped`, which the evaluation's result says."""
         from ..pipe import JUDGED_KEPT_BYTES
 
+        try:
+            data = judged_data(data, sealed)
+        except RuntimeError as exc:
+            self.judged, self.judged_unmapped = None, str(exc)
+            return None
         self.judged = (key, data) if 0 < len(data) <= JUDGED_KEPT_BYTES else None
+        return data
 
     def use_task(self, sha: str) -> None:
         """Mark a task as the one used now (its kept inputs are dropped last)."""

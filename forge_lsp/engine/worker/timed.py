@@ -324,7 +324,6 @@ class Timed(Verification):
         """The judge's sets that follow the request (`JudgedSets`): waited for here, the device's gate given up
         meanwhile (the judge drawing them may need it to time the reference alone)."""
         from ..pipe import JudgedSets
-        from .state import judged_data
 
         t0 = time.perf_counter()
         with self.state.gate.paused():
@@ -335,12 +334,10 @@ class Timed(Verification):
         if not msg.ok:
             self.state.judged = None
             return
-        try:
-            self.judged_data = judged_data(msg.data, msg.sealed)
-        except RuntimeError as exc:  # the judge ended since it drew them: said in the result, evaluated again
-            self.state.judged, self.state.judged_unmapped = None, str(exc)
+        data = self.state.take_judged(msg.key, msg.data, msg.sealed)
+        if data is None:  # the judge ended since it drew them: said in the result, evaluated again
             return
-        self.state.keep_judged(msg.key, self.judged_data)
+        self.judged_data = data
         self.bandwidth_given = self.bandwidth_given or msg.bandwidth
 
     #: seconds the eager calls after a graph-replayed timing may take (`eager_calls`)
