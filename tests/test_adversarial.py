@@ -110,7 +110,7 @@ from collections import Counter
 
 import pytest
 import torch
-from adversarial.cases import CHEATS, HONEST, NARROWED, UNEXPLOITED, Case
+from adversarial.cases import C10, CHEATS, HONEST, NARROWED, SOFTMAX, UNEXPLOITED, Case
 from adversarial.gpu_cases import GPU_CHEATS, GPU_HONEST, GPU_NARROWED
 
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, Verdict, load_task
@@ -223,6 +223,40 @@ def test_a_limit_outside_the_tasks_conditions_narrows_the_domain(adv_evaluator, 
 @pytest.mark.parametrize("case", NARROWED, ids=[c.id for c in NARROWED])
 def test_strict_asks_for_the_full_domain(adv_evaluator, case: Case):
     assert_rejected_when_strict(evaluate(adv_evaluator, case, strict=True), case)
+
+_IDLE_LATE_THREAD = """
+import threading
+import time
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # every call leaves a thread asleep in its own code (a join whose timeout runs out): no CPU, no wrong value yet,
+    # a write into anything the call handed out still possible
+    def forward(self, x):
+        out = torch.softmax(x, dim=1)
+
+        def late():
+            time.sleep(0.3)
+
+        t = threading.Thread(target=late, daemon=True, name="late-writer")
+        t.start()
+        t.join(timeout=0.001)
+        return out
+"""
+
+
+def test_a_thread_a_call_leaves_running_fails_even_when_it_uses_no_cpu(adv_evaluator):
+    """Right values, no CPU stolen: still rejected, for the thread found in the candidate's code right after the call
+    that started it returned (a race joined with a timeout is caught on the call where it runs late, whether or not
+    its late write leaves the values right)."""
+    v = evaluate(adv_evaluator, Case("c10", "idle-late-thread", SOFTMAX, _IDLE_LATE_THREAD, "", C10, "threads"))
+    assert v.status is Status.incorrect and v.failed_check == "background_threads", summary(v)
+    failed = next(c for c in v.checks if c.name == "background_threads")
+    assert "when the call that started them returned" in failed.detail and "late-writer" in failed.detail, failed
+
 
 
 # ----------------------------------------------------------------------------------------- engine, CUDA

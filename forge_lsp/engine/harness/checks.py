@@ -535,18 +535,39 @@ class ThreadWatch:
         self.own = 0.0  # CPU its threads used inside the candidate's own calls: its work, not stolen
         self._in_call: dict[int, tuple[str, float]] | None = None
         self.working: list[str] = []  # its threads seen running code of their own outside its calls
+        self.left_running: list[str] = []  # its threads still in its code right after one of its calls returned
 
     def sample(self) -> None:
         """Where each of the candidate's threads is, now that none of its calls runs: one with the candidate's own
         code on its stack (its loop, the torch calls it makes from there) works beside the reference; one waiting in
         a library (a pool's queue, a compiler's reader thread) is idle. The native threads a torch call starts are not
         Python threads: this sees the Python thread that makes the call, where CPU clocks would miss them."""
+        self._record(self.working, self._running_own_code())
+
+    def returned(self) -> None:
+        """Right after one of the candidate's calls returned: a thread of its own still in its code then was started
+        by the call and not joined (a join with a timeout that ran out, a thread it never waits for). It may still
+        write into what the call returned, or into a buffer the next call hands out; it fails the stage whether or
+        not it uses CPU, and whether or not its late writes happen to leave the right values."""
+        self._record(self.left_running, self._running_own_code())
+
+    @staticmethod
+    def _record(into: list[str], seen: list[str]) -> None:
+        for where in seen:
+            if len(into) >= 20:
+                break
+            into.append(where)
+
+    def _running_own_code(self) -> list[str]:
+        """'thread-name at file:line' for each thread of the candidate's (not the harness's) with code loaded from
+        the module cache (the candidate's or the task's own files) on its stack now."""
         import threading
 
         from .loading import cache_dir
 
         code = str(cache_dir() / "modules")  # where the candidate's (and the task's) module files are loaded from
         names = {t.ident: t.name for t in threading.enumerate()}
+        out: list[str] = []
         frames = sys._current_frames()
         frame = top = None
         try:
@@ -556,14 +577,14 @@ class ThreadWatch:
                 frame, depth = top, 0
                 while frame is not None and depth < 64:
                     if frame.f_code.co_filename.startswith(code):
-                        if len(self.working) < 20:
-                            where = frame.f_code.co_filename.rsplit("/", 1)[-1]
-                            self.working.append(f"{names[ident]} at {where}:{frame.f_lineno}")
+                        where = frame.f_code.co_filename.rsplit("/", 1)[-1]
+                        out.append(f"{names[ident]} at {where}:{frame.f_lineno}")
                         break
                     frame, depth = frame.f_back, depth + 1
         finally:
             # the frames (this one among them) would hold their callers' locals, the inputs too, in a cycle
             del frames, frame, top
+        return out
 
     def call_begins(self) -> None:
         self._in_call = thread_cpu_seconds(self.harness)
@@ -595,6 +616,9 @@ class ThreadWatch:
         used, wall, who = self.stolen(own)
         if used > max(self.FLOOR_S, self.SHARE * wall):
             return f"{1e3 * used:.0f} ms of CPU outside its calls in {1e3 * wall:.0f} ms ({', '.join(who[:4])})"
+        if self.left_running:
+            seen = list(dict.fromkeys(self.left_running))
+            return f"still running its own code when the call that started them returned ({', '.join(seen[:4])})"
         if self.working:
             seen = list(dict.fromkeys(self.working))
             return f"running its own code while the reference ran ({', '.join(seen[:4])})"

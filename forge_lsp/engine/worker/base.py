@@ -188,6 +188,7 @@ class EvaluationBase:
         finally:
             if watch is not None:
                 watch.call_ends()
+                watch.returned()
         if who == "reference":
             from ..harness.probes import output_types
 
@@ -251,7 +252,8 @@ class EvaluationBase:
                 "background_threads",
                 False,
                 f"threads the candidate started kept running while it was {stage}: {stolen} — CPU taken from the "
-                "reference's calls and timings (threads a candidate starts must be joined before its call returns)",
+                "reference's calls and timings, or writes after its call returned (threads a candidate starts must be "
+                "joined before its call returns)",
             )
 
     def rebase_state(self) -> None:

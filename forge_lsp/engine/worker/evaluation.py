@@ -112,8 +112,12 @@ class Evaluation(Timed):
                     self.stage("time")
                     threads = ThreadWatch(self.harness_threads)
                     waited = self.state.gate.waited_s
-                    with self.state.gate.exclusive():  # the device to this process alone while it times
-                        self.time_both(mod, models, cases[0])
+                    self.threads = threads  # each timed pair looks for threads its candidate call left running
+                    try:
+                        with self.state.gate.exclusive():  # the device to this process alone while it times
+                            self.time_both(mod, models, cases[0])
+                    finally:
+                        self.threads = None
                     if self.state.gate.waited_s > waited:
                         self.stages["device_wait"] = round(self.state.gate.waited_s - waited, 4)
                     self.check_held(" while it was timed")
