@@ -224,6 +224,7 @@ def test_a_limit_outside_the_tasks_conditions_narrows_the_domain(adv_evaluator, 
 def test_strict_asks_for_the_full_domain(adv_evaluator, case: Case):
     assert_rejected_when_strict(evaluate(adv_evaluator, case, strict=True), case)
 
+
 _IDLE_LATE_THREAD = """
 import threading
 import time
@@ -256,7 +257,6 @@ def test_a_thread_a_call_leaves_running_fails_even_when_it_uses_no_cpu(adv_evalu
     assert v.status is Status.incorrect and v.failed_check == "background_threads", summary(v)
     failed = next(c for c in v.checks if c.name == "background_threads")
     assert "when the call that started them returned" in failed.detail and "late-writer" in failed.detail, failed
-
 
 
 # ----------------------------------------------------------------------------------------- engine, CUDA
