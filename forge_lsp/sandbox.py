@@ -268,6 +268,26 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
     return setup
 
 
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+def adopt_orphans() -> bool:
+    """(The worker, at start.) Processes its children leave behind are reparented to it, not to init: a process a
+    candidate starts stays among the worker's descendants even when it double-forks, so the worker sees it while
+    the reference runs (`harness.checks.descendants`). False where this is not Linux."""
+    return _PRCTL is not None and _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def adopts_orphans() -> bool | None:
+    """Whether this process still adopts orphans (a candidate could turn it off); None where it cannot be read."""
+    if _PRCTL is None:
+        return None
+    flag = ctypes.c_int(0)
+    if _PRCTL(_PR_GET_CHILD_SUBREAPER, ctypes.addressof(flag), 0, 0, 0) != 0:
+        return None
+    return bool(flag.value)
+
+
 def children_die_with_this_process() -> None:
     """In a process forge started (the worker): what this process's main thread starts with `subprocess`
     (compilers, ninja, a candidate's own children) gets PDEATHSIG too, so it dies with this process.

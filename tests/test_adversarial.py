@@ -467,12 +467,39 @@ def _int_constants(case: Case) -> dict[str, int]:
 
 #: run in a child process: a process-wide cheat would change this test process's own settings and hooks
 _GLOBAL_CHILD = r"""
-import json, sys, torch
+import ctypes, json, os, signal, sys, torch
 task_src, cand_src = sys.stdin.read().split("\n#--forge-case--\n")
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # orphans of the candidate's processes stay this process's descendants
+continued = [0]
+signal.signal(signal.SIGCONT, lambda *_: continued.__setitem__(0, continued[0] + 1))
+
+def descendants_cpu():
+    total, todo = 0.0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                todo += [int(c) for c in open(f"/proc/{pid}/task/{t}/children").read().split()]
+            except OSError:
+                pass
+        if pid != os.getpid():
+            try:
+                f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+                total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+            except (OSError, IndexError):
+                pass
+    return total
 
 def state():
     m = sys.modules["torch.nn.modules.module"]
     return {
+        "affinity": sorted({tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir("/proc/self/task")}),
+        "timers": signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0),
+        "handlers": [id(signal.getsignal(n)) for n in (signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2)],
         "threads": torch.get_num_threads(),
         "matmul precision": torch.get_float32_matmul_precision(),
         "mkldnn": torch.backends.mkldnn.enabled,
@@ -502,15 +529,16 @@ sys.setprofile(None)
 import threading, time
 mine = [t for t in threading.enumerate() if t is not threading.main_thread()]
 cpu = lambda: sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in mine)
-cpu0, t0 = cpu(), time.monotonic()
-time.sleep(0.3)  # the test process idle: what do the candidate's threads do meanwhile?
-cpu1 = cpu()
-while cpu1 - cpu0 <= 0.1 and time.monotonic() - t0 < 3.0:  # a busy machine gives a spinning thread less, not none
+cpu0, pcpu0, t0 = cpu(), descendants_cpu(), time.monotonic()
+time.sleep(0.3)  # the test process idle: what do the candidate's threads and processes do meanwhile?
+cpu1, pcpu1 = cpu(), descendants_cpu()
+while max(cpu1 - cpu0, pcpu1 - pcpu0) <= 0.1 and time.monotonic() - t0 < 3.0:  # a busy machine gives them less
     time.sleep(0.1)
-    cpu1 = cpu()
+    cpu1, pcpu1 = cpu(), descendants_cpu()
 print(json.dumps({"naive": bool(torch.allclose(got, expected, atol=1e-2, rtol=1e-2)),
                   "changed": sorted(k for k in before if before[k] != after[k]),
-                  "idle_thread_cpu_s": cpu1 - cpu0}), flush=True)
+                  "idle_thread_cpu_s": cpu1 - cpu0, "idle_process_cpu_s": pcpu1 - pcpu0,
+                  "continued": continued[0]}), flush=True)
 import os
 os._exit(0)  # not through interpreter exit: a thread still inside torch would abort it
 """
@@ -626,7 +654,7 @@ def _global_child(case: Case) -> dict:
 @pytest.mark.parametrize("case", CPU_CASES, ids=[c.id for c in CPU_CASES])
 def test_self_check_first_call_passes_a_naive_check(case: Case):
     """Every case looks right to a one-call allclose on the task's own inputs (races: most calls)."""
-    if case.trigger in ("global", "threads"):
+    if case.trigger in ("global", "threads", "processes"):
         assert _global_child(case)["naive"]
         return
     if case.trigger == "tamper":  # wrong, and forge's own comparison, as the cheat left it, says it is right
@@ -654,6 +682,9 @@ def test_self_check_the_cheat_is_real(case: Case):
         assert _global_child(case)["changed"]
     elif case.trigger == "threads":  # its threads take CPU while nothing of its own runs
         assert _global_child(case)["idle_thread_cpu_s"] > 0.1
+    elif case.trigger == "processes":  # its processes take CPU, or stop this one, while nothing of its own runs
+        seen = _global_child(case)
+        assert seen["idle_process_cpu_s"] > 0.1 or seen["continued"] > 0, seen
     elif case.trigger == "ring":  # an earlier result changes under later calls (a buffer handed out again)
         _, _, new, inputs = _setup(case)
         first = _call(new, _clone(inputs))

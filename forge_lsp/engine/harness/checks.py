@@ -337,7 +337,7 @@ class ModuleWatch:
 
 
 # ---------------------------------------------------------------- the process, for the next candidate
-_SIGNALS = ("SIGINT", "SIGTERM", "SIGALRM", "SIGCHLD", "SIGUSR1", "SIGUSR2", "SIGPIPE", "SIGSEGV", "SIGABRT")
+_SIGNALS = ("SIGINT", "SIGTERM", "SIGALRM", "SIGCHLD", "SIGCONT", "SIGUSR1", "SIGUSR2", "SIGPIPE", "SIGSEGV", "SIGABRT")
 
 
 def _children() -> tuple[int, ...]:
@@ -448,6 +448,66 @@ _GLOBAL_HOOKS = (
 )
 
 
+#: the `global_state` key never rebased to what the task's code leaves: no task moves its threads between cores
+SCHEDULING = "thread scheduling (CPU affinity, nice, policy)"
+
+
+def scheduling() -> tuple:
+    """The distinct (CPU affinity, nice value, scheduling policy) of this process's threads (Linux; () elsewhere).
+    Threads torch starts later inherit their creator's, so the set stays as it is unless code moves a thread to fewer
+    cores, lowers its priority or makes it SCHED_IDLE: what a candidate (or a process of its) would do to the
+    reference's threads. About 5 us a thread."""
+    if not hasattr(os, "sched_getaffinity"):
+        return ()
+    seen = set()
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return ()
+    for tid in tids:
+        try:
+            t = int(tid)
+            seen.add(
+                (tuple(sorted(os.sched_getaffinity(t))), os.getpriority(os.PRIO_PROCESS, t), os.sched_getscheduler(t))
+            )
+        except (OSError, ValueError):  # the thread ended meanwhile
+            continue
+    return tuple(sorted(seen))
+
+
+def _signal_handlers() -> list[tuple[str, str]]:
+    """(signal, its handler: SIG_DFL, SIG_IGN, or the function with its address) for the signals watched."""
+    import signal
+
+    out = []
+    for name in _SIGNALS:
+        if name == "SIGCONT" or not hasattr(signal, name):  # SIGCONT: the worker's own (`count_continues`)
+            continue
+        h = signal.getsignal(getattr(signal, name))
+        if isinstance(h, signal.Handlers) or h is None:
+            out.append((name, str(getattr(h, "name", h))))
+        else:
+            out.append((name, f"{getattr(h, '__qualname__', type(h).__name__)} at {id(h):#x}"))
+    return out
+
+
+def _timers_armed() -> tuple[bool, ...]:
+    import signal
+
+    if not hasattr(signal, "getitimer"):
+        return ()
+    return tuple(
+        signal.getitimer(which) != (0.0, 0.0)
+        for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+    )
+
+
+def _adopts_orphans() -> bool | None:
+    from ...sandbox import adopts_orphans
+
+    return adopts_orphans()
+
+
 def global_state() -> dict[str, tuple[str, Any]]:
     """What a candidate could change for the whole process to slow the reference, loosen its own check or reach into
     the reference's calls: thread counts, precision and backend flags, deterministic mode, torch function and dispatch
@@ -482,6 +542,15 @@ def global_state() -> dict[str, tuple[str, Any]]:
         "torch dispatch modes": ("global_hooks", torch._C._len_torch_dispatch_stack()),
         "sys.setprofile": ("global_hooks", sys.getprofile() is not None),
         "sys.settrace": ("global_hooks", sys.gettrace() is not None),
+        # a handler runs in the main thread, inside whatever call the signal interrupts: the reference's, when a
+        # timer or a process of the candidate's sends it
+        **{f"{name} handler": ("global_hooks", handler) for name, handler in _signal_handlers()},
+        "interval timers armed": ("global_hooks", _timers_armed()),
+        # how the process's threads are scheduled: one core, a lower priority or SCHED_IDLE for the reference
+        SCHEDULING: ("global_state", scheduling()),
+        # what lets the worker see the processes a candidate starts, and know when it was stopped and continued
+        "orphans adopted (PR_SET_CHILD_SUBREAPER)": ("global_state", _adopts_orphans()),
+        "SIGCONT handler and mask": ("global_state", _continue_watch_state()),
     }
     for name in _GLOBAL_HOOKS:
         hooks = getattr(module, name, None)
@@ -497,6 +566,110 @@ def state_changes(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str
         old = before.get(key, (check, None))[1]
         if old != value:
             out.setdefault(check, []).append(f"{key}: {old} -> {value}")
+    return out
+
+
+# ---------------------------------------------------------------- processes the candidate left running
+_CONTINUED = [0]
+_ON_CONTINUE: list[Any] = []
+
+
+def count_continues() -> None:
+    """(The worker's main, at start.) Count the times this process is continued after a stop (SIGCONT): a process
+    of the candidate's that stops the worker (SIGSTOP) while the reference runs makes it slower without using CPU
+    or changing anything in the worker, and each stop needs a continue. Standard signals coalesce: a count above 0
+    says "stopped at least once"."""
+    import signal
+
+    def on_continue(_signum: int, _frame: Any) -> None:
+        _CONTINUED[0] += 1
+
+    try:
+        signal.signal(signal.SIGCONT, on_continue)
+    except (ValueError, OSError, AttributeError):  # not the main thread, or no such signal here
+        return
+    _ON_CONTINUE[:] = [on_continue]
+
+
+def continues() -> int:
+    """How many times this process was continued after a stop since `count_continues` (a handler's count: signals
+    that came while it was blocked are counted when it runs)."""
+    return _CONTINUED[0]
+
+
+def _continue_watch_state() -> tuple[bool, bool]:
+    """(the SIGCONT handler is still the worker's, SIGCONT is not blocked in the main thread)"""
+    import signal
+    import threading
+
+    if not _ON_CONTINUE:
+        return (True, True)
+    handler_kept = signal.getsignal(signal.SIGCONT) is _ON_CONTINUE[0]
+    unblocked = True
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+        unblocked = signal.SIGCONT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    return (handler_kept, unblocked)
+
+
+def _cpu_seconds_of(pid: int) -> float | None:
+    """CPU seconds process `pid` has used, all its threads (nanoseconds from /proc/PID/task/*/schedstat; the
+    clock ticks of /proc/PID/stat where that is missing); None once it is gone."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    total, read = 0.0, False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0]) / 1e9
+                read = True
+        except (OSError, ValueError, IndexError):
+            continue
+    if read:
+        return total
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants() -> dict[int, tuple[str, float]]:
+    """This process's live descendants (Linux: /proc's children lists, walked down; zombies left out): pid ->
+    (command name, CPU seconds used so far). The worker adopts orphans (`sandbox.adopt_orphans`), so a process that
+    double-forks stays among them. {} where /proc cannot be read."""
+    out: dict[int, tuple[str, float]] = {}
+    todo, seen = [os.getpid()], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except (OSError, ValueError):
+                continue
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+            if rest.split()[0] in ("Z", "X"):
+                continue
+            name = head.split("(", 1)[1]
+        except (OSError, ValueError, IndexError):
+            continue
+        cpu = _cpu_seconds_of(pid)
+        if cpu is not None:
+            out[pid] = (name, cpu)
     return out
 
 
@@ -519,9 +692,10 @@ def thread_cpu_seconds(exclude: set[int]) -> dict[int, tuple[str, float]]:
 
 
 class ThreadWatch:
-    """The CPU the candidate's threads use while a stage runs (`background_threads`): a thread it started and left
-    running takes cores from the reference's calls and timings, and needs no hook to do it. Threads that sit idle (a
-    library's compile pool) use none."""
+    """The CPU the candidate's threads and processes use while a stage runs (`background_threads`): a thread or a
+    process it started and left running takes cores from the reference's calls and timings, and needs no hook to do
+    it; a process of its that stops and continues the worker (SIGSTOP, SIGCONT) slows them without any CPU. Threads
+    and processes that sit idle (a library's compile pool) use none and never stop it."""
 
     #: a stage fails when the candidate's threads used more CPU than this share of its wall time, and this much
     SHARE, FLOOR_S = 0.05, 0.02
@@ -531,11 +705,26 @@ class ThreadWatch:
 
         self.harness = harness_threads
         self.t0 = time.perf_counter()
-        self.cpu0 = thread_cpu_seconds(harness_threads)
-        self.own = 0.0  # CPU its threads used inside the candidate's own calls: its work, not stolen
-        self._in_call: dict[int, tuple[str, float]] | None = None
+        self.continued0 = continues()
+        self.processes: dict[int, str] = {}  # the candidate's processes seen alive while the stage ran
+        self.cpu0 = self._theirs()
+        self.own = 0.0  # CPU its threads and processes used inside the candidate's own calls: its work, not stolen
+        self._in_call: dict[Any, tuple[str, float]] | None = None
         self.working: list[str] = []  # its threads seen running code of their own outside its calls
         self.left_running: list[str] = []  # its threads still in its code right after one of its calls returned
+
+    def _theirs(self) -> dict[Any, tuple[str, float]]:
+        """CPU seconds so far of each of the candidate's threads (by ident) and processes (by ("process", pid))."""
+        out: dict[Any, tuple[str, float]] = dict(thread_cpu_seconds(self.harness))
+        for pid, (name, cpu) in descendants().items():
+            label = f"process {pid} ({name})"
+            self.processes[pid] = label
+            out[("process", pid)] = (label, cpu)
+        return out
+
+    def alive(self) -> int:
+        """How many threads and processes of the candidate's are alive now."""
+        return len(self._theirs())
 
     def sample(self) -> None:
         """Where each of the candidate's threads is, now that none of its calls runs: one with the candidate's own
@@ -587,35 +776,41 @@ class ThreadWatch:
         return out
 
     def call_begins(self) -> None:
-        self._in_call = thread_cpu_seconds(self.harness)
+        self._in_call = self._theirs()
 
     def call_ends(self) -> None:
         if self._in_call is None:
             return
-        for ident, (_name, cpu) in thread_cpu_seconds(self.harness).items():
-            self.own += max(0.0, cpu - self._in_call.get(ident, ("", 0.0))[1])
+        for key, (_name, cpu) in self._theirs().items():
+            self.own += max(0.0, cpu - self._in_call.get(key, ("", 0.0))[1])
         self._in_call = None
 
     def stolen(self, own: float | None = None) -> tuple[float, float, list[str]]:
-        """(CPU seconds the candidate's threads used since the watch began outside its own calls, the stage's wall
-        seconds, which threads used how much in all). `own`: CPU inside its calls, where `call_begins`/`call_ends`
-        did not count it."""
+        """(CPU seconds the candidate's threads and processes used since the watch began outside its own calls, the
+        stage's wall seconds, which of them used how much in all). `own`: CPU inside its calls, where
+        `call_begins`/`call_ends` did not count it."""
         import time
 
         wall = time.perf_counter() - self.t0
         used, who = 0.0, []
-        for ident, (name, cpu) in thread_cpu_seconds(self.harness).items():
-            d = cpu - self.cpu0.get(ident, (name, 0.0))[1]
+        for key, (name, cpu) in self._theirs().items():
+            d = cpu - self.cpu0.get(key, (name, 0.0))[1]
             if d > 0.001:
                 used += d
                 who.append(f"{name} {1e3 * d:.0f} ms")
         return max(0.0, used - (self.own if own is None else own)), wall, who
 
     def too_much(self, own: float | None = None) -> str:
-        """'' where the candidate's threads kept to its own calls, else what they used outside them."""
+        """'' where the candidate's threads and processes kept to its own calls, else what they did outside them."""
         used, wall, who = self.stolen(own)
         if used > max(self.FLOOR_S, self.SHARE * wall):
             return f"{1e3 * used:.0f} ms of CPU outside its calls in {1e3 * wall:.0f} ms ({', '.join(who[:4])})"
+        stops = continues() - self.continued0
+        if stops and self.processes:
+            return (
+                f"the worker was stopped and continued (SIGSTOP/SIGCONT) while the stage ran, with processes of the "
+                f"candidate's alive ({', '.join(list(self.processes.values())[:4])})"
+            )
         if self.left_running:
             seen = list(dict.fromkeys(self.left_running))
             return f"still running its own code when the call that started them returned ({', '.join(seen[:4])})"

@@ -243,24 +243,28 @@ class EvaluationBase:
             self.check("reference_untouched", True)
 
     def watch_threads(self, watch: Any, stage: str, own: float | None = None) -> None:
-        """Fail `background_threads` where threads the candidate started used CPU while the reference and the
-        candidate were being {stage} (`harness.checks.ThreadWatch`); the worker is then replaced, threads and all."""
+        """Fail `background_threads` where threads or processes the candidate started used CPU, or stopped the
+        worker, while the reference and the candidate were being {stage} (`harness.checks.ThreadWatch`); the worker
+        is then replaced, threads, processes and all."""
         stolen = watch.too_much(own)
         if stolen:
             self.state.unusable = True
             self.check(
                 "background_threads",
                 False,
-                f"threads the candidate started kept running while it was {stage}: {stolen} — CPU taken from the "
-                "reference's calls and timings, or writes after its call returned (threads a candidate starts must be "
-                "joined before its call returns)",
+                f"threads or processes the candidate started kept running while it was {stage}: {stolen} — CPU or "
+                "time taken from the reference's calls and timings, or writes after its call returned (what a "
+                "candidate starts must be joined, or waited for, before its call returns)",
             )
 
     def rebase_state(self) -> None:
         """Take the process-wide state as it is now, after code of the task's own, as what the candidate must keep."""
-        from ..harness.checks import global_state
+        from ..harness.checks import SCHEDULING, global_state
 
-        self.state0 = global_state()
+        state = global_state()
+        if self.state0 is not None and SCHEDULING in self.state0:  # never the task's to change: kept as first read
+            state[SCHEDULING] = self.state0[SCHEDULING]
+        self.state0 = state
 
     def watch_state(self, when: str) -> None:
         """Fail `global_state` or `global_hooks` where the candidate's code changed what the whole process runs with

@@ -94,7 +94,7 @@ class Evaluation(Timed):
                 self.stage_done()
                 self.check_patches()
                 self.stage("verify")
-                from ..harness.checks import ThreadWatch, thread_cpu_seconds
+                from ..harness.checks import ThreadWatch
 
                 self.threads = ThreadWatch(self.harness_threads)
                 waited = self.state.gate.waited_s
@@ -128,7 +128,7 @@ class Evaluation(Timed):
                     own = 0.0
                     if self.timing is not None:
                         timed = self.timing.candidate
-                        alive = len(thread_cpu_seconds(self.harness_threads))
+                        alive = threads.alive()
                         own = alive * timed.mean_ms / 1e3 * (timed.n + self.opt.warmup) * 1.5
                     self.watch_threads(threads, "timed", own)
                     self.check_patches()

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from ...sandbox import children_die_with_this_process
+from ...sandbox import adopt_orphans, children_die_with_this_process
 from .. import pipe
 from ..pipe import (
     BuildRequest,
@@ -89,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     _say_where_os_exit_is_called()
     # what this worker starts (compilers, ninja, a candidate's own processes) dies with it, as it dies with forge
     children_die_with_this_process()
+    if not args.judge:  # the processes a candidate starts stay its descendants; stops by one of them are counted
+        from ..harness.checks import count_continues
+
+        adopt_orphans()
+        count_continues()
     nice = os.environ.get("FORGE_WORKER_NICE", "").strip()
     if nice.isdigit():  # a build worker: its compilers yield the CPU to the devices' workers while they time
         os.nice(int(nice))

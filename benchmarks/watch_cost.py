@@ -1,0 +1,99 @@
+"""What the worker's watches cost per candidate call, on this machine: the process-wide state read after every call
+(`global_state`, with its thread scheduling, signal handlers and timers), and the threads-and-processes watch around
+each call (`ThreadWatch`: CPU of the candidate's threads and descendant processes before and after, and the threads
+still in the candidate's code right after it returns).
+
+    python benchmarks/watch_cost.py [--calls 2000] [--children 0,4,16] [--out results.json]
+
+Each row: median microseconds per call over 9 samples of `--calls` calls, with N idle child processes alive (as a
+torch.compile candidate's compile workers would be) and the threads torch's pools have after a warm-up. Prints a
+short table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from forge_lsp.engine.harness.checks import ThreadWatch, descendants, global_state, scheduling  # noqa: E402
+from forge_lsp.sandbox import adopt_orphans  # noqa: E402
+
+
+def per_call_us(fn, calls: int, samples: int = 9) -> float:
+    out = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--children", default="0,4,16")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    adopt_orphans()
+    torch.softmax(torch.randn(512, 512), dim=1)  # torch's thread pools up, as in a worker after the reference ran
+    harness = {t.ident for t in threading.enumerate() if t.ident is not None}
+    rows = []
+    for n in [int(x) for x in args.children.split(",")]:
+        kids = [
+            subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+            for _ in range(n)
+        ]
+        try:
+            time.sleep(0.5)  # the children's interpreters up and idle
+            watch = ThreadWatch(harness)
+
+            def around_call(watch: ThreadWatch = watch) -> None:
+                watch.call_begins()
+                watch.call_ends()
+                watch.returned()
+
+            rows.append(
+                {
+                    "idle children": n,
+                    "threads": len(os.listdir("/proc/self/task")),
+                    "global_state us": round(per_call_us(global_state, args.calls), 1),
+                    "of which scheduling us": round(per_call_us(scheduling, args.calls), 1),
+                    "descendants us": round(per_call_us(descendants, max(50, args.calls // 10)), 1),
+                    "ThreadWatch around a call us": round(per_call_us(around_call, max(50, args.calls // 10)), 1),
+                }
+            )
+        finally:
+            for k in kids:
+                k.stdin.close()
+                k.wait()
+    result = {
+        "machine": platform.node(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "rows": rows,
+    }
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    keys = list(rows[0])
+    print(" | ".join(keys))
+    for r in rows:
+        print(" | ".join(str(r[k]) for k in keys))
+
+
+if __name__ == "__main__":
+    main()
