@@ -503,3 +503,60 @@ def test_processes_that_slow_the_reference_fail_and_an_honest_reference_times_th
     assert honest.timing is not None
     assert own.status is Status.incorrect and own.failed_check == "background_threads", own.reason
     assert "process" in (next(c for c in own.checks if c.name == "background_threads").detail or ""), own.checks
+
+
+#: a task whose reference is slower in a process where something set a variable: what no check of the worker's reads
+#: (a slowdown of the kind the worker cannot see, as load from elsewhere on the machine would be)
+_SLOWED_BY_A_MARK = """
+import os
+import time
+
+import torch
+import torch.nn as nn
+
+n = 512
+
+FORGE = {"vary": {}, "trials": 1}
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        if os.environ.get("FORGE_TEST_REFERENCE_SLOWED"):
+            time.sleep(0.01)
+        return a @ b
+
+
+def get_inputs():
+    return [torch.randn(n, n), torch.randn(n, n)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+_SETS_THE_MARK = """
+import os
+
+import torch
+import torch.nn as nn
+
+os.environ["FORGE_TEST_REFERENCE_SLOWED"] = "1"
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return torch.mm(a, b)
+"""
+
+
+def test_a_reference_slowed_beside_the_candidate_gets_no_speedup(cache_dir, fast_options, tmp_path):
+    """The reference runs several times slower beside the candidate than alone in the judge, by a cause no check of
+    the worker's sees; the judge times it again and it is still faster there: the timing is withheld as inconclusive
+    (no speedup claimed; a busy machine would look the same), and the verdict says why."""
+    path = tmp_path / "matmul_slowed.py"
+    path.write_text(_SLOWED_BY_A_MARK)
+    with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "reftime") as ev:
+        slowed = ev.evaluate(load_task(path), Candidate.from_source(_SETS_THE_MARK, "mark"))
+    timed = next(c for c in slowed.checks if c.name == "reference_timing")
+    assert timed.detail.startswith("inconclusive, timing withheld: the reference ran"), timed.detail
+    assert slowed.timing is None and "slower beside the candidate" in slowed.reason, slowed.reason
