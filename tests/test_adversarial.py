@@ -775,7 +775,13 @@ def test_case_ids_are_unique_and_every_class_has_four():
     assert set(counts) == {f"c{i}-{k}" for i, k in enumerate(CLASSES + CPU_CLASSES, 1)}
     assert min(counts.values()) >= 4, counts
     gpu = Counter(c.klass for c in GPU_CHEATS)
-    assert set(gpu) == {f"g{i}-{k}" for i, k in enumerate(CLASSES, 1)} | {"g8-stream", "gi-impossible-timing"}
+    assert set(gpu) == {f"g{i}-{k}" for i, k in enumerate(CLASSES, 1)} | {
+        "g8-stream",
+        "gi-impossible-timing",
+        "gs-global-state",
+        "gk-global-hooks",
+        "gt-background-threads",
+    }
     assert min(n for k, n in gpu.items() if k != "gi-impossible-timing") >= 4, gpu
     assert gpu["gi-impossible-timing"] >= 2
     assert len(HONEST) >= 4 and len(GPU_HONEST) >= 4
