@@ -495,10 +495,15 @@ def test_processes_that_slow_the_reference_fail_and_an_honest_reference_times_th
     times the same beside it as alone in the judge, and its speedup stands."""
     task = load_task(_MATMUL)
     with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "reftime") as ev:
-        honest = ev.evaluate(task, Candidate.from_source(_MM, "mm"))
+        # under the whole suite's load the worker's timing may meet a burst the judge's does not: then the timing is
+        # rightly withheld ("the machine was busy then"); an honest reference times the same on one of three tries
+        for _ in range(3):
+            honest = ev.evaluate(task, Candidate.from_source(_MM, "mm"))
+            timed = next(c for c in honest.checks if c.name == "reference_timing")
+            if not timed.detail.startswith("inconclusive"):
+                break
         own = ev.evaluate(task, Candidate.from_source(_BURNERS, "burners"))
     assert honest.status is Status.correct, honest.reason
-    timed = next(c for c in honest.checks if c.name == "reference_timing")
     assert timed.passed and timed.detail.startswith("the reference beside the candidate"), timed.detail
     assert honest.timing is not None
     assert own.status is Status.incorrect and own.failed_check == "background_threads", own.reason
@@ -522,7 +527,7 @@ FORGE = {"vary": {}, "trials": 1}
 class Model(nn.Module):
     def forward(self, a, b):
         if os.environ.get("FORGE_TEST_REFERENCE_SLOWED"):
-            time.sleep(0.01)
+            time.sleep(0.1)  # many times the product's time, even on a machine busy enough to slow it 10x
         return a @ b
 
 
