@@ -11,6 +11,21 @@ from lsprotocol import types as t
 from pytest_lsp import LanguageClient, client_capabilities
 
 
+def scripted_settings(base_url: str, **extra: Any) -> dict[str, Any]:
+    """forge's settings for a job on the CPU whose model is the scripted OpenAI-compatible server at `base_url`: one
+    linear round, no profile; `extra` adds or replaces keys."""
+    return {
+        "model": "scripted",
+        "baseUrl": base_url,
+        "device": "cpu",
+        "search": "linear",
+        "rounds": 1,
+        "offline": False,
+        "profile": False,
+        **extra,
+    }
+
+
 async def open_session(client: LanguageClient, root: Path, forge: dict[str, Any]) -> None:
     """Initialize as VS Code does on `root` (one workspace folder), with forge's `initializationOptions`; the
     client answers the server's capability registrations and code-lens refreshes."""

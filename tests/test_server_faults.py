@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES
+from lsp_session import scripted_settings
 from proctree import cmdline, descendants, running
 
 pytestmark = pytest.mark.integration  # real processes end to end: left out of the fast loop (./dev test --fast)
@@ -502,19 +503,6 @@ def test_exit_without_shutdown_ends_with_1(server):
 
 
 # ------------------------------------------------------------------ 5: the client goes away mid-run
-def model_settings(fake, **extra) -> dict[str, Any]:
-    return {
-        "model": "scripted",
-        "baseUrl": fake.base_url,
-        "device": "cpu",
-        "search": "linear",
-        "rounds": 1,
-        "offline": False,
-        "profile": False,
-        **extra,
-    }
-
-
 def workers_of(pid: int) -> list[int]:
     return [p for p in descendants(pid) if "forge_lsp.engine.worker" in cmdline(p)]
 
@@ -525,7 +513,7 @@ def test_a_client_that_disconnects_with_two_runs_going_leaves_nothing_behind(raw
     exits 0 at once, both jobs are cancelled and no process it started is left running a second later."""
     fake_openai.script(*({"delay": 60.0, "content": coder(FAST, "slow")} for _ in range(2)))
     c = raw()
-    c.initialize(tmp_path, {"window": {"workDoneProgress": True}}, model_settings(fake_openai, workers=2))
+    c.initialize(tmp_path, {"window": {"workDoneProgress": True}}, scripted_settings(fake_openai.base_url, workers=2))
     jobs = []
     for name in ("first.py", "second.py"):
         (tmp_path / name).write_text(TASK)
@@ -645,7 +633,7 @@ def test_a_reference_that_exits_or_segfaults_is_the_users_and_no_candidate_is_as
     assert fault in source
     (tmp_path / "dies.py").write_text(source)
     c = raw()
-    c.initialize(tmp_path, PROGRESS, model_settings(fake_openai))
+    c.initialize(tmp_path, PROGRESS, scripted_settings(fake_openai.base_url))
     uri = c.open(tmp_path / "dies.py")
     job = start_optimize(c, uri)
     end = ended(c, job, 120)
@@ -705,7 +693,7 @@ def lenses(c: RawClient, uri: str) -> list[dict[str, Any]]:
 def test_an_edit_during_a_run_makes_its_answer_stale_and_nothing_is_offered(raw, tmp_path, fake_openai):
     (tmp_path / "softmax_mod.py").write_text(TASK)
     c = raw()
-    c.initialize(tmp_path, PROGRESS, model_settings(fake_openai))
+    c.initialize(tmp_path, PROGRESS, scripted_settings(fake_openai.base_url))
     uri = c.open(tmp_path / "softmax_mod.py")
     fake_openai.script({"delay": 2.0, "content": coder(FAST, "vectorized")})
     job = start_optimize(c, uri)
@@ -738,7 +726,7 @@ def test_an_edit_during_a_run_makes_its_answer_stale_and_nothing_is_offered(raw,
 def test_progress_begins_reports_rising_percentages_and_ends(raw, tmp_path, fake_openai):
     (tmp_path / "softmax_mod.py").write_text(TASK)
     c = raw()
-    c.initialize(tmp_path, PROGRESS, model_settings(fake_openai))
+    c.initialize(tmp_path, PROGRESS, scripted_settings(fake_openai.base_url))
     uri = c.open(tmp_path / "softmax_mod.py")
     fake_openai.script({"delay": 1.0, "content": coder(FAST, "vectorized")})
     job = start_optimize(c, uri)
@@ -759,7 +747,7 @@ def test_progress_begins_reports_rising_percentages_and_ends(raw, tmp_path, fake
 def test_a_rerun_that_offers_nothing_does_not_say_it_found_a_candidate(raw, tmp_path, fake_openai):
     (tmp_path / "softmax_mod.py").write_text(TASK)
     c = raw()
-    c.initialize(tmp_path, PROGRESS, model_settings(fake_openai))
+    c.initialize(tmp_path, PROGRESS, scripted_settings(fake_openai.base_url))
     uri = c.open(tmp_path / "softmax_mod.py")
     source = FAST + "\n# rejected\n"
     fake_openai.script(coder(source, "vectorized"))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsp_session import open_session
+from lsp_session import open_session, scripted_settings
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient
 from test_model_wide import SUBCLASS  # the answer a model writes: the extracted task's source plus a subclass
@@ -137,19 +137,7 @@ async def client(lsp_client: LanguageClient, tmp_path: Path, fake_openai):
                 )
         return t.ApplyWorkspaceEditResult(applied=True)
 
-    await open_session(
-        lsp_client,
-        tmp_path,
-        {
-            "model": "scripted",
-            "baseUrl": fake_openai.base_url,
-            "device": "cpu",
-            "search": "linear",
-            "rounds": 1,
-            "offline": False,
-            "profile": False,
-        },
-    )
+    await open_session(lsp_client, tmp_path, scripted_settings(fake_openai.base_url))
     yield
     await lsp_client.shutdown_session()
 
