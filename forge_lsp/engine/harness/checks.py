@@ -611,13 +611,9 @@ def _continue_watch_state() -> tuple[bool, bool]:
     return (handler_kept, unblocked)
 
 
-def _cpu_seconds_of(pid: int) -> float | None:
-    """CPU seconds process `pid` has used, all its threads (nanoseconds from /proc/PID/task/*/schedstat; the
+def _cpu_seconds_of(pid: int, tids: list[str]) -> float | None:
+    """CPU seconds process `pid` has used, all its threads `tids` (nanoseconds from /proc/PID/task/*/schedstat; the
     clock ticks of /proc/PID/stat where that is missing); None once it is gone."""
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
     total, read = 0.0, False
     for tid in tids:
         try:
@@ -667,7 +663,7 @@ def descendants() -> dict[int, tuple[str, float]]:
             name = head.split("(", 1)[1]
         except (OSError, ValueError, IndexError):
             continue
-        cpu = _cpu_seconds_of(pid)
+        cpu = _cpu_seconds_of(pid, tids)
         if cpu is not None:
             out[pid] = (name, cpu)
     return out
