@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lsp_session import scripted_settings
 from test_server_faults import (
     BAD_PARAMS,
     FAST,
@@ -28,7 +29,6 @@ from test_server_faults import (
     coder,
     descendants,
     frame,
-    model_settings,
     running,
 )
 
@@ -221,7 +221,7 @@ def test_soak(tmp_path, fake_openai):
     (tmp_path / "broken.py").write_text(BROKEN)
     c = RawClient(tmp_path, light=True)
     try:
-        c.initialize(tmp_path, PROGRESS, model_settings(fake_openai, workers=2))
+        c.initialize(tmp_path, PROGRESS, scripted_settings(fake_openai.base_url, workers=2))
         uris = [c.open(tmp_path / n) for n in ("a.py", "b.py", "broken.py")]
         soak = Soak(c, uris, rng)
         actions = [
