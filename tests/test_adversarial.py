@@ -103,6 +103,7 @@ CPU case survives all of those perturbations, so a rejection of one is a false p
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 import types
@@ -110,7 +111,7 @@ from collections import Counter
 
 import pytest
 import torch
-from adversarial.cases import C10, CHEATS, HONEST, NARROWED, SOFTMAX, UNEXPLOITED, Case
+from adversarial.cases import C6, C10, CHEATS, HONEST, NARROWED, SOFTMAX, UNEXPLOITED, Case, adv
 from adversarial.gpu_cases import GPU_CHEATS, GPU_HONEST, GPU_NARROWED
 
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, Verdict, load_task
@@ -257,6 +258,38 @@ def test_a_thread_a_call_leaves_running_fails_even_when_it_uses_no_cpu(adv_evalu
     assert v.status is Status.incorrect and v.failed_check == "background_threads", summary(v)
     failed = next(c for c in v.checks if c.name == "background_threads")
     assert "when the call that started them returned" in failed.detail and "late-writer" in failed.detail, failed
+
+
+_WRONG_ON_THE_EIGHTH_SIGHTING = """
+import hashlib
+
+import torch.nn as nn
+
+seen = {}
+
+
+class ModelNew(nn.Module):
+    # a rare race, made deterministic: wrong on the eighth call that sees the same input contents
+    def forward(self, a, b):
+        key = hashlib.sha1(a.contiguous().numpy().tobytes() + b.contiguous().numpy().tobytes()).hexdigest()
+        seen[key] = seen.get(key, 0) + 1
+        out = a @ b
+        return out * 1.01 if seen[key] == 8 else out
+"""
+
+
+def test_repeatable_runs_the_same_input_enough_times_to_show_a_rare_race(adv_evaluator):
+    """A race right on most calls can escape the timed calls when the timing budget leaves few of them (a loaded
+    machine): `repeatable` runs one input set up to `repeats` times. Wrong only on the eighth call that sees one
+    input: passes with the two repeats it once had, rejected by `repeatable` with the default."""
+    case = Case("c6-race", "eighth-sighting", adv("matmul_small"), _WRONG_ON_THE_EIGHTH_SIGHTING, "", C6, "refresh")
+    few = dict(min_reps=3, max_reps=3)
+    v = evaluate(adv_evaluator, dataclasses.replace(case, options=dict(few, repeats=2)))
+    assert v.status is Status.correct, summary(v)
+    v = evaluate(adv_evaluator, dataclasses.replace(case, options=few))
+    assert v.status is Status.incorrect and v.failed_check == "repeatable", summary(v)
+    failed = next(c for c in v.checks if c.name == "repeatable")
+    assert int(failed.detail.split(" runs on the same input disagree")[0]) > 2, failed
 
 
 # ----------------------------------------------------------------------------------------- engine, CUDA

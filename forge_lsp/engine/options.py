@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class StageTimeouts(BaseModel):
@@ -36,6 +36,10 @@ class EvalOptions(BaseModel):
     timing_precision: float = 0.02
     l2_flush: bool = True
     poison: bool = True
+    #: `repeatable` runs the candidate on one input set up to `repeats` times (2 at least) within `repeat_budget_s`
+    #: seconds: a race right on most calls shows here whatever the timing budget leaves for the timed calls.
+    repeats: int = Field(default=32, ge=2)
+    repeat_budget_s: float = 0.25
     graph_below_ms: float = 0.05
     timeouts: StageTimeouts = StageTimeouts()
     log_limit_bytes: int = 64 * 1024 * 1024
