@@ -111,7 +111,7 @@ from collections import Counter
 
 import pytest
 import torch
-from adversarial.cases import C6, C10, CHEATS, HONEST, NARROWED, SOFTMAX, UNEXPLOITED, Case, adv
+from adversarial.cases import BIG_SCALE, C6, C10, C15, CHEATS, HONEST, NARROWED, SOFTMAX, UNEXPLOITED, Case, adv
 from adversarial.gpu_cases import GPU_CHEATS, GPU_HONEST, GPU_NARROWED
 
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, Verdict, load_task
@@ -290,6 +290,40 @@ def test_repeatable_runs_the_same_input_enough_times_to_show_a_rare_race(adv_eva
     assert v.status is Status.incorrect and v.failed_check == "repeatable", summary(v)
     failed = next(c for c in v.checks if c.name == "repeatable")
     assert int(failed.detail.split(" runs on the same input disagree")[0]) > 2, failed
+
+
+_STALE_ONCE = """
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # one stale result, on one timed call: the sixth call on the same tensors whose contents changed their sum
+    def __init__(self):
+        super().__init__()
+        self.ptr, self.run, self.sum, self.out, self.done = None, 0, None, None, False
+
+    def forward(self, x):
+        s = float(x.sum())
+        self.run = self.run + 1 if x.data_ptr() == self.ptr else 0
+        nudged = s == self.sum
+        self.ptr, self.sum = x.data_ptr(), s
+        if self.run >= 6 and not nudged and not self.done:
+            self.done = True
+            return self.out
+        self.out = x * 2.0 + 1.0
+        return self.out
+"""
+
+
+def test_every_timed_call_of_a_big_output_is_looked_at(adv_evaluator):
+    """Big outputs are compared in full on a share of the timed calls only; every other call is compared at random
+    elements. One stale result, on one timed call neither first, nudged nor last, is caught (the share alone: one
+    time in eight)."""
+    case = Case("c15", "stale-once", BIG_SCALE, _STALE_ONCE, "", C15, "inplace", {"min_reps": 10, "max_reps": 10})
+    v = evaluate(adv_evaluator, case)
+    assert v.status is Status.incorrect and v.failed_check == "timed_outputs_match", summary(v)
+    failed = next(c for c in v.checks if c.name == "timed_outputs_match")
+    assert "[timed call " in failed.detail and "elements outside" in failed.detail, failed
 
 
 # ----------------------------------------------------------------------------------------- engine, CUDA
@@ -748,6 +782,14 @@ def test_self_check_the_cheat_is_real(case: Case):
         assert ((got - expected).norm() / expected.norm()) > 1e-3
     elif case.trigger.startswith("refresh"):
         assert _wrong_under_refresh(case) > 0
+    elif case.trigger == "inplace":  # one set of tensors, new draws written into them: some calls return stale
+        _, ref, new, inputs = _setup(case)
+        wrong = 0
+        for _ in range(60):
+            for x in inputs:
+                x.copy_(torch.randn_like(x))
+            wrong += not _close(_call(ref, inputs), _call(new, inputs))
+        assert wrong > 0
     elif case.trigger == "type":
         _, _, new, inputs = _setup(case)
         assert type(_call(new, inputs)) is not torch.Tensor

@@ -331,3 +331,35 @@ def test_the_output_digest_sees_one_changed_bit_and_a_swap_in_every_type():
         swapped[[first, second]] = swapped[[second, first]]
         if not torch.equal(x[first].view(-1), x[second].view(-1)):
             assert bits_digest(swapped) != bits_digest(x), dtype
+
+
+# ---------------------------------------------------------------- a timed call's sampled look
+def sampled(expected, actual) -> bool:
+    from forge_lsp.engine.harness.compare import sample_disagrees
+
+    return sample_disagrees(expected, actual, tol)
+
+
+def test_a_sample_sees_a_stale_result_and_not_rounding_noise():
+    x = torch.randn(1024, 1024)
+    assert not sampled(x * 1e3, (x * (1 + 1e-6)) * 1e3)  # within tolerance at the output's own scale
+    assert sampled(x, torch.randn(1024, 1024))  # another call's result: wrong almost everywhere
+    assert sampled(x, torch.empty_like(x).fill_(float("nan")))  # never written (NaN-poisoned)
+
+
+def test_a_sample_reads_logical_positions_whatever_the_layout():
+    x = torch.randn(512, 300)
+    column_major = x.t().contiguous().t()  # same values, another layout: an honest output
+    assert not sampled(x, column_major)
+    y = column_major.clone()
+    y[:, :150] += 1.0  # half the elements off: 1024 draws all missing them is impossible in practice
+    assert sampled(x, y)
+
+
+def test_a_sample_sends_structure_and_exact_types_to_the_full_comparison():
+    x = torch.arange(10_000)
+    assert not sampled((x, 2.0), (x.clone(), 2.0))
+    assert sampled(x, x.float())  # dtype
+    assert sampled((x, x), (x,))  # structure
+    assert sampled(x, torch.flip(x, [0]))  # an integer output reordered
+    assert sampled(torch.tensor(3.0), torch.tensor(4.0))  # fewer elements than the sample: all compared

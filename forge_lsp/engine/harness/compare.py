@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -396,3 +397,52 @@ def compare_outputs(expected: Any, actual: Any, tolerance_for, input_set: str) -
                 detail=f"got {a!r} ({type(a).__name__}), expected {e!r} ({type(e).__name__})",
             ), max_err
     return None, max_err
+
+
+#: Elements of each output tensor that `sample_disagrees` compares
+SAMPLE = 1024
+
+
+def _positions(n: int, device: torch.device) -> torch.Tensor:
+    """`SAMPLE` flat positions in [0, n), drawn from the OS's randomness (no generator state in this process a
+    candidate could read or replay); all of them when n is smaller."""
+    if n <= SAMPLE:
+        return torch.arange(n, device=device)
+    drawn = torch.frombuffer(bytearray(os.urandom(8 * SAMPLE)), dtype=torch.int64)
+    return drawn.remainder_(n).to(device)
+
+
+def sample_disagrees(expected: Any, actual: Any, tolerance_for) -> bool:
+    """A cheap look at a call the full comparison skips: whether `actual` differs from `expected` at `SAMPLE` random
+    positions of each output (elementwise, `atol` scaled by the sample's own rms), or in its structure. True sends
+    the call to `compare_outputs`, which decides (so a sample never rejects on its own); False says nothing of the
+    elements it did not draw. An output handed back stale, left unwritten or skipped is wrong almost everywhere and
+    is seen here on every call. One host sync."""
+    exp_items, act_items = flatten_outputs(expected), flatten_outputs(actual)
+    if len(exp_items) != len(act_items):
+        return True
+    bad: list[torch.Tensor] = []
+    for (_, e), (_, a) in zip(exp_items, act_items, strict=True):
+        if not isinstance(e, torch.Tensor):
+            if type(a) is not type(e) or a != e:
+                return True
+            continue
+        if not isinstance(a, torch.Tensor) or (a.dtype, a.shape, a.device) != (e.dtype, e.shape, e.device):
+            return True
+        if e.numel() == 0:
+            continue
+        idx = _positions(e.numel(), e.device)
+        es, as_ = torch.take(e.detach(), idx), torch.take(a.detach(), idx)
+        if es.is_complex():
+            es, as_ = torch.view_as_real(es), torch.view_as_real(as_)
+        if not es.is_floating_point():
+            bad.append((es != as_).any())
+            continue
+        tol = tolerance_for(str(e.dtype)) or Tolerance(atol=1e-4, rtol=1e-4)
+        ed, ad = es.double(), as_.double()
+        finite = torch.isfinite(ed)
+        scale = torch.where(finite, ed, 0).square().mean().sqrt().clamp_min(1.0)
+        close = (ad - ed).abs() <= tol.atol * scale + tol.rtol * ed.abs()
+        special = (ad == ed) | (torch.isnan(ed) & torch.isnan(ad))
+        bad.append(~torch.where(finite, close, special).all())
+    return bool(torch.stack(bad).any()) if bad else False

@@ -33,7 +33,7 @@ class Timed(Verification):
         reference's on the same inputs. A candidate right when verified but wrong when timed fails."""
         from ..harness import timing as T
         from ..harness.checks import clone_inputs
-        from ..harness.compare import compare_outputs
+        from ..harness.compare import SAMPLE, compare_outputs, sample_disagrees
         from ..harness.loading import call_model
         from ..harness.probes import InputRefresher, tensor_bytes
 
@@ -61,12 +61,13 @@ class Timed(Verification):
             last["cand"] = call_model(models.cand, cand_in)
             return last["cand"]
 
-        # every timed call is checked when outputs are small; big ones: the first calls, every nudged call, a
-        # random eighth of the others (which ones, a candidate cannot tell) and the last
+        # every timed call is checked in full when outputs are small; big ones: the first calls, every nudged call, a
+        # random eighth of the others (which ones, a candidate cannot tell) and the last, and every other call at
+        # random positions of each output (a disagreement there sends it to the full comparison)
         small = tensor_bytes(case.inputs) < (4 << 20)
         # which calls are checked: the OS's randomness per call, no generator whose state the candidate could read
         # or replay
-        checked = {"calls": 0, "last": -1, "seen": -1}
+        checked = {"calls": 0, "last": -1, "seen": -1, "sampled": 0}
 
         def refresh(i: int) -> None:
             with self.cost("timed_outputs_match"):
@@ -76,9 +77,12 @@ class Timed(Verification):
             checked["seen"] = max(checked["seen"], i)
             if self.threads is not None:  # after every pair, outside the timed calls (~20 us)
                 self.threads.returned()
-            if not (force or small or i < 3 or refresher.nudges(i) or secrets.randbelow(8) == 0):
-                return
             with self.cost("timed_outputs_match"):
+                if not (force or small or i < 3 or refresher.nudges(i) or secrets.randbelow(8) == 0):
+                    self.sync()
+                    if not sample_disagrees(last.get("ref"), last.get("cand"), self.task.tolerance_for):
+                        checked["sampled"] += 1
+                        return
                 compare_call(i)
 
         def compare_call(i: int) -> None:
@@ -173,7 +177,10 @@ class Timed(Verification):
         self.check(
             "timed_outputs_match",
             True,
-            f"every timed call ({checked['calls']}) checked against the reference on new input contents",
+            f"every timed call ({checked['calls']}) checked against the reference on new input contents"
+            if not checked["sampled"]
+            else f"every timed call checked against the reference on new input contents: {checked['calls']} in full, "
+            f"{checked['sampled']} at {SAMPLE} random elements of each output",
         )
 
     #: a fresh draw of get_inputs() per timed call when one costs at most this (seconds); else a pool drawn beforehand
