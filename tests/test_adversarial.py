@@ -111,7 +111,7 @@ from collections import Counter
 
 import pytest
 import torch
-from adversarial.cases import BIG_SCALE, C6, C10, C15, CHEATS, HONEST, NARROWED, SOFTMAX, UNEXPLOITED, Case, adv
+from adversarial.cases import BIG_SCALE, C6, C9, C10, C15, CHEATS, HONEST, NARROWED, SOFTMAX, UNEXPLOITED, Case, adv
 from adversarial.gpu_cases import GPU_CHEATS, GPU_HONEST, GPU_NARROWED
 
 from forge_lsp.engine import Candidate, EvalOptions, Evaluator, StageTimeouts, Status, Verdict, load_task
@@ -324,6 +324,50 @@ def test_every_timed_call_of_a_big_output_is_looked_at(adv_evaluator):
     assert v.status is Status.incorrect and v.failed_check == "timed_outputs_match", summary(v)
     failed = next(c for c in v.checks if c.name == "timed_outputs_match")
     assert "[timed call " in failed.detail and "elements outside" in failed.detail, failed
+
+
+_KERNEL_LEFT_FOR_THE_NEXT = """
+import builtins
+import time
+
+import torch
+import torch.nn as nn
+
+# a kernel over an operator this task's reference never runs (tanh), kept alive past the verdict: the next
+# candidate's reference, on a task that does run it, would pay 1 ms a call
+_lib = torch.library.Library("aten", "IMPL")
+
+
+def _slow_tanh(x):
+    time.sleep(0.001)
+    return (torch.exp(2 * x) - 1) / (torch.exp(2 * x) + 1)
+
+
+_lib.impl("tanh", _slow_tanh, "CPU")
+builtins._forge_kept = _lib
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+
+def test_a_kernel_left_in_the_dispatcher_fails_its_candidate_and_not_the_next(adv_evaluator):
+    """The dispatcher is compared with torch's own registrations at the end of every evaluation: a kernel registered
+    over an operator the reference never runs, kept past the verdict, fails `global_hooks` there, and the worker is
+    replaced, so the next candidate (an honest one, on a task whose reference runs that operator) is judged in a
+    process without it."""
+    v = evaluate(adv_evaluator, Case("c9", "kernel-left", SOFTMAX, _KERNEL_LEFT_FOR_THE_NEXT, "", C9, "global"))
+    assert v.status is Status.incorrect and v.failed_check == "global_hooks", summary(v)
+    failed = next(c for c in v.checks if c.name == "global_hooks" and not c.passed)
+    assert "aten::tanh" in failed.detail and "left so" in failed.detail, failed
+    honest = (
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        return torch.tanh(x)\n"
+    )
+    v = evaluate(adv_evaluator, Case("honest", "tanh-after-kernel-left", adv("tanh"), honest, "", frozenset(), ""))
+    assert v.status is Status.correct, summary(v)
 
 
 # ----------------------------------------------------------------------------------------- engine, CUDA
@@ -574,6 +618,7 @@ def state():
         "hooks": [len(getattr(m, n)) for n in ("_global_forward_pre_hooks", "_global_forward_hooks")],
         "function modes": torch._C._len_torch_function_stack(),
         "profile": sys.getprofile() is not None,
+        "kernels": hash(tuple(torch._C._dispatch_dump(n) for n in torch._C._dispatch_get_all_op_names())),
     }
 
 task = {}
@@ -785,7 +830,7 @@ def test_self_check_the_cheat_is_real(case: Case):
     elif case.trigger == "inplace":  # one set of tensors, new draws written into them: some calls return stale
         _, ref, new, inputs = _setup(case)
         wrong = 0
-        for _ in range(60):
+        for _ in range(20):
             for x in inputs:
                 x.copy_(torch.randn_like(x))
             wrong += not _close(_call(ref, inputs), _call(new, inputs))

@@ -246,7 +246,8 @@ def test_a_candidate_wrong_only_after_the_verified_calls_is_caught_by_the_judge(
     check inside its process. The judge's input sets are run after those, and their outputs judged apart."""
     task = load_task(SOFTMAX)
     count = tmp_path / "calls"
-    options = fast_options.model_copy(update={"timing": False, "device": device})
+    # `repeatable`'s runs bounded by their count alone: the calls verification makes stay the same in each evaluation
+    options = fast_options.model_copy(update={"timing": False, "device": device, "repeat_budget_s": 600.0})
     with Evaluator(device, options=options, cache_dir=cache_dir) as ev:
         honest = ev.evaluate(task, Candidate.from_source(_COUNTING.format(path=str(count), honest=10**9), "count"))
         assert honest.status is Status.correct, honest.reason
@@ -519,15 +520,15 @@ import time
 import torch
 import torch.nn as nn
 
-n = 512
+n = {n}
 
-FORGE = {"vary": {}, "trials": 1}
+FORGE = {{"vary": {{}}, "trials": 1}}
 
 
 class Model(nn.Module):
     def forward(self, a, b):
         if os.environ.get("FORGE_TEST_REFERENCE_SLOWED"):
-            time.sleep(0.1)  # many times the product's time, even on a machine busy enough to slow it 10x
+            time.sleep({sleep})  # many times the product's time, even on a machine busy enough to slow it 10x
         return a @ b
 
 
@@ -554,12 +555,15 @@ class ModelNew(nn.Module):
 """
 
 
-def test_a_reference_slowed_beside_the_candidate_gets_no_speedup(cache_dir, fast_options, tmp_path):
+@pytest.mark.parametrize(("n", "sleep"), [(512, 0.1), (16, 0.005)], ids=["over-the-floor", "tiny-reference"])
+def test_a_reference_slowed_beside_the_candidate_gets_no_speedup(cache_dir, fast_options, tmp_path, n, sleep):
     """The reference runs several times slower beside the candidate than alone in the judge, by a cause no check of
     the worker's sees; the judge times it again and it is still faster there: the timing is withheld as inconclusive
-    (no speedup claimed; a busy machine would look the same), and the verdict says why."""
+    (no speedup claimed; a busy machine would look the same), and the verdict says why. A reference of a few
+    microseconds alone, under the floor from which references are compared, is compared all the same once it runs
+    `TINY_SLOWER` times slower beside the candidate."""
     path = tmp_path / "matmul_slowed.py"
-    path.write_text(_SLOWED_BY_A_MARK)
+    path.write_text(_SLOWED_BY_A_MARK.format(n=n, sleep=sleep))
     with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "reftime") as ev:
         slowed = ev.evaluate(load_task(path), Candidate.from_source(_SETS_THE_MARK, "mark"))
     timed = next(c for c in slowed.checks if c.name == "reference_timing")

@@ -178,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         import torch  # noqa: F401 - the import every worker would otherwise pay
 
         from . import worker  # noqa: F401 - and the worker's own modules
+        from .harness.checks import snapshot_kernels
+
+        snapshot_kernels()  # the dispatcher before any candidate code: taken once, every fork inherits it
     except BaseException as exc:  # noqa: BLE001 - said to the parent, which starts workers the usual way
         sock.send(json.dumps({"error": f"the zygote could not import torch: {exc}"}).encode())
         return 1

@@ -1106,6 +1106,91 @@ class ModelNew(nn.Module):
         return torch.softmax(x, dim=1)
 """
 
+C9_KERNEL_OVER_SOFTMAX = """
+import time
+import warnings
+
+import torch
+import torch.nn as nn
+
+warnings.filterwarnings("ignore")  # "Overriding a previously registered kernel"
+_lib = torch.library.Library("aten", "IMPL")
+
+
+def _slow_softmax(x, dim, half_to_float):  # what the reference's torch.softmax now runs: 1 ms more, then right
+    time.sleep(0.001)
+    e = torch.exp(x - x.amax(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+_lib.impl("_softmax", _slow_softmax, "CPU")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):  # its own softmax, never through the operator it replaced
+        e = torch.exp(x - x.amax(1, keepdim=True))
+        return e / e.sum(1, keepdim=True)
+"""
+
+C9_KERNEL_SPOOFED_BETWEEN_CALLS = """
+import time
+import warnings
+
+import torch
+import torch.nn as nn
+
+warnings.filterwarnings("ignore")
+# torch's own location for the kernel it replaces: the dispatcher's listing of the new one names it too
+_WHERE = ("/__w/pytorch/pytorch/build/aten/src/ATen/RegisterCPU_1.cpp", 4382)
+_state = {"lib": None}
+
+
+def _slow_softmax(x, dim, half_to_float):
+    time.sleep(0.001)
+    e = torch.exp(x - x.amax(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+class ModelNew(nn.Module):
+    # registered only between its calls (after each returns), gone while any of its own runs
+    def forward(self, x):
+        if _state["lib"] is not None:
+            _state["lib"].reset()
+            _state["lib"] = None
+        e = torch.exp(x - x.amax(1, keepdim=True))
+        out = e / e.sum(1, keepdim=True)
+        lib = torch._C._dispatch_library("IMPL", "aten", "CPU", *_WHERE)
+        lib.impl("_softmax", "CPU", _slow_softmax, False)
+        _state["lib"] = lib
+        return out
+"""
+
+C9_KERNEL_OVER_COMPOSITE = """
+import time
+
+import torch
+import torch.nn as nn
+
+# torch.softmax(x, dim) is aten::softmax.int, which has no CPU kernel (a composite): one registered for it is new,
+# replaces nothing, and runs in the reference's calls
+_lib = torch.library.Library("aten", "IMPL")
+
+
+def _slow(x, dim, dtype=None):
+    time.sleep(0.001)
+    e = torch.exp(x - x.amax(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+_lib.impl("softmax.int", _slow, "CPU")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        e = torch.exp(x - x.amax(1, keepdim=True))
+        return e / e.sum(1, keepdim=True)
+"""
+
 C9_HOOK_HANDS_BACK_REFERENCE = """
 import torch
 import torch.nn as nn
@@ -1979,6 +2064,33 @@ CHEATS += [
         "global",
     ),
     Case("c9-global-hooks", "function-mode", SOFTMAX, C9_FUNCTION_MODE, "a TorchFunctionMode never left", C9, "global"),
+    Case(
+        "c9-global-hooks",
+        "kernel-over-softmax",
+        SOFTMAX,
+        C9_KERNEL_OVER_SOFTMAX,
+        "a CPU kernel registered over aten::_softmax at import: 1 ms per reference call",
+        C9,
+        "global",
+    ),
+    Case(
+        "c9-global-hooks",
+        "kernel-spoofed-between-calls",
+        SOFTMAX,
+        C9_KERNEL_SPOOFED_BETWEEN_CALLS,
+        "the same, registered after each of its calls under torch's own location, removed in the next",
+        C9,
+        "global",
+    ),
+    Case(
+        "c9-global-hooks",
+        "kernel-over-composite",
+        SOFTMAX,
+        C9_KERNEL_OVER_COMPOSITE,
+        "a new CPU kernel for aten::softmax.int, which had none",
+        C9,
+        "global",
+    ),
     Case(
         "c9-global-hooks",
         "setprofile",

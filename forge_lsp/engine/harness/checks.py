@@ -450,6 +450,9 @@ _GLOBAL_HOOKS = (
 
 #: the `global_state` key never rebased to what the task's code leaves: no task moves its threads between cores
 SCHEDULING = "thread scheduling (CPU affinity, nice, policy)"
+#: the `global_state` key of the dispatcher's kernels for the reference's operators, never rebased either: no task
+#: registers kernels over torch's operators in its forward
+DISPATCHER = "the dispatcher's kernels for the reference's operators"
 
 
 def scheduling() -> tuple:
@@ -508,11 +511,12 @@ def _adopts_orphans() -> bool | None:
     return adopts_orphans()
 
 
-def global_state() -> dict[str, tuple[str, Any]]:
+def global_state(kernels: bool = True) -> dict[str, tuple[str, Any]]:
     """What a candidate could change for the whole process to slow the reference, loosen its own check or reach into
     the reference's calls: thread counts, precision and backend flags, deterministic mode, torch function and dispatch
-    modes, profile and trace functions, and the process-wide module hooks. name -> (the check a change fails, value).
-    About 15 us: read after every candidate call."""
+    modes, profile and trace functions, the process-wide module hooks and, with `kernels`, the dispatcher's kernels for
+    the reference's operators. name -> (the check a change fails, value). About 40 us, and 16 us per watched
+    operator with `kernels`: read after every candidate call (the kernels after some)."""
     backends = torch.backends
     module = sys.modules["torch.nn.modules.module"]
     state: dict[str, tuple[str, Any]] = {
@@ -552,6 +556,8 @@ def global_state() -> dict[str, tuple[str, Any]]:
         "orphans adopted (PR_SET_CHILD_SUBREAPER)": ("global_state", _adopts_orphans()),
         "SIGCONT handler and mask": ("global_state", _continue_watch_state()),
     }
+    if kernels:  # kernels registered over the operators the reference runs: code in its calls no Python hook shows
+        state[DISPATCHER] = ("global_hooks", tuple(kernel_changes(_WATCHED_OPS)))
     for name in _GLOBAL_HOOKS:
         hooks = getattr(module, name, None)
         if hooks is not None:
@@ -566,6 +572,119 @@ def state_changes(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str
         old = before.get(key, (check, None))[1]
         if old != value:
             out.setdefault(check, []).append(f"{key}: {old} -> {value}")
+    return out
+
+
+# ---------------------------------------------------------------- the dispatcher's kernels
+#: every operator's registrations, as the dispatcher lists them, taken before any candidate code ran in this process
+#: (the worker's start, or the zygote's it was forked from)
+_KERNELS0: dict[str, frozenset[str]] = {}
+#: the exact operators (with their overloads) the task's reference ran, once recorded (`watch_reference_ops`)
+_WATCHED_OPS: list[str] = []
+
+
+def _registrations(op: str) -> frozenset[str]:
+    """`op`'s kernel registrations: one line per dispatch key, with where it was registered, its signature (a Python
+    kernel has none: "(none) [ boxed ]") and whether a later registration replaced it ("(inactive)"). Meta kernels
+    (shapes only, and torch's own Python ones replace C++ ones by design) are left out."""
+    return frozenset(
+        line
+        for line in torch._C._dispatch_dump(op).splitlines()
+        if ": registered at " in line and not line.startswith(("Meta:", "Meta (inactive):"))
+    )
+
+
+def snapshot_kernels() -> None:
+    """(Before any candidate code runs in this process, once.) Every operator's registrations (~70 ms)."""
+    if not _KERNELS0:
+        _KERNELS0.update({op: _registrations(op) for op in torch._C._dispatch_get_all_op_names()})
+
+
+def kernels_snapshotted() -> bool:
+    return bool(_KERNELS0)
+
+
+def watch_reference_ops(run: Callable[[], Any]) -> None:
+    """Record, once per task, the operators `run` (a reference call) reaches: each aten operator below autograd, as
+    dispatched (a `TorchDispatchMode`), and every overload of each torch function it calls by name (a
+    `TorchFunctionMode`: `torch.softmax` is `aten::softmax.int`, a composite no dispatch mode sees). A kernel
+    registered over one of them would run inside the reference's calls."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+    called: set[str] = set()
+
+    class _Ops(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:  # else wrapped by torch._disable_dynamo, which imports the compiler
+            return False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            schema = func._schema
+            seen.add(schema.name + (f".{schema.overload_name}" if schema.overload_name else ""))
+            return func(*args, **(kwargs or {}))
+
+    class _Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            called.add(getattr(func, "__name__", "").strip("_"))
+            return func(*args, **(kwargs or {}))
+
+    with _Functions(), _Ops():
+        run()
+    overloads: dict[str, list[str]] = {}
+    for op in torch._C._dispatch_get_all_op_names():
+        if op.startswith("aten::"):
+            overloads.setdefault(op.split(".", 1)[0].removeprefix("aten::"), []).append(op)
+    named = {op for name in called for op in overloads.get(name, [])}
+    _WATCHED_OPS[:] = sorted(seen | named)
+
+
+def watched_ops() -> list[str]:
+    return list(_WATCHED_OPS)
+
+
+def set_watched_ops(ops: list[str]) -> None:
+    """The operators watched from now on: a task's, as recorded earlier in this worker ([] before it is)."""
+    _WATCHED_OPS[:] = ops
+
+
+def _torch_dir() -> str:
+    return os.path.dirname(torch.__file__) + os.sep
+
+
+def kernel_changes(ops: Iterable[str] | None = None) -> list[str]:
+    """'op: what changed' for each of `ops` (None: every operator) whose kernels differ from the snapshot in a way
+    only code that reaches into the dispatcher makes (`torch.library`, `torch._C._dispatch_library`): a kernel
+    replaced (the old one stays listed as inactive, whatever location the new one claims), a registration removed,
+    any new one on an `aten` operator, or one registered outside torch's own files; on an operator defined since (a
+    library the task imports, torchvision's), a replaced kernel. Torch's own lazy imports add registrations to their
+    own operators only (the distributed collectives, when the compiler is imported)."""
+    if not _KERNELS0:
+        return []
+    out: list[str] = []
+    torch_dir = _torch_dir()
+    for op in _KERNELS0 if ops is None else ops:
+        try:
+            now = _registrations(op)
+        except RuntimeError:  # an operator the snapshot never saw, gone again
+            continue
+        before = _KERNELS0.get(op)
+        if before is None:  # an operator defined since (a library the task imports): only a replaced kernel counts
+            if any("(inactive)" in line for line in now):
+                line = next((line for line in sorted(now) if "(inactive)" not in line), "")
+                out.append(f"{op}: registered {line.split(' :: ')[0]}")
+            continue
+        if now == before:
+            continue
+        added, removed = now - before, before - now
+        if (
+            removed
+            or op.startswith("aten::")
+            or any("(inactive)" in line or f"registered at {torch_dir}" not in line for line in added)
+        ):
+            line = next(iter(sorted(added or removed)))
+            out.append(f"{op}: {'registered ' if added else 'removed '}{line.split(' :: ')[0]}")
     return out
 
 

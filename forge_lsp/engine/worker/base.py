@@ -5,6 +5,7 @@ input sets, building the two models. `probes`, `verify`, `timed` and `evaluation
 from __future__ import annotations
 
 import copy
+import secrets
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ class EvaluationBase:
         self.device = state.device
         self.is_cuda = self.device.type == "cuda"
         self.checks: list[Check] = []
+        self.kernel_reads = 0
         self.state0: dict[str, Any] | None = None  # process-wide state the candidate must leave as it was
         self.harness_threads: set[int] = set()  # the Python threads alive before candidate code ran
         self.threads: Any = None  # the stage's `ThreadWatch`, while one runs
@@ -166,6 +168,7 @@ class EvaluationBase:
     def call(self, model: Any, inputs: list[Any], who: str, poisoned: bool = False) -> Any:
         """`model(*inputs)`, any failure a `StageFailed`. `poisoned`: memory the call may get uninitialized reads
         as NaN (see `poisoned_memory`)."""
+        from ..harness.checks import kernels_snapshotted
         from ..harness.loading import call_model, is_compile_error
 
         watch = self.threads if who == "candidate" else None
@@ -175,6 +178,8 @@ class EvaluationBase:
             if poisoned and self.opt.poison:
                 with self.poisoned_memory():
                     out = call_model(model, inputs)
+            elif who == "reference" and self.task.sha not in self.state.reference_ops and kernels_snapshotted():
+                out = self.record_reference_ops(lambda: call_model(model, inputs))
             else:
                 out = call_model(model, inputs)
         except Exception as exc:  # noqa: BLE001 - any failure of user code becomes a verdict
@@ -259,14 +264,53 @@ class EvaluationBase:
 
     def rebase_state(self) -> None:
         """Take the process-wide state as it is now, after code of the task's own, as what the candidate must keep."""
-        from ..harness.checks import SCHEDULING, global_state
+        from ..harness.checks import DISPATCHER, SCHEDULING, global_state
 
-        state = global_state()
+        state = global_state(kernels=False)
         if self.state0 is not None and SCHEDULING in self.state0:  # never the task's to change: kept as first read
             state[SCHEDULING] = self.state0[SCHEDULING]
+        state[DISPATCHER] = ("global_hooks", ())  # the dispatcher as torch left it, always
         self.state0 = state
 
-    def watch_state(self, when: str) -> None:
+    def record_reference_ops(self, run: Callable[[], Any]) -> Any:
+        """`run()` (a call of the reference), recording, once per task in this worker, the operators it dispatches:
+        the ones `global_hooks` then watches for kernels registered over them."""
+        from ..harness.checks import set_watched_ops, watch_reference_ops, watched_ops
+
+        out: list[Any] = []
+        try:
+            watch_reference_ops(lambda: out.append(run()))
+        except Exception:  # noqa: BLE001 - a reference the modes disturb runs as it is (its own failure then shows)
+            set_watched_ops([])
+            out[:] = [run()]
+        self.state.reference_ops[self.task.sha] = watched_ops()
+        return out[0]
+
+    def kernels_left(self) -> str:
+        """(At the end of an evaluation.) '' where every operator's kernels are as torch registered them, else what
+        the candidate registered or removed, recorded as a failed `global_hooks`: a kernel left in the dispatcher
+        would run inside the next candidate's reference too (~70 ms: every operator). The worker is then replaced."""
+        from ..harness.checks import kernel_changes
+
+        left = kernel_changes()
+        if not left:
+            return ""
+        self.state.unusable = True
+        detail = (
+            f"the dispatcher's kernels were changed and left so: {'; '.join(left[:4])}"
+            f"{f' (and {len(left) - 4} more)' if len(left) > 4 else ''} — a kernel registered over a torch "
+            "operator runs inside every call of it, the reference's too"
+        )
+        self.checks = [c for c in self.checks if c.name != "global_hooks"]
+        self.checks.append(Check(name="global_hooks", passed=False, detail=detail))
+        return detail
+
+    #: `watch_state` reads the dispatcher's kernels for the reference's operators the first times, then one time in
+    #: `KERNELS_EVERY` (the OS's randomness): ~16 us an operator. A kernel registered between the candidate's calls,
+    #: to run in the reference's, is there at whichever read comes after one (and at the end of the evaluation)
+    KERNELS_FIRST, KERNELS_EVERY = 3, 4
+
+    def watch_state(self, when: str, kernels: bool | None = None) -> None:
         """Fail `global_state` or `global_hooks` where the candidate's code changed what the whole process runs with
         (`harness.checks.global_state`): a thread count, a precision or backend flag, a module hook or mode. The
         worker is then replaced: the change would outlive the verdict."""
@@ -274,7 +318,10 @@ class EvaluationBase:
 
         if self.state0 is None:
             return
-        changes = state_changes(self.state0, global_state())
+        if kernels is None:
+            self.kernel_reads += 1
+            kernels = self.kernel_reads <= self.KERNELS_FIRST or secrets.randbelow(self.KERNELS_EVERY) == 0
+        changes = state_changes(self.state0, global_state(kernels))
         for check in ("global_hooks", "global_state"):
             if check in changes:
                 self.state.unusable = True

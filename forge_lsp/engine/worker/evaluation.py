@@ -22,6 +22,9 @@ class Evaluation(Timed):
         `reference`, the task's model also built and called once on the first input set (stage
         `reference`), before any candidate code is loaded, so that a failure here is the user's own."""
         t0 = time.perf_counter()
+        from ..harness.checks import set_watched_ops
+
+        set_watched_ops(self.state.reference_ops.get(self.task.sha, []))
         try:
             mod = self.load_task()
             cases = self.make_cases(mod)
@@ -121,7 +124,7 @@ class Evaluation(Timed):
                     if self.state.gate.waited_s > waited:
                         self.stages["device_wait"] = round(self.state.gate.waited_s - waited, 4)
                     self.check_held(" while it was timed")
-                    self.watch_state("while it was timed")
+                    self.watch_state("while it was timed", kernels=True)
                     threads.sample()
                     # timed calls are not wrapped (that would be timed too): its threads may use, inside its calls,
                     # at most their number times the candidate's timed seconds
@@ -148,6 +151,9 @@ class Evaluation(Timed):
             # an asynchronous CUDA error surfaces at the next synchronization: name the input set being run
             where = f" [on {self.where}]" if self.where else ""
             status, reason, exc_tb = Status.runtime_error, exception_line(exc) + where, traceback_text(exc)
+        left = self.kernels_left()
+        if left and status is Status.correct:
+            status, reason, failed = Status.incorrect, left, "global_hooks"
         if status in (Status.runtime_error, Status.compile_error) and self.is_cuda:
             text = reason + exc_tb
             try:

@@ -90,10 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     # what this worker starts (compilers, ninja, a candidate's own processes) dies with it, as it dies with forge
     children_die_with_this_process()
     if not args.judge:  # the processes a candidate starts stay its descendants; stops by one of them are counted
-        from ..harness.checks import count_continues
+        from ..harness.checks import count_continues, snapshot_kernels
 
         adopt_orphans()
         count_continues()
+        snapshot_kernels()  # the dispatcher as torch left it (inherited from the zygote where forked from one)
     nice = os.environ.get("FORGE_WORKER_NICE", "").strip()
     if nice.isdigit():  # a build worker: its compilers yield the CPU to the devices' workers while they time
         os.nice(int(nice))

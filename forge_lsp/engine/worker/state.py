@@ -168,6 +168,8 @@ class WorkerState:
     judged: tuple[str, Any] | None = None
     judged_unmapped: str = ""  # why the judge's sets for the evaluation in hand could not be mapped, if they could not
     receiver: Any = None  # the worker's `pipe.Receiver` of requests
+    #: the operators each task's reference dispatches (`harness.checks.watch_reference_ops`), by task sha
+    reference_ops: dict[str, list[str]] = field(default_factory=dict)
 
     def take_judged(self, key: str, data: Any, sealed: Any) -> Any:
         """The judge's sets as a request or `JudgedSets` brings them (`judged_data`), kept for the next request of

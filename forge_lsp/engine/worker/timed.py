@@ -91,6 +91,9 @@ class Timed(Verification):
             where = f"timed call {i + 1}"
             if i < 3 or secrets.randbelow(4) == 0:  # the comparison below is the harness's own (a check: ~0.6 ms)
                 self.check_patches()
+                self.watch_state(
+                    f"while it was timed (after {where})", kernels=True
+                )  # what the next reference runs under
             self.check_plain_outputs(cand_out, where)
             mismatch, _ = compare_outputs(ref_out, cand_out, self.task.tolerance_for, where)
             if mismatch is not None:
