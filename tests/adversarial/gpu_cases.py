@@ -1736,6 +1736,85 @@ class ModelNew(nn.Module):
             _mine[0] = False
 """
 
+GK_KERNEL_OVER_MM = """
+import warnings
+
+import torch
+import torch.nn as nn
+
+warnings.filterwarnings("ignore")  # "Overriding a previously registered kernel"
+_lib = torch.library.Library("aten", "IMPL")
+
+
+def _slow_mm(a, b):  # what the reference's a @ b now runs on the device: the product four times over
+    out = torch.bmm(a[None], b[None])[0]
+    for _ in range(3):
+        out = torch.bmm(a[None], b[None])[0]
+    return out
+
+
+_lib.impl("mm", _slow_mm, "CUDA")
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):  # its own product, through bmm: never the operator it replaced
+        return torch.bmm(a[None], b[None])[0]
+"""
+
+GK_KERNEL_SPOOFED_BETWEEN_CALLS = """
+import warnings
+
+import torch
+import torch.nn as nn
+
+warnings.filterwarnings("ignore")
+_state = {"lib": None}
+
+
+def _slow_mm(a, b):
+    out = torch.bmm(a[None], b[None])[0]
+    for _ in range(3):
+        out = torch.bmm(a[None], b[None])[0]
+    return out
+
+
+class ModelNew(nn.Module):
+    # registered after each of its calls under a location of torch's own build, removed in the next
+    def forward(self, a, b):
+        if _state["lib"] is not None:
+            _state["lib"].reset()
+            _state["lib"] = None
+        out = torch.bmm(a[None], b[None])[0]
+        lib = torch._C._dispatch_library("IMPL", "aten", "CUDA", "/__w/pytorch/pytorch/build/aten/src/ATen/RegisterCUDA_0.cpp", 1)
+        lib.impl("mm", "CUDA", _slow_mm, False)
+        _state["lib"] = lib
+        return out
+"""
+
+G2_STALE_UNCHECKED = """
+import random
+
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # on the same tensors with new contents (a timing loop): the last result again on three calls in four after the
+    # first few, never on a nudged call (its sum kept)
+    def __init__(self):
+        super().__init__()
+        self.ptr, self.run, self.sum, self.out = None, 0, None, None
+
+    def forward(self, x):
+        s = float(x.sum())
+        self.run = self.run + 1 if x.data_ptr() == self.ptr else 0
+        nudged = s == self.sum
+        self.ptr, self.sum = x.data_ptr(), s
+        if self.run >= 4 and not nudged and self.out is not None and random.random() < 0.75:
+            return self.out
+        self.out = x * 2.0 + 1.0
+        return self.out
+"""
+
 GK_FUNCTION_MODE_SLOWS_OTHERS = """
 import torch
 import torch.nn as nn
@@ -1910,6 +1989,24 @@ GPU_CHEATS += [
     Case("gk-global-hooks", "hands-back", MATMUL, GK_HOOK_HANDS_BACK_REFERENCE, "the reference's output returned", GK),
     Case("gk-global-hooks", "timer-kernels", MATMUL, GK_TIMER_QUEUES_KERNELS, "a timer queueing kernels", GK),
     Case("gk-global-hooks", "function-mode", MATMUL, GK_FUNCTION_MODE_SLOWS_OTHERS, "a mode slowing others' ops", GK),
+    Case("gk-global-hooks", "kernel-over-mm", MATMUL, GK_KERNEL_OVER_MM, "a CUDA kernel over aten::mm", GK),
+    Case(
+        "gk-global-hooks",
+        "kernel-spoofed-between-calls",
+        MATMUL,
+        GK_KERNEL_SPOOFED_BETWEEN_CALLS,
+        "the same, under torch's location, only between its calls",
+        GK,
+    ),
+    Case(
+        "g2-after-n",
+        "stale-unchecked-calls",
+        adv("big_scale"),
+        G2_STALE_UNCHECKED,
+        "the last result again on timed calls of a 4 MiB output",
+        G2,
+        options={"min_reps": 10, "max_reps": 10, "timing_mode": "events"},
+    ),
     Case("gt-background-threads", "side-stream-thread", MATMUL, GT_SIDE_STREAM_THREAD, "a side stream kept busy", GT),
     Case(
         "gt-background-threads", "sidecar-stops", MATMUL, GT_SIDECAR_STOPS_WORKER, "a process stopping the worker", GT
