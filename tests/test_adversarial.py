@@ -618,6 +618,8 @@ def state():
         "hooks": [len(getattr(m, n)) for n in ("_global_forward_pre_hooks", "_global_forward_hooks")],
         "function modes": torch._C._len_torch_function_stack(),
         "profile": sys.getprofile() is not None,
+        "gc": __import__("gc").get_threshold(),
+        "mha fast path": torch.backends.mha.get_fastpath_enabled(),
         "kernels": hash(tuple(torch._C._dispatch_dump(n) for n in torch._C._dispatch_get_all_op_names())),
     }
 

@@ -1084,6 +1084,43 @@ class ModelNew(nn.Module):
 # ----------------------------------------------------------------------------------------------
 # class 9: process-wide hooks and modes that reach into the reference's calls or read the harness
 # ----------------------------------------------------------------------------------------------
+C8_GC_EVERY_ALLOCATION = """
+import gc
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # the collector made to run through every object at every allocation: set as each of its calls returns, put
+    # back as the next one starts, so only what runs between its calls (the reference) pays
+    def forward(self, x):
+        gc.set_threshold(700, 10, 10)
+        out = torch.softmax(x, dim=1)
+        gc.set_threshold(1, 1, 1)
+        return out
+"""
+
+C8_MHA_FASTPATH_OFF = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    # torch's fused inference path for encoder layers, on for its own calls only
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(64, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True)
+        self.eval()
+        torch.backends.mha.set_fastpath_enabled(False)
+
+    def forward(self, x):
+        torch.backends.mha.set_fastpath_enabled(True)
+        out = self.layer(x)
+        torch.backends.mha.set_fastpath_enabled(False)
+        return out
+"""
+
 C9 = frozenset({"global_hooks"})
 
 C9_PRE_HOOK_SLOWS_REFERENCE = """
@@ -2023,6 +2060,24 @@ CHEATS += [
         "global",
     ),
     Case("c8-global-state", "mkldnn-off", SOFTMAX, C8_MKLDNN_OFF, "oneDNN turned off in its call", C8, "global"),
+    Case(
+        "c8-global-state",
+        "gc-every-allocation",
+        SOFTMAX,
+        C8_GC_EVERY_ALLOCATION,
+        "garbage collector thresholds of 1 outside its calls",
+        C8,
+        "global",
+    ),
+    Case(
+        "c8-global-state",
+        "mha-fastpath-off",
+        adv("encoder_layer"),
+        C8_MHA_FASTPATH_OFF,
+        "the encoder's fused fast path off outside its calls",
+        C8,
+        "global",
+    ),
     Case("c8-global-state", "matmul-precision", SOFTMAX, C8_MATMUL_PRECISION, "float32 matmuls in bf16", C8, "global"),
     Case(
         "c8-global-state", "tf32-in-init", SOFTMAX, C8_TF32_IN_CONSTRUCTOR, "TF32 on in its constructor", C8, "global"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import types
@@ -511,6 +512,23 @@ def _adopts_orphans() -> bool | None:
     return adopts_orphans()
 
 
+def _read(get: Callable[[], Any]) -> Any:
+    """A setting's value, or None where this torch has no such setting."""
+    try:
+        return get()
+    except (AttributeError, RuntimeError, TypeError):
+        return None
+
+
+def _monitoring() -> tuple:
+    """The `sys.monitoring` tools in use and their events (Python 3.12+): callbacks on every function start or line,
+    the reference's included, that `sys.getprofile()` does not show."""
+    mon = getattr(sys, "monitoring", None)
+    if mon is None:
+        return ()
+    return tuple((i, mon.get_tool(i), mon.get_events(i)) for i in range(6) if mon.get_tool(i) is not None)
+
+
 def global_state(kernels: bool = True) -> dict[str, tuple[str, Any]]:
     """What a candidate could change for the whole process to slow the reference, loosen its own check or reach into
     the reference's calls: thread counts, precision and backend flags, deterministic mode, torch function and dispatch
@@ -542,6 +560,28 @@ def global_state(kernels: bool = True) -> dict[str, tuple[str, Any]]:
         "torch.backends.cuda.flash_sdp_enabled()": ("global_state", backends.cuda.flash_sdp_enabled()),
         "torch.backends.cuda.mem_efficient_sdp_enabled()": ("global_state", backends.cuda.mem_efficient_sdp_enabled()),
         "torch.backends.cuda.math_sdp_enabled()": ("global_state", backends.cuda.math_sdp_enabled()),
+        "torch.backends.mha.get_fastpath_enabled()": ("global_state", _read(backends.mha.get_fastpath_enabled)),
+        "torch.backends.cuda.preferred_blas_library()": (
+            "global_state",
+            _read(lambda: str(backends.cuda.preferred_blas_library())),
+        ),
+        "torch.backends.cuda.preferred_linalg_library()": (
+            "global_state",
+            _read(lambda: str(backends.cuda.preferred_linalg_library())),
+        ),
+        "torch.backends.cuda.cudnn_sdp_enabled()": ("global_state", _read(backends.cuda.cudnn_sdp_enabled)),
+        "torch.backends.cudnn.benchmark_limit": ("global_state", _read(lambda: backends.cudnn.benchmark_limit)),
+        "torch.backends.opt_einsum": (
+            "global_state",
+            _read(lambda: (backends.opt_einsum.enabled, backends.opt_einsum.strategy)),
+        ),
+        "torch.backends.mkldnn.deterministic": ("global_state", _read(lambda: backends.mkldnn.deterministic)),
+        # the garbage collector: thresholds of 1 collect everything at every allocation, inside the reference's calls
+        "gc (enabled, thresholds)": ("global_state", (gc.isenabled(), gc.get_threshold())),
+        "sys.getswitchinterval()": ("global_state", sys.getswitchinterval()),
+        "gc.callbacks": ("global_hooks", tuple(map(id, gc.callbacks))),
+        "torch's profiler on": ("global_hooks", _read(torch._C._autograd._profiler_enabled)),
+        "sys.monitoring tools": ("global_hooks", _monitoring()),
         "torch function modes": ("global_hooks", torch._C._len_torch_function_stack()),
         "torch dispatch modes": ("global_hooks", torch._C._len_torch_dispatch_stack()),
         "sys.setprofile": ("global_hooks", sys.getprofile() is not None),
