@@ -555,15 +555,12 @@ class ModelNew(nn.Module):
 """
 
 
-@pytest.mark.parametrize(("n", "sleep"), [(512, 0.1), (16, 0.005)], ids=["over-the-floor", "tiny-reference"])
-def test_a_reference_slowed_beside_the_candidate_gets_no_speedup(cache_dir, fast_options, tmp_path, n, sleep):
+def test_a_reference_slowed_beside_the_candidate_gets_no_speedup(cache_dir, fast_options, tmp_path):
     """The reference runs several times slower beside the candidate than alone in the judge, by a cause no check of
     the worker's sees; the judge times it again and it is still faster there: the timing is withheld as inconclusive
-    (no speedup claimed; a busy machine would look the same), and the verdict says why. A reference of a few
-    microseconds alone, under the floor from which references are compared, is compared all the same once it runs
-    `TINY_SLOWER` times slower beside the candidate."""
+    (no speedup claimed; a busy machine would look the same), and the verdict says why."""
     path = tmp_path / "matmul_slowed.py"
-    path.write_text(_SLOWED_BY_A_MARK.format(n=n, sleep=sleep))
+    path.write_text(_SLOWED_BY_A_MARK.format(n=512, sleep=0.1))
     with Evaluator("cpu", options=fast_options, cache_dir=cache_dir / "reftime") as ev:
         slowed = ev.evaluate(load_task(path), Candidate.from_source(_SETS_THE_MARK, "mark"))
     timed = next(c for c in slowed.checks if c.name == "reference_timing")

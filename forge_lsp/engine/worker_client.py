@@ -970,12 +970,6 @@ class Worker:
     REFERENCE_SLOWER = {"cpu": 2.0, "events": 1.3}
     #: the shortest reference (alone, ms) compared: below it, per-call overheads of the interleaved loop dominate
     REFERENCE_TIMED_FROM_MS = {"cpu": 1.0, "events": 0.05}
-    #: a shorter reference still may be this many times slower beside the candidate than alone, or slower by less than
-    #: half the floor: honest candidates on the CPU measured 1.45-3.58x, about 10x beside those that keep threads and
-    #: up to 27x (0.17 ms, not 6 us) beside a Triton-interpreter one under load (BENCHMARKS.md); a reference slowed
-    #: past both (a hook or kernel in its calls, a process of the candidate's) is timed again, and withheld as
-    #: inconclusive
-    TINY_SLOWER = 25.0
 
     def _check_reference_timing(self, verdict: Verdict, task: Task, options: EvalOptions, ready: JudgeReady) -> Check:
         """`reference_timing`: the reference timed beside the candidate, in its process, against the reference timed
@@ -989,16 +983,12 @@ class Worker:
         beside = timing.reference.median_ms
         limit = self.REFERENCE_SLOWER[timing.mode]
         if statistics.median(ready.ref_ms) < shortest:
-            alone = statistics.median(ready.ref_ms)
-            if beside <= self.TINY_SLOWER * alone or beside - alone < shortest / 2:
-                return Check(
-                    name="reference_timing",
-                    passed=True,
-                    detail=f"not compared: the reference takes {statistics.median(ready.ref_ms):.3g} ms alone, under "
-                    f"the {shortest:g} ms from which calls in two processes compare (the interleaving's own overheads "
-                    f"differ); beside the candidate {beside:.3g} ms, within {self.TINY_SLOWER:g}× or {shortest / 2:g} ms",
-                )
-            limit = self.TINY_SLOWER  # past what any interleaving does to a short call: timed again, as below
+            return Check(
+                name="reference_timing",
+                passed=True,
+                detail=f"not compared: the reference takes {statistics.median(ready.ref_ms):.3g} ms alone, under the "
+                f"{shortest:g} ms from which calls in two processes compare (the interleaving's own overheads differ)",
+            )
         # within the limit of the median alone: the same; past it (also where only a noisy timing alone, as on a busy
         # machine, would let it pass), timed again now and judged on the slower end of that median's interval
         if beside <= limit * statistics.median(ready.ref_ms):
