@@ -566,3 +566,43 @@ def test_a_reference_slowed_beside_the_candidate_gets_no_speedup(cache_dir, fast
     timed = next(c for c in slowed.checks if c.name == "reference_timing")
     assert timed.detail.startswith("inconclusive, timing withheld: the reference ran"), timed.detail
     assert slowed.timing is None and "slower beside the candidate" in slowed.reason, slowed.reason
+
+
+def _judges_alive() -> list[int]:
+    """This process's descendants that are judge workers."""
+    out, todo = [], [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            kids = [
+                int(c)
+                for t in os.listdir(f"/proc/{pid}/task")
+                for c in open(f"/proc/{pid}/task/{t}/children").read().split()
+            ]
+        except OSError:
+            continue
+        todo += kids
+        for k in kids:
+            try:
+                if b"--judge" in open(f"/proc/{k}/cmdline", "rb").read():
+                    out.append(k)
+            except OSError:
+                pass
+    return out
+
+
+@pytest.mark.integration
+def test_a_worker_closed_while_its_judge_starts_leaves_no_judge_running(cache_dir):
+    """The judge starts in the background; a worker closed before or while it does (a run cancelled as it began)
+    leaves no judge process behind."""
+    for _ in range(4):
+        worker = Worker("cpu", cache_dir=cache_dir, judged=True)
+        worker._start_judge()
+        worker.close()
+    for thread in threading.enumerate():  # the judges' start-ups, over whatever they started
+        if thread.name.startswith("forge-judge-"):
+            thread.join(timeout=120)
+    deadline = time.monotonic() + 30
+    while _judges_alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _judges_alive()

@@ -407,10 +407,14 @@ class Worker:
             return
 
         def start() -> None:
+            if self._judge is not judge:  # this worker was closed before the thread ran: no judge to start
+                return
             try:
                 judge.ensure_started()
             except Exception:  # noqa: BLE001 - said when it is asked for its sets (`ready`)
                 pass
+            if self._judge is not judge:  # closed while it started (its `start` had cleared the judge's own close)
+                judge.close()
 
         threading.Thread(target=start, name=f"forge-judge-{self.device}", daemon=True).start()
 
