@@ -38,7 +38,6 @@ from forge_lsp.engine.harness.checks import (  # noqa: E402
     scheduling,
     snapshot_kernels,
     watch_reference_ops,
-    watched_ops,
 )
 from forge_lsp.sandbox import adopt_orphans  # noqa: E402
 
@@ -70,14 +69,14 @@ def main() -> None:
     x = torch.randn(64, 256)
     t0 = time.perf_counter()
     with torch.no_grad():
-        watch_reference_ops(lambda: torch.softmax(block(x), dim=-1))
+        ops = watch_reference_ops(lambda: torch.softmax(block(x), dim=-1))
     record_ms = (time.perf_counter() - t0) * 1e3
     dispatcher = {
         "snapshot of every operator ms (worker start)": round(snapshot_ms, 1),
         "recording the reference's operators ms (once per task)": round(record_ms, 1),
-        "operators watched": len(watched_ops()),
+        "operators watched": len(ops),
         "their kernels read us (after 3 calls, then 1 in 4, every timed check)": round(
-            per_call_us(lambda: kernel_changes(watched_ops()), 200), 1
+            per_call_us(lambda: kernel_changes(ops), 200), 1
         ),
         "every operator compared ms (end of each evaluation)": round(per_call_us(kernel_changes, 3, 3) / 1e3, 1),
     }
@@ -102,7 +101,7 @@ def main() -> None:
                 {
                     "idle children": n,
                     "threads": len(os.listdir("/proc/self/task")),
-                    "global_state us": round(per_call_us(lambda: global_state(kernels=False), args.calls), 1),
+                    "global_state us": round(per_call_us(lambda: global_state(), args.calls), 1),
                     "of which scheduling us": round(per_call_us(scheduling, args.calls), 1),
                     "descendants us": round(per_call_us(descendants, max(50, args.calls // 10)), 1),
                     "ThreadWatch around a call us": round(per_call_us(around_call, max(50, args.calls // 10)), 1),

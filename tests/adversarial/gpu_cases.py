@@ -8,7 +8,7 @@ the one case aimed at graph replays forces `timing_mode="graph"`. Race cases run
 
 from __future__ import annotations
 
-from .cases import OUTPUT_CHECKS, SOFTMAX, TWO_OUTPUTS, Case, adv
+from .cases import C15_STALE_UNCHECKED, OUTPUT_CHECKS, SOFTMAX, TWO_OUTPUTS, Case, adv
 
 # ----------------------------------------------------------------------------------------------
 # kernels shared by several candidates
@@ -1791,30 +1791,6 @@ class ModelNew(nn.Module):
         return out
 """
 
-G2_STALE_UNCHECKED = """
-import random
-
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    # on the same tensors with new contents (a timing loop): the last result again on three calls in four after the
-    # first few, never on a nudged call (its sum kept)
-    def __init__(self):
-        super().__init__()
-        self.ptr, self.run, self.sum, self.out = None, 0, None, None
-
-    def forward(self, x):
-        s = float(x.sum())
-        self.run = self.run + 1 if x.data_ptr() == self.ptr else 0
-        nudged = s == self.sum
-        self.ptr, self.sum = x.data_ptr(), s
-        if self.run >= 4 and not nudged and self.out is not None and random.random() < 0.75:
-            return self.out
-        self.out = x * 2.0 + 1.0
-        return self.out
-"""
-
 GK_FUNCTION_MODE_SLOWS_OTHERS = """
 import torch
 import torch.nn as nn
@@ -2002,7 +1978,7 @@ GPU_CHEATS += [
         "g2-after-n",
         "stale-unchecked-calls",
         adv("big_scale"),
-        G2_STALE_UNCHECKED,
+        C15_STALE_UNCHECKED,  # the CPU case's source: nothing in it is the CPU's
         "the last result again on timed calls of a 4 MiB output",
         G2,
         options={"min_reps": 10, "max_reps": 10, "timing_mode": "events"},

@@ -529,12 +529,12 @@ def _monitoring() -> tuple:
     return tuple((i, mon.get_tool(i), mon.get_events(i)) for i in range(6) if mon.get_tool(i) is not None)
 
 
-def global_state(kernels: bool = True) -> dict[str, tuple[str, Any]]:
+def global_state(kernels_of: list[str] | None = None) -> dict[str, tuple[str, Any]]:
     """What a candidate could change for the whole process to slow the reference, loosen its own check or reach into
     the reference's calls: thread counts, precision and backend flags, deterministic mode, torch function and dispatch
-    modes, profile and trace functions, the process-wide module hooks and, with `kernels`, the dispatcher's kernels for
-    the reference's operators. name -> (the check a change fails, value). About 40 us, and 16 us per watched
-    operator with `kernels`: read after every candidate call (the kernels after some)."""
+    modes, profile and trace functions, the process-wide module hooks and, with `kernels_of` (the reference's
+    operators), the dispatcher's kernels for them. name -> (the check a change fails, value). About 55 us, and 16 us
+    per operator of `kernels_of`: read after every candidate call (the kernels after some)."""
     backends = torch.backends
     module = sys.modules["torch.nn.modules.module"]
     state: dict[str, tuple[str, Any]] = {
@@ -596,8 +596,8 @@ def global_state(kernels: bool = True) -> dict[str, tuple[str, Any]]:
         "orphans adopted (PR_SET_CHILD_SUBREAPER)": ("global_state", _adopts_orphans()),
         "SIGCONT handler and mask": ("global_state", _continue_watch_state()),
     }
-    if kernels:  # kernels registered over the operators the reference runs: code in its calls no Python hook shows
-        state[DISPATCHER] = ("global_hooks", tuple(kernel_changes(_WATCHED_OPS)))
+    if kernels_of is not None:  # kernels registered over the reference's operators: code no Python hook shows
+        state[DISPATCHER] = ("global_hooks", tuple(kernel_changes(kernels_of)))
     for name in _GLOBAL_HOOKS:
         hooks = getattr(module, name, None)
         if hooks is not None:
@@ -619,8 +619,6 @@ def state_changes(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str
 #: every operator's registrations, as the dispatcher lists them, taken before any candidate code ran in this process
 #: (the worker's start, or the zygote's it was forked from)
 _KERNELS0: dict[str, frozenset[str]] = {}
-#: the exact operators (with their overloads) the task's reference ran, once recorded (`watch_reference_ops`)
-_WATCHED_OPS: list[str] = []
 
 
 def _registrations(op: str) -> frozenset[str]:
@@ -644,8 +642,8 @@ def kernels_snapshotted() -> bool:
     return bool(_KERNELS0)
 
 
-def watch_reference_ops(run: Callable[[], Any]) -> None:
-    """Record, once per task, the operators `run` (a reference call) reaches: each aten operator below autograd, as
+def watch_reference_ops(run: Callable[[], Any]) -> list[str]:
+    """The operators `run` (a reference call) reaches, recorded once per task: each aten operator below autograd, as
     dispatched (a `TorchDispatchMode`), and every overload of each torch function it calls by name (a
     `TorchFunctionMode`: `torch.softmax` is `aten::softmax.int`, a composite no dispatch mode sees). A kernel
     registered over one of them would run inside the reference's calls."""
@@ -677,16 +675,7 @@ def watch_reference_ops(run: Callable[[], Any]) -> None:
         if op.startswith("aten::"):
             overloads.setdefault(op.split(".", 1)[0].removeprefix("aten::"), []).append(op)
     named = {op for name in called for op in overloads.get(name, [])}
-    _WATCHED_OPS[:] = sorted(seen | named)
-
-
-def watched_ops() -> list[str]:
-    return list(_WATCHED_OPS)
-
-
-def set_watched_ops(ops: list[str]) -> None:
-    """The operators watched from now on: a task's, as recorded earlier in this worker ([] before it is)."""
-    _WATCHED_OPS[:] = ops
+    return sorted(seen | named)
 
 
 def _torch_dir() -> str:

@@ -414,14 +414,13 @@ def _positions(n: int, device: torch.device) -> torch.Tensor:
 
 def sample_disagrees(expected: Any, actual: Any, tolerance_for) -> bool:
     """A cheap look at a call the full comparison skips: whether `actual` differs from `expected` at `SAMPLE` random
-    positions of each output (elementwise, `atol` scaled by the sample's own rms), or in its structure. True sends
-    the call to `compare_outputs`, which decides (so a sample never rejects on its own); False says nothing of the
-    elements it did not draw. An output handed back stale, left unwritten or skipped is wrong almost everywhere and
-    is seen here on every call. One host sync."""
+    positions of each output (`compare_outputs`' own rule, `_agrees`, on the sample: `atol` scaled by its rms), or
+    in its structure. True sends the call to `compare_outputs`, which decides (so a sample never rejects on its own);
+    False says nothing of the elements it did not draw. An output handed back stale, left unwritten or skipped is
+    wrong almost everywhere and is seen here on every call."""
     exp_items, act_items = flatten_outputs(expected), flatten_outputs(actual)
     if len(exp_items) != len(act_items):
         return True
-    bad: list[torch.Tensor] = []
     for (_, e), (_, a) in zip(exp_items, act_items, strict=True):
         if not isinstance(e, torch.Tensor):
             if type(a) is not type(e) or a != e:
@@ -436,13 +435,8 @@ def sample_disagrees(expected: Any, actual: Any, tolerance_for) -> bool:
         if es.is_complex():
             es, as_ = torch.view_as_real(es), torch.view_as_real(as_)
         if not es.is_floating_point():
-            bad.append((es != as_).any())
-            continue
-        tol = tolerance_for(str(e.dtype)) or Tolerance(atol=1e-4, rtol=1e-4)
-        ed, ad = es.double(), as_.double()
-        finite = torch.isfinite(ed)
-        scale = torch.where(finite, ed, 0).square().mean().sqrt().clamp_min(1.0)
-        close = (ad - ed).abs() <= tol.atol * scale + tol.rtol * ed.abs()
-        special = (ad == ed) | (torch.isnan(ed) & torch.isnan(ad))
-        bad.append(~torch.where(finite, close, special).all())
-    return bool(torch.stack(bad).any()) if bad else False
+            if bool((es != as_).any()):
+                return True
+        elif not _agrees(es, as_, tolerance_for(str(e.dtype)) or Tolerance(atol=1e-4, rtol=1e-4))[0]:
+            return True
+    return False

@@ -266,7 +266,7 @@ class EvaluationBase:
         """Take the process-wide state as it is now, after code of the task's own, as what the candidate must keep."""
         from ..harness.checks import DISPATCHER, SCHEDULING, global_state
 
-        state = global_state(kernels=False)
+        state = global_state()
         if self.state0 is not None and SCHEDULING in self.state0:  # never the task's to change: kept as first read
             state[SCHEDULING] = self.state0[SCHEDULING]
         state[DISPATCHER] = ("global_hooks", ())  # the dispatcher as torch left it, always
@@ -275,15 +275,14 @@ class EvaluationBase:
     def record_reference_ops(self, run: Callable[[], Any]) -> Any:
         """`run()` (a call of the reference), recording, once per task in this worker, the operators it dispatches:
         the ones `global_hooks` then watches for kernels registered over them."""
-        from ..harness.checks import set_watched_ops, watch_reference_ops, watched_ops
+        from ..harness.checks import watch_reference_ops
 
         out: list[Any] = []
         try:
-            watch_reference_ops(lambda: out.append(run()))
+            ops = watch_reference_ops(lambda: out.append(run()))
         except Exception:  # noqa: BLE001 - a reference the modes disturb runs as it is (its own failure then shows)
-            set_watched_ops([])
-            out[:] = [run()]
-        self.state.reference_ops[self.task.sha] = watched_ops()
+            ops, out[:] = [], [run()]
+        self.state.reference_ops[self.task.sha] = ops
         return out[0]
 
     def kernels_left(self) -> str:
@@ -321,7 +320,8 @@ class EvaluationBase:
         if kernels is None:
             self.kernel_reads += 1
             kernels = self.kernel_reads <= self.KERNELS_FIRST or secrets.randbelow(self.KERNELS_EVERY) == 0
-        changes = state_changes(self.state0, global_state(kernels))
+        ops = self.state.reference_ops.get(self.task.sha, []) if kernels else None
+        changes = state_changes(self.state0, global_state(ops))
         for check in ("global_hooks", "global_state"):
             if check in changes:
                 self.state.unusable = True

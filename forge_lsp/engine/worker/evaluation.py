@@ -22,9 +22,6 @@ class Evaluation(Timed):
         `reference`, the task's model also built and called once on the first input set (stage
         `reference`), before any candidate code is loaded, so that a failure here is the user's own."""
         t0 = time.perf_counter()
-        from ..harness.checks import set_watched_ops
-
-        set_watched_ops(self.state.reference_ops.get(self.task.sha, []))
         try:
             mod = self.load_task()
             cases = self.make_cases(mod)
