@@ -54,6 +54,9 @@ def test_optimize_apply_rewrites_the_class_with_a_triton_kernel_that_runs_on_cud
     task = tmp_path / "softmax.py"
     shutil.copy(ROOT / "corpus" / "ops" / "tasks" / "softmax.py", task)
     original = task.read_text()
+    # the Triton kernel alone: torch.compile's candidates can win the softmax too (1.55x on the H100 on 2026-12-07),
+    # and the rewrite of the class with a compiled forward is the model-wide tests'
+    (tmp_path / "forge.toml").write_text("compile_modes = []\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGE_")}
     p = subprocess.run(
         [

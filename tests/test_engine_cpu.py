@@ -437,6 +437,49 @@ def test_a_worker_that_dies_after_other_candidates_is_replaced_and_the_candidate
     assert not (once.memory and once.memory.retried)
 
 
+OUT_OF_MEMORY_IN_ITS_FIRST_PROCESS = """
+import os
+import torch
+import torch.nn as nn
+
+MARK = {mark!r}
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if not os.path.exists(MARK):  # this process is the first to run it: it says the device is full
+            open(MARK, "w").close()
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB.")
+        return torch.softmax(x, dim=1)
+"""
+
+ALWAYS_OUT_OF_MEMORY = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB.")
+"""
+
+
+def test_a_candidate_out_of_device_memory_is_tried_once_more_in_a_fresh_worker(cpu_evaluator, softmax_task, tmp_path):
+    """Out of memory is not blamed on the candidate at once (the candidates before it may have left the device
+    fragmented or held): it is evaluated again in a fresh worker, and `out_of_memory` only if it runs out there too.
+    (On a GPU that retry also maps its memory in expandable segments; the GPU memory tests cover that.)"""
+    before = cpu_evaluator.worker.restarts
+    src = OUT_OF_MEMORY_IN_ITS_FIRST_PROCESS.format(mark=str(tmp_path / "ran-once"))
+    v = ev_cand(cpu_evaluator, softmax_task, src, "oom_once", timing=False)
+    assert v.status is Status.correct, v.reason
+    assert v.memory is not None and v.memory.retried
+    assert cpu_evaluator.worker.restarts == before + 1
+    v = ev_cand(cpu_evaluator, softmax_task, ALWAYS_OUT_OF_MEMORY, "oom_always", timing=False)
+    assert v.status is Status.out_of_memory and v.memory is not None and v.memory.retried, v.reason
+    assert v.reason.startswith("out of device memory, again in a fresh worker: "), v.reason
+    assert "expandable" not in v.reason  # a CPU worker has no device allocator to set
+
+
 POISONS_THE_TASK_FILE = """
 import sys, torch, torch.nn as nn
 for mod in list(sys.modules.values()):

@@ -92,14 +92,16 @@ def _candidate_lines(result, suffix: str) -> list:
     ]
 
 
-def test_triton_candidate_hot_lines_point_at_the_candidate_source(cache_dir):
+@pytest.mark.parametrize("path", ["cupti", "ncu"])
+def test_triton_candidate_hot_lines_point_at_the_candidate_source(cache_dir, path):
     import candidates as C
 
     from forge_lsp.engine import Candidate
 
     cand = Candidate.from_source(C.TRITON_CORRECT, "triton_softmax")
-    result = profile(load_task(FIXTURES / "softmax_small.py"), cand, device="cuda:0", cache_dir=cache_dir)
-    assert result.mode == "ncu", result.reason + result.log_excerpt[-2000:]
+    task = load_task(FIXTURES / "softmax_small.py")
+    result = profile(task, cand, device="cuda:0", cache_dir=cache_dir, in_process=path == "cupti")
+    assert result.mode == path, result.reason + result.log_excerpt[-2000:]
     assert [k.name for k in result.kernels] == ["softmax_kernel"]
     # the candidate file the profiled process executed (tl.max/tl.sum lines point into Triton's own files)
     lines = [h for h in _candidate_lines(result, ".py") if Path(h.file).name.startswith("candidate_")]
@@ -113,7 +115,8 @@ def test_triton_candidate_hot_lines_point_at_the_candidate_source(cache_dir):
     assert all(h.line in kernel_body for h in lines)
 
 
-def test_load_inline_candidate_hot_lines_point_at_its_built_cu_file(cache_dir):
+@pytest.mark.parametrize("path", ["cupti", "ncu"])
+def test_load_inline_candidate_hot_lines_point_at_its_built_cu_file(cache_dir, path):
     from test_engine_gpu import CUDA_INLINE_SOFTMAX
 
     from forge_lsp.engine import Candidate
@@ -124,14 +127,23 @@ def test_load_inline_candidate_hot_lines_point_at_its_built_cu_file(cache_dir):
         device="cuda:0",
         cache_dir=cache_dir,
         timeout=600,
+        in_process=path == "cupti",
     )
-    assert result.mode == "ncu", result.reason + result.log_excerpt[-2000:]
+    assert result.mode == path, result.reason + result.log_excerpt[-2000:]
     assert [k.name for k in result.kernels] == ["softmax_rows"]
-    lines = _candidate_lines(result, "cuda.cu")
-    assert lines, result.kernels[0].hot_lines
-    built = Path(lines[0].file).read_text().splitlines()
+    # each hot line as compiled: a line of load_inline's cuda.cu (the line of the candidate's own string beside it
+    # is test_source_map's)
+    compiled = [
+        (f, int(n))
+        for h in _candidate_lines(result, "")
+        for f, n in [(h.compiled_as or f"{h.file}:{h.line}").rsplit(":", 1)]
+        if f.endswith("cuda.cu")
+    ]
+    assert compiled, result.kernels[0].hot_lines
+    assert len({f for f, _ in compiled}) == 1
+    built = Path(compiled[0][0]).read_text().splitlines()
     start = next(i for i, t in enumerate(built) if "__global__ void softmax_rows" in t)
-    assert all(start < h.line <= start + 20 for h in lines)  # inside the kernel, not torch's headers
+    assert all(start < n <= start + 20 for _, n in compiled)  # inside the kernel, not torch's headers
 
 
 def test_forge_profile_full_keeps_the_whole_report(cache_dir):

@@ -58,6 +58,12 @@ class EvalOptions(BaseModel):
     #: compared in a judge process that never runs candidate code (half after verification, half after timing).
     #: 0: none (the verdict then rests on the checks inside the candidate's own process alone).
     judged_sets: int = 2
+    #: The device's caching allocator maps this evaluation's new memory in expandable segments (PyTorch's
+    #: ``expandable_segments``). Set by the engine on the retry after out of memory: a block the harness split
+    #: between calls (a copy of an output, in the free half of a candidate's big scratch) can pin a segment, and a
+    #: second scratch of the same size then finds no room on a device that holds one twice over; an expandable
+    #: segment grows in place instead. The worker that ran with it is replaced after.
+    expandable_segments: bool = False
 
     def host_memory_limit(self) -> int | None:
         """The host-memory cap in bytes, None for none (see `host_memory_limit_bytes`)."""

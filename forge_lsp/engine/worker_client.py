@@ -688,13 +688,17 @@ class Worker:
                 return verdict
             first = verdict
             self.kill()  # a fresh worker: a fresh CUDA context, all of the device's free memory
+            cuda = self.device.startswith("cuda")
+            if cuda:  # and its memory in segments that grow in place (see `EvalOptions.expandable_segments`)
+                options = options.model_copy(update={"expandable_segments": True})
             verdict = self._evaluate(task, candidate, options, on_stage)
             if verdict.memory is None:
                 verdict.memory = MemoryUse()
             verdict.memory.retried = True
             if is_cuda_oom(verdict):
                 verdict.status = Status.out_of_memory
-                verdict.reason = f"out of device memory, again in a fresh worker: {verdict.reason or first.reason}"
+                how = " (its memory in expandable segments)" if cuda else ""
+                verdict.reason = f"out of device memory, again in a fresh worker{how}: {verdict.reason or first.reason}"
             return verdict
 
     def _evaluate(self, task: Task, candidate: Candidate, options: EvalOptions, on_stage=None) -> Verdict:

@@ -1529,7 +1529,9 @@ GPU_CHEATS: list[Case] = [
         BIG,
         GI_EMPTY_AFTER_20,
         "no kernel after 20 calls (192 MiB output)",
-        GI,
+        # `repeatable` runs up to 32 calls since 2026-12-06: call 20 can fall in verification, where the next check
+        # (the scaled inputs, on the H100 on 2026-12-07) sees the unwritten, NaN-poisoned output
+        GI | {"input_range", "repeatable", "other_sizes", "noncontiguous_inputs"},
         options=EVENTS_MANY,
     ),
     Case(

@@ -175,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
                 req.with_data(state.judged[1])
         if memory is not None and req.device_shared:
             memory.rebase()
+        if req.options.expandable_segments and device.type == "cuda":
+            # new segments from here on grow in place; the worker is replaced after this evaluation
+            torch.cuda.memory._set_allocator_settings("expandable_segments:True")
         free_before, kept_before = (memory.free() if memory is not None else 0), state.drawn_bytes
         clean = process_state()
         verdict = Evaluation(req, state, args.out_fd).run()  # the evaluation and what it held are dropped here
@@ -191,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
             verdict.stages["release"] = round(time.perf_counter() - t0, 4)
             if not verdict.memory.recovered:
                 state.unusable = True
+        if req.options.expandable_segments:
+            state.unusable = True  # the next candidate gets the allocator's usual settings, in a fresh worker
         result = EvaluateResult(verdict=verdict, worker_unusable=state.unusable, judged_unmapped=state.judged_unmapped)
         state.judged_unmapped = ""
         pipe.send(args.out_fd, result)
