@@ -201,6 +201,33 @@ def test_candidates_of_different_tasks_through_one_evaluator_start_from_the_same
     assert _starts_clean(verdicts) == []
 
 
+HALF_THE_DEVICE = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        total = torch.cuda.get_device_properties(x.device).total_memory
+        scratch = torch.empty(int(total * 0.52), dtype=torch.uint8, device=x.device)  # over half the device
+        scratch[:1].zero_()
+        y = x * {a} + {b}
+        del scratch
+        return y  # variant {i}
+"""
+
+
+def test_a_scratch_of_over_half_the_device_is_correct_however_the_harness_split_its_freed_block(tmp_path, cache_dir):
+    """A candidate whose scratch is over half the device, freed before it returns. Between its calls the harness
+    allocates (copies of outputs, inputs): into that freed block, where nothing smaller is free, which pins its
+    segment; the next call's scratch then finds no room (the H100 on 2026-12-07: 40 GiB of 80, out of memory twice,
+    the retry too). The retry in a fresh worker maps memory in expandable segments, which grow in place."""
+    task = _task(tmp_path, "affine_half", 1 << 22, 2.0, 1.0)
+    cand = Candidate.from_source(HEADER + HALF_THE_DEVICE.format(i=0, a=2.0, b=1.0), "half_the_device")
+    with Evaluator("cuda:0", options=EvalOptions(timing=False), cache_dir=cache_dir) as ev:
+        v = ev.evaluate(task, cand)
+        after = ev.evaluate(task, Candidate.from_source(HEADER + HONEST.format(i=1, a=2.0, b=1.0), "honest_after"))
+    print(f"\nhalf the device: {v.status.value}, retried {v.memory and v.memory.retried}: {v.reason[:300]}")
+    assert v.status is Status.correct, (v.status, v.reason)
+    assert after.status is Status.correct and after.memory is not None and not after.memory.retried, after.reason
+
+
 RAW_LEAK = """
 import cupy
 
