@@ -557,7 +557,8 @@ def run_model_wide(args: argparse.Namespace) -> int:
             out.print(f"reverted {r.cls}: {r.why}", highlight=False)
         if check.model_modes:
             mods = times(check.modules_speedup) if check.modules_speedup else "none kept"
-            out.print(f"whole forward compiled on top (replacements alone: {mods}):", highlight=False)
+            out.print(f"whole-model modes (the replacements alone: {mods}):", highlight=False)
+            marked = any("chosen" in row for row in check.model_modes)  # results before rows said so: by name
             for row in check.model_modes:
                 said = (
                     f"{row.get('says') or row['decision']}, compiled in {row.get('compile_s')} s"
@@ -566,8 +567,10 @@ def run_model_wide(args: argparse.Namespace) -> int:
                 )
                 if row.get("note"):
                     said += f"; {row['note']}"
-                chosen = "  <- chosen" if row["mode"] == check.model_mode else ""
-                out.print(f"  {row['mode']}: {said}{chosen}", highlight=False)
+                picked = row.get("chosen", False) if marked else row["mode"] == check.model_mode
+                chosen = "  <- chosen" if picked else ""
+                alone = " (without the replacements)" if row.get("replacements") is False else ""
+                out.print(f"  {row['mode']}{alone}: {said}{chosen}", highlight=False)
     for note in result.notes:
         out.print(note, highlight=False)
     if result.patch_file is not None:

@@ -25,7 +25,16 @@ from typing import Any
 from .child_entry import build_entry, build_script_entry, sync, user_traceback
 from .child_observe import flat_tensors
 from .decide import FASTER, INCONCLUSIVE, SLOWER, Decision, decide
-from .patching import PatchError, compile_model, install, instances_by_name, uncompile_model, uninstall
+from .patching import (
+    COMPILE_MODES,
+    PatchError,
+    compile_model,
+    install,
+    instances_by_name,
+    route,
+    uncompile_model,
+    uninstall,
+)
 from .requests import ModelCheckRequest
 
 
@@ -247,22 +256,27 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
     budget_s = req.timing_budget_s
 
     def pairs(chosen: list[dict[str, Any]]) -> Callable[[int], tuple[list[float], list[float]]]:
-        """n forwards without and with `chosen`, alternating (ms each), warmed both ways first."""
+        """n forwards without and with `chosen`, alternating (ms each), warmed both ways first. `chosen` is installed
+        once, here, and switched off and on around each forward (`route`), as a model patched once runs: installed
+        again for every forward, each timed forward was a new candidate's first call."""
         warm = [True]
+        uninstall(model)
+        install(model, chosen)
+        route(model, False)
 
         def sample(n: int) -> tuple[list[float], list[float]]:
             before: list[float] = []
             after: list[float] = []
             for i in range((3 if warm[0] else 0) + n):  # compiled candidates compile on their first calls
-                uninstall(model)
+                route(model, False)
                 b = _time(torch, model, args, kwargs, device)
-                install(model, chosen)
+                route(model, True)
                 a = _time(torch, model, args, kwargs, device)
                 if i >= (3 if warm[0] else 0):
                     before.append(b)
                     after.append(a)
             warm[0] = False
-            uninstall(model)
+            route(model, False)
             sync(torch, device)
             return before, after
 
@@ -289,6 +303,7 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
             {"cls": _label(p), "why": f"the whole model is {what} with {them}: {decision.says()}"} for p in kept
         ]
         kept = []
+    uninstall(model)
     outcome = (
         "kept"
         if kept
@@ -314,12 +329,33 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
         result["model_modes"] = _model_modes(
             torch, req, original, model, kept, args, kwargs, ref, modes, reps, truth, budget_s
         )
+        compiling = [m for m in modes if any(part in COMPILE_MODES for part in m.split("+"))]
+        if kept and compiling:
+            # the same compiles without the replacements: a whole-forward compile may do better alone than on top of
+            # them (it compiles what a compiled replacement compiles, and more, with no call routed around it)
+            for row in _model_modes(
+                torch, req, original, model, [], args, kwargs, ref, compiling, reps, truth, budget_s
+            ):
+                row["replacements"] = False
+                result["model_modes"].append(row)
         best = max(
             (m for m in result["model_modes"] if m.get("ok") and m.get("decision") == FASTER),
             key=lambda m: m["speedup"],
             default=None,
         )
         if best is not None and best["speedup"] > (speedup or 1.0):
+            best["chosen"] = True
+            if best.get("replacements") is False:  # the mode alone beat the replacements with it and them alone
+                reverted += [
+                    {
+                        "cls": label,
+                        "why": f"the whole model compiled in mode {best['mode']!r} without it is faster: "
+                        f"{best['speedup']:.2f}× against {speedup or 1.0:.2f}× with the replacements alone",
+                    }
+                    for label in result["kept"]
+                ]
+                result["kept"] = []
+                result["model_mode_alone"] = True
             result["model_mode"] = best["mode"]
             result["model_blocks"] = best.get("blocks")
             result["after_ms"], result["speedup"], result["ci"] = best["after_ms"], best["speedup"], best["ci"]
@@ -350,6 +386,7 @@ def _model_modes(
     replacements are (`decide`: faster only when the interval lies above 1)."""
     device, tolerances = req.device, req.tolerances
     rows = []
+    uninstall(model)
     install(model, kept)
     for mode in modes:
         row: dict[str, Any] = {"mode": mode}
@@ -413,6 +450,11 @@ def _model_modes(
             d = decide(sample, reps, budget_s)
             row["before_ms"], row["after_ms"], row["speedup"], row["ci"] = d.before_ms, d.after_ms, d.speedup, d.ci
             row["decision"], row["says"] = d.outcome, d.says()
+        except PatchError as exc:  # a mode that does not apply to this model (no convolution, not on a GPU)
+            said = str(exc).strip()
+            for part in mode.split("+"):
+                said = said.removeprefix(f"{part}: ")
+            row["ok"], row["why"] = False, f"not tried: {said}"
         except Exception as exc:  # noqa: BLE001 - a mode that does not compile this model: said, not fatal
             row["ok"], row["why"] = (
                 False,

@@ -244,6 +244,22 @@ def uninstall(model: Any) -> None:
         if "_forge_candidate" in m.__dict__:
             del m.__dict__["_forge_candidate"]
             m.__dict__.pop("_forge_calls", None)
+            m.__dict__.pop("_forge_shadow", None)
+            m.__dict__.pop("forward", None)
+
+
+def route(model: Any, replaced: bool) -> None:
+    """Send the installed replacements' calls to their candidates (`replaced`) or every call to the original
+    forward, keeping the candidates as they are: what a compiled one compiled, it keeps. Timing a model with and
+    without its replacements switches them so; installing them again for each forward would time a new candidate's
+    first call each time (a fresh torch.compile wrapper's setup: about 1 ms an instance on the CPU)."""
+    for m in model.modules():
+        shadow = m.__dict__.get("_forge_shadow")
+        if shadow is None:
+            continue
+        if replaced:
+            m.__dict__["forward"] = shadow
+        else:
             m.__dict__.pop("forward", None)
 
 
@@ -317,6 +333,7 @@ def _shadow(
 
     inst.__dict__["_forge_candidate"] = new  # not a submodule: the model's state_dict stays as it was
     inst.__dict__["_forge_calls"] = calls
+    inst.__dict__["_forge_shadow"] = forward  # `route` switches it off and on
     inst.__dict__["forward"] = forward
 
 

@@ -42,6 +42,8 @@ class ModelCheck(BaseModel):
     #: speedup, ci, outputs; and the mode chosen, when one beat the replacements alone (its interval above 1)
     model_modes: list[dict[str, Any]] = []
     model_mode: str | None = None
+    #: the chosen mode was timed without the replacements, and beat both them alone and the mode on top of them
+    model_mode_alone: bool = False
     #: for a chosen "blocks" mode whose every-block compile changed the outputs: the blocks it compiles (the rest eager)
     model_blocks: list[str] | None = None
     #: why the model's bf16/fp16 outputs could not also be judged against the model run in fp32 (when it could not)

@@ -513,18 +513,19 @@
       if ((C.kept || []).length) box.append(h("p", { text: `kept: ${C.kept.join(", ")}` }));
       for (const r of C.reverted || []) box.append(h("p", { class: "bad", text: `reverted ${r.cls}: ${r.why}` }));
       if ((C.model_modes || []).length) {
+        const marked = C.model_modes.some((m) => "chosen" in m);  // results before rows said so: by name
         box.append(h("h4", { text: "Whole forward compiled on top" }));
         box.append(h("p", { class: "muted", text: `the replacements alone: ${C.modules_speedup ? slowdown(C.modules_speedup) : "none kept"}; ` +
           "each mode checked end to end and timed against an untouched copy of the model, in rounds until its 99% interval decides; chosen only when above 1" }));
         box.append(h("table", { class: "modes" },
           h("thead", {}, h("tr", {}, ["torch.compile mode", "outputs", "compile s", "speedup", "99% CI", "decision", ""].map((t) => h("th", { text: t })))),
-          h("tbody", {}, C.model_modes.map((m) => h("tr", {}, h("td", { text: m.mode }),
+          h("tbody", {}, C.model_modes.map((m) => h("tr", {}, h("td", { text: m.replacements === false ? `${m.mode} (without the replacements)` : m.mode }),
             h("td", { class: m.ok ? "ok" : "bad", text: m.ok ? "match" : (m.why || "failed") }),
             h("td", { class: "num", text: m.compile_s !== undefined && m.compile_s !== null ? String(m.compile_s) : "" }),
             h("td", { class: "num", text: m.speedup ? slowdown(m.speedup) : "–" }),
             h("td", { class: "num", text: m.ci ? fci(m.ci) : "" }),
             h("td", { text: m.decision || "" }),
-            h("td", { text: m.mode === C.model_mode ? "chosen" : "" }))))));
+            h("td", { text: (marked ? m.chosen : m.mode === C.model_mode) ? "chosen" : "" }))))));
       }
     }
     for (const m of M.modules) {

@@ -454,9 +454,14 @@ def optimize_model(
             + (f" (timing noise of {said:.0f}%)" if said is not None else "")
             + " within its budget; nothing is kept (time again on a quieter machine, or raise timing_budget_s)"
         )
-    elif patches and not kept:
+    elif patches and not kept and not check.model_mode_alone:
         out.notes.append("no replacement survived the end-to-end check")
-    if check.model_mode:
+    if check.model_mode_alone:
+        out.notes.append(
+            f"the whole model is put in mode {check.model_mode!r} ({mode_says(check.model_mode or '')}) without the "
+            "replacements: the end-to-end check found it faster than the replacements, alone or under it"
+        )
+    elif check.model_mode:
         out.notes.append(
             f"the whole model is put in mode {check.model_mode!r} ({mode_says(check.model_mode)}) on top"
             + (" of the replacements" if kept else "")

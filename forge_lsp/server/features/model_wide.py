@@ -210,7 +210,15 @@ def summary(result: Any) -> str:
     return (
         head
         + (f", kept {', '.join(kept)}" if kept else "")
-        + (f", {check.model_mode} on top" if check is not None and check.model_mode else "")
+        + (
+            (
+                f", {check.model_mode} without the replacements"
+                if check.model_mode_alone
+                else f", {check.model_mode} on top"
+            )
+            if check is not None and check.model_mode
+            else ""
+        )
     )
 
 
