@@ -647,3 +647,57 @@ def test_a_patch_verified_on_the_default_stream_sends_side_streams_and_graph_cap
         assert torch.equal(static_y, type(model.block).forward(model.block, x * 3.0))
     again = _routes(model, {"default_stream": lambda: (model(x), x)}, device="cuda")
     assert again == {"default_stream": ["optimized", True]}
+
+
+# ----------------------------------------------------------------------------- compiled whole, with forge's answer in
+COMPILED_ONCE = """
+import torch._dynamo
+
+torch._dynamo.config.error_on_recompile = True  # a second compile of the same frame raises
+compiled = torch.compile(opt)
+x = torch.randn(16, 16)
+with torch.no_grad():
+    outs = [compiled(x * (i + 1)) for i in range(12)]
+report["match"] = all(torch.allclose(y, ref(x * (i + 1))) for i, y in enumerate(outs))
+report["eager_counted"] = dict(new.Model._forge_calls)
+with torch.no_grad():
+    opt(x)
+report["eager_after"] = dict(new.Model._forge_calls)
+"""
+
+
+def test_a_rewritten_class_compiled_whole_is_compiled_once(tmp_path):
+    """A user who torch.compiles a model with forge's rewritten class inside: the routing counts are kept for eager
+    calls only, so tracing reads none (a count read while tracing becomes a guard on its value: compiled again at
+    every call, then run eagerly past dynamo's recompile limit)."""
+    rw = rewrite_module(USER, "Model", ANY_LAYOUT, domain_from_verdict(verdict(layouts="any")))
+    report = run_rewritten(tmp_path, rw, COMPILED_ONCE)
+    assert report["match"], report
+    assert report["eager_counted"] == {"optimized": 0, "reference": 0}  # traced calls: not counted
+    assert report["eager_after"] == {"optimized": 1, "reference": 0}  # an eager call still is
+
+
+def test_a_patched_model_compiled_whole_is_compiled_once(tmp_path):
+    """`forge_patch.apply(model)` then a whole-forward compile (a model-wide answer with a mode on top, or a user
+    compiling the patched model): the shadow's counts are not read while tracing, so the forward compiles once."""
+    import torch
+    import torch._dynamo
+
+    from forge_lsp.hotspots.patching import compile_model, install, uncompile_model
+
+    net = _net(tmp_path)
+    model, _ = net.build()
+    install(model, [_patch(tmp_path, ANY_LAYOUT, domain_from_verdict(verdict(layouts="any")))])
+    torch._dynamo.reset()
+    compile_model(model, "default")
+    try:
+        with torch._dynamo.config.patch(error_on_recompile=True), torch.no_grad():
+            x = torch.randn(16, 16)
+            for i in range(12):
+                assert torch.allclose(model(x * (i + 1)), type(model.block).forward(model.block, x * (i + 1)))
+    finally:
+        uncompile_model(model)
+    calls = model.block.__dict__["_forge_calls"]
+    with torch.no_grad():
+        model(torch.randn(16, 16))
+    assert calls["optimized"] == 1  # eager again: counted

@@ -293,7 +293,7 @@ def _shadow(
     torch: Any, inst: Any, new: Any, call: list[CallArg], spec: Any = "tensor", domain: dict[str, Any] | None = None
 ) -> None:
     """Shadow `inst.forward`: a call shaped like `call` whose tensors are inside `domain` goes to `new`, any other
-    to the original. Routes are counted in ``inst._forge_calls``. The argument names and the domain's checks are
+    to the original. Routes are counted in ``inst._forge_calls`` (eager calls: not those torch.compile traces). The argument names and the domain's checks are
     worked out here, once, so that a call costs a few attribute reads per tensor."""
     from .child_source import constant
 
@@ -311,6 +311,9 @@ def _shadow(
     inside = _domain_check(torch, domain)
     calls = {"optimized": 0, "reference": 0}
     tensor_type = torch.Tensor
+    # a call torch.compile traces is not counted: a count read while tracing becomes a guard on its value, so a
+    # model compiled whole would be compiled again at every call, then run eagerly past dynamo's recompile limit
+    tracing = torch.compiler.is_compiling
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         if matchable and len(args) == n_pos and tuple(kwargs) == kw_names:
@@ -322,13 +325,15 @@ def _shadow(
                     same = False
                 tensors = [v for v, f in zip(values, flags, strict=True) if f]
                 if same and (inside is None or inside(tensors)):
-                    calls["optimized"] += 1
+                    if not tracing():
+                        calls["optimized"] += 1
                     got = rebuild(torch, spec, new(*tensors))
                     probe = inst.__dict__.get("_forge_probe")
                     if probe is not None and not probe:  # being checked: the original on the same call, once
                         probe.append((original(*args, **kwargs), got, args, kwargs))
                     return got
-        calls["reference"] += 1
+        if not tracing():
+            calls["reference"] += 1
         return original(*args, **kwargs)
 
     inst.__dict__["_forge_candidate"] = new  # not a submodule: the model's state_dict stays as it was

@@ -126,15 +126,18 @@ class {name}({ref}):
     _forge_sizes = {sizes}  # verified sizes of each dimension of each tensor argument (None: any),
     _forge_training = {training}  # module mode (checked when the output depends on it)
     _forge_mode_sensitive = {mode_sensitive}  # whether {ref} mentions dropout, batch norm, training...
-    _forge_calls = {{"optimized": 0, "reference": 0}}  # how calls were routed, all instances
+    _forge_calls = {{"optimized": 0, "reference": 0}}  # how eager calls were routed, all instances
 
 {init}{signature}
     def forward(self, *args, **kwargs):
         impl = self._forge_impl(args, kwargs)
+        counted = not {torch}.compiler.is_compiling()  # a count torch.compile traced would recompile every call
         if impl is None:
-            self._forge_calls["reference"] += 1
+            if counted:
+                self._forge_calls["reference"] += 1
             return super().forward(*args, **kwargs)
-        self._forge_calls["optimized"] += 1
+        if counted:
+            self._forge_calls["optimized"] += 1
         return impl(*args)
 
     def _forge_impl(self, args, kwargs):
