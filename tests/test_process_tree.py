@@ -230,6 +230,20 @@ def test_cancelling_or_closing_an_evaluator_kills_its_workers_and_their_children
         ).correct
 
 
+def test_a_cancel_between_evaluations_starts_the_next_one_in_a_new_worker(cache_dir):
+    """A cancel kills the worker's process (and its judge's) whether or not a request is in flight. The next evaluation
+    goes to a new process, not to the killed one that its parent may not yet have seen end: sent there, the request
+    met a broken pipe (an exception out of `evaluate`, once in the whole suite) or a worker dying in `load_task`
+    (then "retried in a fresh worker", 4 times in 15 on this machine)."""
+    task = load_task(FIXTURES / "softmax_small.py")
+    with Evaluator("cpu", options=EvalOptions(timing=False), cache_dir=cache_dir) as ev:
+        assert ev.evaluate(task, Candidate.from_source(C.TORCH_CORRECT, "first")).correct
+        for i in range(15):
+            ev.cancel()
+            v = ev.evaluate(task, Candidate.from_source(C.TORCH_CORRECT, f"after_cancel_{i}"))
+            assert v.correct and not (v.memory and v.memory.retried), (i, v.status, v.reason)
+
+
 @pytest.mark.slow
 def test_cancelling_a_batch_kills_the_build_workers_compilers(tmp_path, cache_dir):
     task = load_task(FIXTURES / "softmax_small.py")

@@ -271,6 +271,7 @@ class Worker:
         self._spare: Future[_Process] | None = None
         self._starting: set[subprocess.Popen] = set()  # standby processes not yet past their hello
         self._closing = False
+        self._stale = False  # its process was killed by `cancel`, perhaps not yet seen to end
 
     # --------------------------------------------------------------- lifecycle
     def _spawn(self, standby: bool = False) -> _Process:
@@ -452,13 +453,14 @@ class Worker:
     def ensure_started(self) -> Hello:
         """The running worker's hello, starting it first if needed (safe from several threads)."""
         with self._start_lock:
-            if self.proc is None or self.proc.poll() is not None or self.hello is None:
+            if self.proc is None or self._stale or self.proc.poll() is not None or self.hello is None:
                 self.kill()
                 return self.start()
             return self.hello
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None
+        self._stale = False
         self._worker_holds = None
         if proc is not None:
             kill_tree(proc, wait=10)
@@ -508,6 +510,7 @@ class Worker:
         self._cancelled.set()
         proc = self.proc
         if proc is not None:
+            self._stale = True  # killed: started again on next use, however soon its end is seen (`ensure_started`)
             kill_tree(proc)
         judge = self._judge
         if judge is not None:  # its request in flight, if any, is this evaluation's; it starts again when asked
@@ -580,7 +583,13 @@ class Worker:
         offset = self._log_size()
         stage = first_stage
         deadline = time.monotonic() + timeouts.get(stage, 600.0)
-        pipe.send(self._to, request)
+        try:
+            pipe.send(self._to, request)
+        except OSError as exc:  # it ended after `ensure_started` saw it running (killed from outside)
+            self.kill()
+            if self._cancelled.is_set():
+                raise EvaluationCancelled() from exc
+            raise WorkerStartError(f"the worker ended before its request was written: {exc}") from exc
         if sent is not None:
             sent()
         #: the parent's side of this exchange: a worker (re)started for it, and the request (with its data) written
@@ -850,7 +859,7 @@ class Worker:
     def hold_start(self, request: HoldRequest) -> int | None:
         """(A judge's.) Announce outputs that another pipe streams to this judge: the fd to stream them to, None where
         the judge is not running."""
-        if self.proc is None or self.proc.poll() is not None or self._to is None:
+        if self.proc is None or self._stale or self.proc.poll() is not None or self._to is None:
             return None
         try:
             pipe.send(self._to, request, with_data=False)
