@@ -173,7 +173,9 @@ export class Workbench {
   async openFile(name: string): Promise<void> {
     await this.quickInputOpen("Control+P");
     await this.page.keyboard.type(name);
-    await this.pickRow(new RegExp(`^${escapeRe(name)}\\b`), `Quick Open ${name}`);
+    // file search can take longer than a command's row: it once took over 20 s for a file the scenario had just
+    // written (k-model-wide-accept-undo, blocks.py), the row then shown as expected
+    await this.pickRow(new RegExp(`^${escapeRe(name)}\\b`), `Quick Open ${name}`, 45_000);
     await until(`${name} to be the active editor tab`, async () => (await this.activeTabLabel()) === name,
       { timeoutMs: 15_000, lastSeen: () => this.tabs().then((t) => t.join(", ")) });
     await this.activeEditor().locator(".view-lines .view-line").first().waitFor({ timeout: 15_000 });
