@@ -173,8 +173,8 @@ export class Workbench {
   async openFile(name: string): Promise<void> {
     await this.quickInputOpen("Control+P");
     await this.page.keyboard.type(name);
-    // file search can take longer than a command's row: it once took over 20 s for a file the scenario had just
-    // written (k-model-wide-accept-undo, blocks.py), the row then shown as expected
+    // file search can take longer than a command's row: it once took over 20 s right after a hot-spot run
+    // (k-model-wide-accept-undo, blocks.py), the row then shown as expected
     await this.pickRow(new RegExp(`^${escapeRe(name)}\\b`), `Quick Open ${name}`, 45_000);
     await until(`${name} to be the active editor tab`, async () => (await this.activeTabLabel()) === name,
       { timeoutMs: 15_000, lastSeen: () => this.tabs().then((t) => t.join(", ")) });
