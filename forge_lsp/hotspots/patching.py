@@ -293,8 +293,9 @@ def _shadow(
     torch: Any, inst: Any, new: Any, call: list[CallArg], spec: Any = "tensor", domain: dict[str, Any] | None = None
 ) -> None:
     """Shadow `inst.forward`: a call shaped like `call` whose tensors are inside `domain` goes to `new`, any other
-    to the original. Routes are counted in ``inst._forge_calls`` (eager calls: not those torch.compile traces). The argument names and the domain's checks are
-    worked out here, once, so that a call costs a few attribute reads per tensor."""
+    to the original. Routes are counted in ``inst._forge_calls`` (eager calls: not those torch.compile traces). The
+    argument names and the domain's checks are worked out here, once, so that a call costs a few attribute reads per
+    tensor."""
     from .child_source import constant
 
     original = type(inst).forward.__get__(inst)

@@ -207,19 +207,10 @@ def summary(result: Any) -> str:
         head = next((n for n in result.notes if n.startswith("inconclusive")), "inconclusive")
     else:
         head = "nothing kept"
-    return (
-        head
-        + (f", kept {', '.join(kept)}" if kept else "")
-        + (
-            (
-                f", {check.model_mode} without the replacements"
-                if check.model_mode_alone
-                else f", {check.model_mode} on top"
-            )
-            if check is not None and check.model_mode
-            else ""
-        )
-    )
+    mode = ""
+    if check is not None and check.model_mode:
+        mode = f", {check.model_mode} " + ("without the replacements" if check.model_mode_alone else "on top")
+    return head + (f", kept {', '.join(kept)}" if kept else "") + mode
 
 
 def _offer_of(
