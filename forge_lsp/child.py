@@ -7,7 +7,8 @@ reads it back (`read_request`, or `ChildRequest.read`), and a request it cannot 
 naming the field (`MalformedRequest`), never a traceback. Defaults live in the model only.
 
 `run_script_as_main` runs a user's script as ``python script.py ARGS`` would, in the child that observes it.
-`StageClock` times a child's stages for its result.
+`StageClock` times a child's stages for its result. `fit_cpu_threads` fits a CPU child's torch threads to the
+cores it gets (torch is passed in, never imported here).
 
 Standard library and pydantic only, and importing it starts nothing: every layer may use it.
 """
@@ -114,3 +115,44 @@ def run_script_as_main(path: str | os.PathLike[str], argv: Sequence[str] = ()) -
     sys.argv = [script, *argv]
     sys.path.insert(0, str(Path(script).parent))
     return runpy.run_path(script, run_name="__main__")
+
+
+class CpuShare(BaseModel):
+    """What `fit_cpu_threads` saw: torch's intra-op threads, the cores the process got while all of them worked,
+    and the threads it set when that was fewer."""
+
+    threads: int
+    cores: float
+    fitted: int | None = None
+
+    def says(self) -> str:
+        if self.fitted is None:
+            return f"{self.threads} CPU thread{'s' if self.threads != 1 else ''}, {self.cores:.1f} cores free"
+        return (
+            f"the CPU is busy: {self.threads} threads got {self.cores:.1f} cores, so this run used {self.fitted} "
+            f"thread{'s' if self.fitted != 1 else ''} (threads that spin waiting for a core they do not get make "
+            "every parallel op many times slower)"
+        )
+
+
+def fit_cpu_threads(torch: Any, probe_s: float = 0.05) -> CpuShare:
+    """Fit torch's intra-op threads to the cores this process gets now, before anything runs or compiles.
+
+    A process given fewer cores than it has threads (a busy machine: Linux shares the CPU between sessions, and
+    each forge child is a session of its own) runs every OpenMP op many times slower: its threads wait spinning
+    for a core another of them needs. Timings there say nothing of the code. Measured as process CPU time over
+    wall time while torch's pool runs one parallel op after another (twice, the larger kept); when that is under
+    the thread count by more than half a core, the threads are set to it, rounded (at least 1)."""
+    threads = torch.get_num_threads()
+    x = torch.rand(1 << 20)
+    cores = 0.0
+    for _ in range(2):
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        while time.perf_counter() - wall0 < probe_s:
+            torch.sin(x, out=x)
+        cores = max(cores, (time.process_time() - cpu0) / (time.perf_counter() - wall0))
+    share = CpuShare(threads=threads, cores=round(cores, 2))
+    if threads > 1 and cores < threads - 0.5:
+        share.fitted = max(1, min(threads - 1, int(cores + 0.5)))
+        torch.set_num_threads(share.fitted)
+    return share

@@ -201,6 +201,61 @@ def test_a_script_gets_its_arguments(workspace):
     assert (report.warmup, report.iterations) == (1, 4)  # it ran the model 5 times, as its argument said
 
 
+ONCE = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class Stem(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.bn = nn.BatchNorm2d(8)
+
+        def forward(self, x):
+            return torch.relu(self.bn(self.conv(x)))
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = Stem()
+            self.head = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.head(self.stem(x).mean((2, 3)))
+
+
+    if __name__ == "__main__":
+        torch.manual_seed(0)
+        model = Net()  # training mode: each forward moves the norm's running statistics
+        out = model(torch.randn(4, 3, 16, 16))
+        out.sum().backward()
+    """
+)
+
+
+def test_a_model_a_script_runs_once_is_run_again_after_it_and_its_buffers_put_back(tmp_path):
+    """A script that runs its model once: its figures would be that first call's (one-time set-up, forge's own
+    capture copies). That call is left out; the same call is run again after the script (warm-up, then profiled),
+    under the grad mode it had, and the training-mode norm's running statistics are put back as one forward left
+    them: the captured state is the script's."""
+    import torch
+
+    (tmp_path / "once.py").write_text(ONCE)
+    report = find_hotspots(parse_entry("once.py", tmp_path), tmp_path, OPTIONS)
+    assert (report.model, report.warmup, report.iterations) == ("Net", 1 + OPTIONS.warmup, OPTIONS.iterations)
+    assert any(n.startswith("the script ran Net once") and "run again" in n for n in report.notes), report.notes
+    assert not any("ran only once" in n or "could not be run again" in n for n in report.notes), report.notes
+    stem = report.cls("once.py:Stem")
+    assert stem is not None and stem.calls == 1
+    cap = next(i for i in report.instances if i.name == "Net.stem").capture
+    assert cap is not None and cap.training is True and cap.state_dict
+    state = torch.load(tmp_path / cap.folder / cap.state_dict, weights_only=True)
+    assert int(state["bn.num_batches_tracked"]) == 1  # one forward's update, not 1 + warm-up + profiled
+
+
 # ----------------------------------------------------------------------------- capture and extraction
 def test_hot_instances_are_captured_with_their_constructor_and_state(function_report, workspace):
     import torch

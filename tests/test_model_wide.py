@@ -377,6 +377,8 @@ def test_under_load_a_replacement_no_faster_is_never_kept_and_the_check_says_why
     if check.outcome == "inconclusive":
         assert "inconclusive: timing noise of" in why
     assert check.speedup is None  # nothing kept: no speedup claimed
+    # the threads it was timed with, fitted to the cores the check's process got (fewer on a busy CPU)
+    assert check.cpu is not None and check.cpu.cores > 0 and (check.cpu.fitted or check.cpu.threads) >= 1, check.cpu
 
 
 def test_a_model_wide_outcome_is_kept_only_with_a_patch_and_inconclusive_is_said():

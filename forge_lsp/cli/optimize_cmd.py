@@ -545,6 +545,8 @@ def run_model_wide(args: argparse.Namespace) -> int:
                 )
         if check.fp32_note:
             out.print(f"  not judged against fp32: {check.fp32_note}", highlight=False)
+        if check.cpu is not None and check.cpu.fitted is not None:
+            out.print(f"  {check.cpu.says()}", highlight=False)
         if check.speedup is not None and check.ci:
             out.print(
                 f"speedup {times(check.speedup)} (99% CI {check.ci[0]:.2f}-{check.ci[1]:.2f}, {check.reps} forwards "

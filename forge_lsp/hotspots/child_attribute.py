@@ -81,7 +81,7 @@ def attribute(
     per = max(1, counted.get(main_root, 1))
     if report.iterations == 0:  # a script: its model's forwards, less the warm-up
         report.iterations = per
-        report.warmup = 1 if any(r.startswith(f"{RANGE}{main_root}#") for r in excluded) else 0
+        report.warmup = sum(1 for r in excluded if r.startswith(f"{RANGE}{main_root}#"))
     report.model = type(roots[main_root]).__name__
     model_us = sum(self_us.values())
     report.model_ms = model_us / per / 1000

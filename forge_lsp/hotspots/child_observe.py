@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections import defaultdict
-from typing import Any
+from typing import Any, NamedTuple
 
 from .child_source import SourceError, constant, importable
 from .report import CallArg, TensorSpec
@@ -21,6 +21,18 @@ from .report import CallArg, TensorSpec
 #: The name of the profiler range each module call opens, followed by the instance's id (and ``#N`` for a model's
 #: Nth forward).
 RANGE = "forge::m"
+
+
+class FirstCall(NamedTuple):
+    """A root's first forward as the script made it: its inputs (cloned) and the state it ran under."""
+
+    args: tuple
+    kwargs: dict
+    grad: bool
+    inference: bool
+    device_type: str
+    autocast: bool
+    autocast_dtype: Any
 
 
 class Observer:
@@ -38,11 +50,17 @@ class Observer:
         self.outputs: dict[int, str] = {}  # what each captured instance's call returned
         self.output_specs: dict[int, Any] = {}
         self.capture_skips: dict[int, str] = {}
+        self.replay_skips: dict[int, str] = {}  # why a root's first forward was not kept to be run again
         self.capture_calls, self.call_limit, self.total_limit = capture_calls, call_limit, total_limit
         self.captured_bytes = 0
         self.capturing = True
         self.profiling = False
         self.warmup_roots: set[tuple[int, int]] = set()
+        #: a script's run: each root's first forward is kept (its inputs cloned where they fit `call_limit`, with
+        #: the grad, inference and autocast state it ran under) so that a model the script runs once can be run
+        #: again after it (`replay`)
+        self.keep_first = False
+        self.first_calls: dict[int, FirstCall] = {}
         self._original = None
 
     def install(self) -> None:
@@ -71,6 +89,8 @@ class Observer:
         if not stack:
             self.roots[key] += 1
             name += f"#{self.roots[key]}"
+            if self.keep_first and self.roots[key] == 1:
+                self._keep_first(mod, key, args, kwargs)
         if self.calls[key] == 1 or (self.capturing and len(self.captured[key]) < self.capture_calls):
             self._inputs(mod, key, args, kwargs)
         rf = self.torch.autograd.profiler.record_function(name) if self.profiling else None
@@ -87,6 +107,58 @@ class Observer:
             stack.pop()
             if rf is not None:
                 rf.__exit__(None, None, None)
+
+    def _keep_first(self, mod: Any, key: int, args: tuple, kwargs: dict) -> None:
+        torch = self.torch
+        from torch.utils._pytree import tree_flatten, tree_map
+
+        leaves = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+        size = sum(t.numel() * t.element_size() for t in leaves)
+        if size > self.call_limit:
+            self.replay_skips[key] = (
+                f"its inputs take {size / 2**20:.0f} MiB, over the {self.call_limit / 2**20:.0f} MiB kept to run it again"
+            )
+            return
+
+        def clone(x: Any) -> Any:
+            if not isinstance(x, torch.Tensor):
+                return x
+            c = x.detach().clone()
+            return c.requires_grad_() if x.requires_grad and c.is_floating_point() else c
+
+        device_type = next((t.device.type for t in leaves), "cpu")
+        try:
+            autocast = (torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type))
+        except (AttributeError, RuntimeError, TypeError):  # a device type autocast does not know
+            autocast = (False, None)
+        self.first_calls[key] = FirstCall(
+            tree_map(clone, args),
+            tree_map(clone, kwargs),
+            torch.is_grad_enabled(),
+            torch.is_inference_mode_enabled(),
+            device_type,
+            *autocast,
+        )
+
+    def replay(self, key: int, times: int) -> None:
+        """Run root `key`'s first forward again `times` times, as it first ran (grad, inference and autocast
+        state), each call a forward of its own (``#2``, ``#3``, ...). Its buffers (a norm's running statistics
+        in training mode) are put back as they were; raises what the forward raises."""
+        torch = self.torch
+        mod, first = self.modules[key], self.first_calls[key]
+        buffers = [(b, b.detach().clone()) for b in mod.buffers()]
+        try:
+            with (
+                torch.inference_mode(first.inference),
+                torch.set_grad_enabled(first.grad),
+                torch.autocast(first.device_type, dtype=first.autocast_dtype, enabled=first.autocast),
+            ):
+                for _ in range(times):
+                    mod(*first.args, **first.kwargs)
+        finally:
+            with torch.no_grad():
+                for b, saved in buffers:
+                    b.copy_(saved)
 
     def _inputs(self, mod: Any, key: int, args: tuple, kwargs: dict) -> None:
         torch = self.torch

@@ -2,7 +2,8 @@
 
 `run` wraps the module constructors and calls (`child_source`, `child_observe`), builds and warms up a function
 entry and times its forward, then profiles its forwards, or runs a script entry whole under the profiler (each
-model's first forward its warm-up). It then attributes the time (`child_attribute`), ranks the targets and saves
+model's first forward its warm-up; a model the script runs once is run again after it on a clone of that call,
+`_run_again`, so that its figures are not its first call's). It then attributes the time (`child_attribute`), ranks the targets and saves
 the hot instances' captures (`child_capture`). `Progress` writes each step to the request's progress file, one
 JSON line per step.
 """
@@ -12,8 +13,9 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
-from ..child import run_script_as_main
+from ..child import fit_cpu_threads, run_script_as_main
 from .child_attribute import attribute
 from .child_capture import save_captures
 from .child_entry import SCRIPT, build_entry, entry_script, sync
@@ -21,6 +23,28 @@ from .child_observe import RANGE, Observer
 from .child_source import CtorRecorder
 from .report import HotspotReport, rank_targets
 from .requests import HotspotRequest
+
+
+def _run_again(
+    torch: Any, observer: Observer, keys: list[int], times: int, device: str, progress: Progress
+) -> dict[int, str | None]:
+    """Run each of a script's once-run models again `times` times after the script, on a clone of its first call's
+    inputs: key -> None when it ran, else why not (said, never raised: the script's own forward still counts)."""
+    observer.capturing = False
+    said: dict[int, str | None] = {}
+    for n, k in enumerate(keys, 1):
+        if k not in observer.first_calls:
+            said[k] = observer.replay_skips.get(k, "its first call's inputs were not kept")
+            continue
+        progress("running the model again", n, len(keys))
+        try:
+            observer.replay(k, times)
+            sync(torch, device)
+            said[k] = None
+        except Exception as exc:  # noqa: BLE001 - a forward that cannot run twice (state the script consumed)
+            said[k] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+    observer.first_calls.clear()
+    return said
 
 
 class Progress:
@@ -58,6 +82,9 @@ def run(req: HotspotRequest) -> HotspotReport:
     report = HotspotReport(entry=entry.text, device=device)
     if device.startswith("cuda"):
         report.device_name = torch.cuda.get_device_name(torch.device(device))
+    share = fit_cpu_threads(torch) if device == "cpu" else None
+    if share is not None and share.fitted is not None:
+        report.notes.append(share.says())
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     report.timer = "device" if device.startswith("cuda") else "cpu"
     warmup, iters = req.warmup, req.iterations
@@ -92,20 +119,41 @@ def run(req: HotspotRequest) -> HotspotReport:
     else:
         progress("running the script")
         observer.profiling = True
+        observer.keep_first = True
         script = entry_script(entry)
         SCRIPT["path"] = script.resolve()
         t0 = time.perf_counter()
         with profile(activities=activities) as prof:
             run_script_as_main(script, entry.argv)
             sync(torch, device)
-        report.wall_ms = (time.perf_counter() - t0) * 1000
-        if not observer.roots:
-            raise SystemExit(f"the script {entry.text} ran no nn.Module")
+            report.wall_ms = (time.perf_counter() - t0) * 1000
+            if not observer.roots:
+                raise SystemExit(f"the script {entry.text} ran no nn.Module")
+            forwards = dict(observer.roots)  # each model's forwards in the script itself
+            once = [k for k, n in forwards.items() if n == 1]
+            replayed = _run_again(torch, observer, once, warmup + iters, device, progress)
         roots = {k: observer.modules[k] for k in observer.roots}
-        excluded = {f"{RANGE}{k}#1" for k, n in observer.roots.items() if n > 1}  # each model's first forward
-        counted = {k: n - 1 if n > 1 else n for k, n in observer.roots.items()}
-        if any(n == 1 for n in observer.roots.values()):
-            report.notes.append("a model ran only once: its one forward is profiled with no warm-up, capture included")
+        excluded = {f"{RANGE}{k}#1" for k, n in forwards.items() if n > 1}  # each model's first forward
+        counted = {k: n - 1 if n > 1 else n for k, n in forwards.items()}
+        for k in once:
+            if replayed.get(k) is None:  # run again: its first forward and the warm-up ones are left out
+                excluded |= {f"{RANGE}{k}#{i}" for i in range(1, 2 + warmup)}
+                counted[k] = iters
+            else:  # not run again (or failed part way): its one forward is all there is
+                excluded |= {f"{RANGE}{k}#{i}" for i in range(2, observer.roots[k] + 1)}
+        for k in once:
+            name = type(observer.modules[k]).__name__
+            if replayed.get(k) is None:
+                report.notes.append(
+                    f"the script ran {name} once: that forward (its first, capture included) is left out, and the "
+                    f"same call was run again after the script {warmup + iters} times ({warmup} warm-up, {iters} "
+                    "profiled), under the grad and autocast state it had; its buffers were put back"
+                )
+            else:
+                report.notes.append(
+                    f"the script ran {name} once and it could not be run again ({replayed[k]}): its one forward is "
+                    "profiled with no warm-up, capture included"
+                )
     observer.uninstall()
     progress("attributing time")
     keys = attribute(torch, prof, report, observer, roots, counted, excluded, workspace)

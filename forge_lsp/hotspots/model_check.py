@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..child import fit_cpu_threads
 from .child_entry import build_entry, build_script_entry, sync, user_traceback
 from .child_observe import flat_tensors
 from .decide import FASTER, INCONCLUSIVE, SLOWER, Decision, decide
@@ -179,6 +180,8 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
         model, args, kwargs = build_script_entry(torch, req.entry, req.root)
     else:
         model, args, kwargs = build_entry(torch, req.entry, device, req.workspace)
+    # before any forward or compile (inductor's CPU kernels keep the thread count they were compiled with)
+    share = fit_cpu_threads(torch) if device == "cpu" else None
     modes = [m for m in req.model_modes if m]
     original = copy.deepcopy(model) if modes else None  # "before", while the model itself is compiled
     tolerances = req.tolerances
@@ -323,6 +326,8 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
     result["reps"] = decision.pairs if decision is not None else reps
     result["outcome"] = outcome
     result["decision"] = decision.to_json() if decision is not None else None
+    if share is not None:
+        result["cpu"] = share.model_dump()
     if truth is None and truth_note != "no low-precision output":
         result["fp32_note"] = truth_note
     if modes and original is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..child import CpuShare
 from ..sandbox import child_env, default_cache_dir, run_sandboxed
 from .entry import Entry
 from .requests import ModelCheckRequest
@@ -48,6 +49,8 @@ class ModelCheck(BaseModel):
     model_blocks: list[str] | None = None
     #: why the model's bf16/fp16 outputs could not also be judged against the model run in fp32 (when it could not)
     fp32_note: str | None = None
+    #: on the CPU: the threads the check ran with, fitted to the cores it got (`child.fit_cpu_threads`)
+    cpu: CpuShare | None = None
     #: "kept" (replacements or a mode decidedly faster), "nothing_kept" (none faster, or they changed the outputs),
     #: "inconclusive" (the 99% interval still held 1 at the time budget: nothing kept)
     outcome: str = "nothing_kept"

@@ -529,6 +529,27 @@ def _monitoring() -> tuple:
     return tuple((i, mon.get_tool(i), mon.get_events(i)) for i in range(6) if mon.get_tool(i) is not None)
 
 
+#: calls of ``torch.set_num_threads`` since `count_thread_settings` wrapped it
+_THREAD_SETTINGS = [0]
+
+
+def count_thread_settings() -> None:
+    """Wrap ``torch.set_num_threads`` (torch's and ``torch._C``'s name for it) to count its calls, once per process.
+    On a busy CPU the worker fits torch's threads to the cores it gets (`WorkerState.fit_threads`), to 1 say: a
+    candidate's ``set_num_threads(1)`` then leaves the value `global_state` reads as it was, but is still a change of
+    the threads the reference runs on (the same candidate on an idle machine): the count shows it."""
+    if getattr(torch.set_num_threads, "_forge_counted", False):
+        return
+    original = torch._C.set_num_threads
+
+    def set_num_threads(n: int) -> None:
+        _THREAD_SETTINGS[0] += 1
+        original(n)
+
+    set_num_threads._forge_counted = True  # type: ignore[attr-defined]
+    torch.set_num_threads = torch._C.set_num_threads = set_num_threads  # type: ignore[assignment]
+
+
 def global_state(kernels_of: list[str] | None = None) -> dict[str, tuple[str, Any]]:
     """What a candidate could change for the whole process to slow the reference, loosen its own check or reach into
     the reference's calls: thread counts, precision and backend flags, deterministic mode, torch function and dispatch
@@ -539,6 +560,7 @@ def global_state(kernels_of: list[str] | None = None) -> dict[str, tuple[str, An
     module = sys.modules["torch.nn.modules.module"]
     state: dict[str, tuple[str, Any]] = {
         "torch.get_num_threads()": ("global_state", torch.get_num_threads()),
+        "torch.set_num_threads() calls": ("global_state", _THREAD_SETTINGS[0]),
         "torch.get_num_interop_threads()": ("global_state", torch.get_num_interop_threads()),
         "torch.get_default_dtype()": ("global_state", torch.get_default_dtype()),
         "torch.get_float32_matmul_precision()": ("global_state", torch.get_float32_matmul_precision()),

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ...child import CpuShare
 from .. import pipe
 from ..candidate import Candidate
 from ..pipe import (
@@ -50,6 +51,7 @@ class EvaluationBase:
         self.stages: dict[str, float] = {}
         self.compatible: bool | None = None
         self.timing: Timing | None = None
+        self.cpu_share: CpuShare | None = None  # on the CPU: the threads it times with (`WorkerState.fit_threads`)
         self.input_specs: list[InputSpec] = []
         self.ref_types: dict[str, type] | None = None  # the reference's output leaf types, once it has run
         self.costs: dict[str, float] = {}  # seconds spent on checks that are steps of their own

@@ -52,6 +52,8 @@ class Evaluation(Timed):
         cases: list[InputCase] = []
         try:
             mod = self.load_task()
+            if not self.is_cuda and self.opt.timing:  # before any call it times, the task's or the candidate's
+                self.cpu_share = self.state.fit_threads(torch)
             t0 = time.perf_counter()
             cases = self.make_cases(mod)
             self.stages["inputs"] = round(time.perf_counter() - t0, 4)

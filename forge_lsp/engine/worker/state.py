@@ -170,6 +170,21 @@ class WorkerState:
     receiver: Any = None  # the worker's `pipe.Receiver` of requests
     #: the operators each task's reference dispatches (`harness.checks.watch_reference_ops`), by task sha
     reference_ops: dict[str, list[str]] = field(default_factory=dict)
+    threads0: int | None = None  # torch's intra-op threads as the worker started (`fit_threads`)
+
+    def fit_threads(self, torch: Any) -> Any:
+        """(CPU, before an evaluation that times.) torch's threads put back as the worker started, then fitted to
+        the cores the worker gets now (`child.fit_cpu_threads`): on a busy machine, threads spinning for a core
+        another of them needs make the reference's parallel ops many times slower, a single-threaded candidate not."""
+        from ...child import fit_cpu_threads
+        from ..harness.checks import count_thread_settings
+
+        count_thread_settings()
+        if self.threads0 is None:
+            self.threads0 = torch.get_num_threads()
+        elif torch.get_num_threads() != self.threads0:
+            torch.set_num_threads(self.threads0)
+        return fit_cpu_threads(torch)
 
     def take_judged(self, key: str, data: Any, sealed: Any) -> Any:
         """The judge's sets as a request or `JudgedSets` brings them (`judged_data`), kept for the next request of

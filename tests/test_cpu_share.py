@@ -1,0 +1,146 @@
+"""`child.fit_cpu_threads`: a CPU child given fewer cores than torch has threads runs with as many threads as it gets.
+
+Linux shares the CPU between sessions (autogroups), and every forge child is a session of its own: on a busy
+machine its threads can get one core between them, and OpenMP threads spinning for a core another of them needs
+made a small convolutional model's forward 1.2 s instead of 24 ms (BENCHMARKS.md). Real processes: busy
+processes in sessions of their own, and the fit in a child of another session, as forge starts its children."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.integration  # real processes: left out of the fast loop
+
+CHILD = """
+import json, sys, torch
+from forge_lsp.child import fit_cpu_threads
+torch.set_num_threads(int(sys.argv[1]))
+share = fit_cpu_threads(torch)
+print(json.dumps({"share": share.model_dump(), "says": share.says(), "now": torch.get_num_threads()}))
+"""
+
+
+def _fit(threads: int) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(threads)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,  # as `sandbox.spawn` starts forge's children
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def busy_cpu():
+    """As many busy processes as cores, each a session of its own (as a user's other programs are)."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True, stdout=subprocess.DEVNULL)
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+def test_a_child_on_a_busy_cpu_runs_with_the_cores_it_gets():
+    cores = os.cpu_count() or 2
+    with busy_cpu():
+        got = _fit(cores)
+    share = got["share"]
+    assert share["threads"] == cores and share["cores"] < cores - 0.5, got
+    assert share["fitted"] is not None and 1 <= share["fitted"] < cores and got["now"] == share["fitted"], got
+    assert got["says"].startswith(f"the CPU is busy: {cores} threads got"), got
+
+
+def test_one_thread_is_never_fitted():
+    got = _fit(1)
+    assert got["share"]["fitted"] is None and got["now"] == 1 and 0.0 < got["share"]["cores"] <= 1.5, got
+
+
+TASK = """
+import torch
+import torch.nn as nn
+
+N = 1 << 22
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sin(x) * torch.cos(x)
+
+
+def get_inputs():
+    return [torch.randn(N)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+#: the same op in pieces under torch's grain size (32768 elements): each piece runs on one thread
+PIECES = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.cat([torch.sin(c) * torch.cos(c) for c in x.split(16384)])
+"""
+
+
+def test_an_evaluation_on_a_busy_cpu_times_both_sides_with_the_threads_it_gets(tmp_path):
+    """On a busy CPU, with torch's threads as they were, the many small parallel ops of the candidate took 471 ms
+    against the reference's 48 ms (0.10x; idle: 15 and 7 ms): the timing said nothing of either. Fitted, both are
+    timed on the threads the worker gets, the timing says so, and their times are those of code, not of
+    spinning."""
+    (tmp_path / "task.py").write_text(TASK)
+    (tmp_path / "cand.py").write_text(PIECES)
+    cmd = [sys.executable, "-m", "forge_lsp.cli.main", "eval", "task.py", "cand.py", "--device", "cpu", "--json"]
+    with busy_cpu():
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    verdict = json.loads(proc.stdout)["verdict"]
+    assert verdict["status"] == "correct", verdict["reason"]
+    timing = verdict["timing"]
+    assert any(n.startswith("the CPU is busy: ") for n in timing["notes"]), timing["notes"]
+    ref, cand = timing["reference"]["median_ms"], timing["candidate"]["median_ms"]
+    assert cand < 4 * ref, (ref, cand)
+
+
+ONE_THREAD = """
+import torch
+import torch.nn as nn
+
+torch.set_num_threads(1)  # the reference on one core: a multi-core reference looks slow
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.sin(x) * torch.cos(x)
+"""
+
+
+def test_on_a_busy_cpu_a_candidate_setting_the_threads_the_worker_fitted_is_still_caught(tmp_path):
+    """Fitted to one thread, a candidate's ``set_num_threads(1)`` changes no value: its call is what shows."""
+    (tmp_path / "task.py").write_text(TASK)
+    (tmp_path / "cand.py").write_text(ONE_THREAD)
+    cmd = [sys.executable, "-m", "forge_lsp.cli.main", "eval", "task.py", "cand.py", "--device", "cpu", "--json"]
+    with busy_cpu():
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    verdict = json.loads(proc.stdout)["verdict"]
+    assert verdict["status"] == "incorrect" and verdict["failed_check"] == "global_state", verdict["reason"]
+    assert "torch.set_num_threads() calls" in verdict["reason"] or "torch.get_num_threads()" in verdict["reason"]
