@@ -161,12 +161,15 @@ class Judge:
 
     @staticmethod
     def time_reference(ev: Evaluation, ref: Any, inputs: list[Any], l2_flush: bool) -> list[float]:
-        """The reference alone on `inputs`, with the timer the worker's interleaved timing uses (ms per call)."""
+        """The reference alone on `inputs`, with the timer the worker's interleaved timing uses (ms per call), and on
+        the CPU with torch's threads fitted to the cores the judge gets, as the worker fits its own."""
         from ..harness.checks import clone_inputs
         from ..harness.loading import call_model
         from ..harness.timing import time_alone
 
         on_device = ev.to_device(clone_inputs(inputs))
+        if not ev.is_cuda:  # the threads the worker times it with beside the candidate: those this process gets now
+            ev.state.fit_threads(ev.torch)
         with ev.state.gate.exclusive():  # the device to this process alone while it times
             return time_alone(lambda: call_model(ref, on_device), ev.device, l2_flush)
 
