@@ -13,10 +13,15 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.integration  # real processes: left out of the fast loop
+
+#: a parallel op (``sin(x) * cos(x)`` of 4M elements), the same op in pieces under torch's grain size (each on one
+#: thread), and a candidate that sets torch's threads to 1
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "busy_cpu"
 
 CHILD = """
 import json, sys, torch
@@ -71,45 +76,13 @@ def test_one_thread_is_never_fitted():
     assert got["share"]["fitted"] is None and got["now"] == 1 and 0.0 < got["share"]["cores"] <= 1.5, got
 
 
-TASK = """
-import torch
-import torch.nn as nn
-
-N = 1 << 22
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.sin(x) * torch.cos(x)
-
-
-def get_inputs():
-    return [torch.randn(N)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-#: the same op in pieces under torch's grain size (32768 elements): each piece runs on one thread
-PIECES = """
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return torch.cat([torch.sin(c) * torch.cos(c) for c in x.split(16384)])
-"""
-
-
 def test_an_evaluation_on_a_busy_cpu_times_both_sides_with_the_threads_it_gets(tmp_path):
     """On a busy CPU, with torch's threads as they were, the many small parallel ops of the candidate took 471 ms
     against the reference's 48 ms (0.10x; idle: 15 and 7 ms): the timing said nothing of either. Fitted, both are
     timed on the threads the worker gets, the timing says so, and their times are those of code, not of
     spinning."""
-    (tmp_path / "task.py").write_text(TASK)
-    (tmp_path / "cand.py").write_text(PIECES)
+    (tmp_path / "task.py").write_text((CORPUS / "sincos.py").read_text())
+    (tmp_path / "cand.py").write_text((CORPUS / "sincos_pieces.py").read_text())
     cmd = [sys.executable, "-m", "forge_lsp.cli.main", "eval", "task.py", "cand.py", "--device", "cpu", "--json"]
     with busy_cpu():
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
@@ -121,23 +94,10 @@ def test_an_evaluation_on_a_busy_cpu_times_both_sides_with_the_threads_it_gets(t
     assert cand < 4 * ref, (ref, cand)
 
 
-ONE_THREAD = """
-import torch
-import torch.nn as nn
-
-torch.set_num_threads(1)  # the reference on one core: a multi-core reference looks slow
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return torch.sin(x) * torch.cos(x)
-"""
-
-
 def test_on_a_busy_cpu_a_candidate_setting_the_threads_the_worker_fitted_is_still_caught(tmp_path):
     """Fitted to one thread, a candidate's ``set_num_threads(1)`` changes no value: its call is what shows."""
-    (tmp_path / "task.py").write_text(TASK)
-    (tmp_path / "cand.py").write_text(ONE_THREAD)
+    (tmp_path / "task.py").write_text((CORPUS / "sincos.py").read_text())
+    (tmp_path / "cand.py").write_text((CORPUS / "sincos_one_thread.py").read_text())
     cmd = [sys.executable, "-m", "forge_lsp.cli.main", "eval", "task.py", "cand.py", "--device", "cpu", "--json"]
     with busy_cpu():
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)

@@ -3,9 +3,10 @@
 `run` wraps the module constructors and calls (`child_source`, `child_observe`), builds and warms up a function
 entry and times its forward, then profiles its forwards, or runs a script entry whole under the profiler (each
 model's first forward its warm-up; a model the script runs once is run again after it on a clone of that call,
-`_run_again`, so that its figures are not its first call's). It then attributes the time (`child_attribute`), ranks the targets and saves
-the hot instances' captures (`child_capture`). `Progress` writes each step to the request's progress file, one
-JSON line per step.
+`_run_again`, so that its figures are not its first call's). On the CPU, torch's threads are first fitted to the
+cores the child gets (`child.fit_cpu_threads`). It then attributes the time (`child_attribute`), ranks the targets
+and saves the hot instances' captures (`child_capture`). `Progress` writes each step to the request's progress
+file, one JSON line per step.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ outputs differ are reverted (`reverted`, with the worst mismatch), the rest kept
 Then the forward is timed with and without the kept patches, alternating, in rounds until the speedup's 99%
 interval decides (`decide`): the patches stay only when it lies above 1; slower, each is timed alone and the ones
 not faster alone go; undecided at the time budget, none stays and the result says "inconclusive" with the noise.
+On the CPU, torch's threads are fitted to the cores the check gets before anything runs (`child.fit_cpu_threads`).
 Writes ``result.json`` (or ``error.txt``) in the request's folder.
 """
 

@@ -10,8 +10,9 @@ Progress goes to the request's progress file, one JSON line per step. The user's
 
 Time is each op's *self* time (device time of its kernels on CUDA, host time on the CPU) given to the
 innermost module instance whose range encloses it, and to every enclosing instance as its total. A script
-entry's first forward of each model is its warm-up (excluded whenever the model ran more than once); a
-function entry is warmed up by forge before the profiled forwards. Constructors are recorded as the
+entry's first forward of each model is its warm-up (excluded whenever the model ran more than once; a model
+run once is run again after the script on a copy of that call); a function entry is warmed up by forge before
+the profiled forwards. Constructors are recorded as the
 instances are made (``nn.Module.__new__`` wrapped for the run) and written back as Python source, which is
 checked by building the module again and comparing its parameters' names and shapes.
 
