@@ -401,7 +401,8 @@ def test_a_model_wide_page_describes_the_model_wide_run_and_every_link_lands(bro
     """The page of a model-wide result alone (no run of its own): its cards are the model-wide run's — outcome,
     modules kept of those run, end to end, compile mode, device — not a search's; every navigation link points at
     a section on the page; an end-to-end result under 1x (as runs before the interval rule could keep) is flagged;
-    an interrupted run says so."""
+    an interrupted run says so; a check timed on a busy CPU says with how many threads."""
+    from forge_lsp.child import CpuShare
     from forge_lsp.hotspots import HotspotReport
     from forge_lsp.hotspots.verify import ModelCheck
     from forge_lsp.usecases.model_wide import ModelWideResult, ModuleOutcome
@@ -418,7 +419,12 @@ def test_a_model_wide_page_describes_the_model_wide_run_and_every_link_lands(bro
         report=hot,
         modules=modules,
         check=ModelCheck(
-            kept=["m.DecoderBlock", "m.GatedMLP"], before_ms=28.595, after_ms=98.782, speedup=0.289, ci=[0.116, 4.07]
+            kept=["m.DecoderBlock", "m.GatedMLP"],
+            before_ms=28.595,
+            after_ms=98.782,
+            speedup=0.289,
+            ci=[0.116, 4.07],
+            cpu=CpuShare(threads=2, cores=0.98, fitted=1),
         ),
         patch_file=ws / "forge_patch.py",
     )
@@ -429,7 +435,9 @@ def test_a_model_wide_page_describes_the_model_wide_run_and_every_link_lands(bro
     assert page.page.locator("#summary .card.bad").count() == 1
     links = page.page.eval_on_selector_all("#nav a", "as => as.map((a) => a.getAttribute('href'))")
     assert links and all(page.page.locator(href).count() == 1 for href in links), links
-    assert "slower than the original end to end: 3.46× slower" in (page.page.text_content("#model-wide") or "")
+    body = page.page.text_content("#model-wide") or ""
+    assert "slower than the original end to end: 3.46× slower" in body
+    assert "timed on a busy CPU: 2 threads got 1.0 cores, so the check used 1" in body, body
     page.no_errors_and_no_network()
 
     stopped = ModelWideResult(report=hot, modules=[modules[0]], state="interrupted", top=3)

@@ -504,6 +504,7 @@
         C.speedup !== null && C.speedup !== undefined ? ` · ${slowdown(C.speedup)} ${C.ci ? `(99% CI ${fci(C.ci)}, ${C.reps} forwards each way)` : ""}` : ""));
       const outcome = C.outcome || (((C.kept || []).length || C.model_mode) ? "kept" : "nothing_kept");
       if (C.speedup !== null && C.speedup !== undefined && C.speedup < 1) box.append(h("p", { class: "bad flag", text: `slower than the original end to end: ${slowdown(C.speedup)}` }));
+      if (C.cpu && C.cpu.fitted !== null && C.cpu.fitted !== undefined) box.append(h("p", { class: "muted", text: `timed on a busy CPU: ${C.cpu.threads} threads got ${num(C.cpu.cores, 1)} cores, so the check used ${C.cpu.fitted}` }));
       box.append(h("p", { class: "outcome" }, h("span", { class: `state st-${outcome === "kept" ? "correct" : "cancelled"}`, text: outcome.replace("_", " ") }),
         C.decision && C.decision.says ? ` · replacements: ${C.decision.says}` : ""));
       if ((C.outputs || []).length) box.append(h("table", {}, h("thead", {}, h("tr", {}, ["output", "", "dtype", "shape", "max abs error", "atol", "rtol"].map((t) => h("th", { text: t })))),
