@@ -94,13 +94,24 @@ def test_an_evaluation_on_a_busy_cpu_times_both_sides_with_the_threads_it_gets(t
     assert cand < 4 * ref, (ref, cand)
 
 
-def test_on_a_busy_cpu_a_candidate_setting_the_threads_the_worker_fitted_is_still_caught(tmp_path):
-    """Fitted to one thread, a candidate's ``set_num_threads(1)`` changes no value: its call is what shows."""
+@pytest.mark.parametrize(
+    "candidate, status",
+    [("sincos_one_thread.py", "incorrect"), ("sincos_restores_threads.py", "correct")],
+    ids=["leaves-one-thread", "restores-its-threads"],
+)
+def test_the_fit_is_hidden_from_candidate_code(tmp_path, candidate, status):
+    """Fitted to one thread, the worker still shows candidate code its own count: a ``set_num_threads(1)`` left in
+    place is a `global_state` change and one restored around its own call is honest, as on an idle machine (a
+    candidate that reads the count sees the same number busy or idle)."""
     (tmp_path / "task.py").write_text((CORPUS / "sincos.py").read_text())
-    (tmp_path / "cand.py").write_text((CORPUS / "sincos_one_thread.py").read_text())
+    (tmp_path / "cand.py").write_text((CORPUS / candidate).read_text())
     cmd = [sys.executable, "-m", "forge_lsp.cli.main", "eval", "task.py", "cand.py", "--device", "cpu", "--json"]
     with busy_cpu():
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     verdict = json.loads(proc.stdout)["verdict"]
-    assert verdict["status"] == "incorrect" and verdict["failed_check"] == "global_state", verdict["reason"]
-    assert "torch.set_num_threads() calls" in verdict["reason"] or "torch.get_num_threads()" in verdict["reason"]
+    assert verdict["status"] == status, verdict["reason"]
+    assert any(n.startswith("the CPU is busy: ") for n in (verdict["timing"] or {}).get("notes", [])) or (
+        verdict["status"] == "incorrect"
+    ), verdict["timing"]
+    if status == "incorrect":
+        assert verdict["failed_check"] == "global_state" and "torch.get_num_threads(): " in verdict["reason"], verdict

@@ -529,25 +529,44 @@ def _monitoring() -> tuple:
     return tuple((i, mon.get_tool(i), mon.get_events(i)) for i in range(6) if mon.get_tool(i) is not None)
 
 
-#: calls of ``torch.set_num_threads`` since `count_thread_settings` wrapped it
-_THREAD_SETTINGS = [0]
+#: torch's intra-op threads as code in this process sees them (`thread_view`): "cap", the threads the worker fitted
+#: to the cores it gets (None: no fit, calls go straight through); "asked", what ``get_num_threads`` answers then
+_THREAD_VIEW: dict[str, int | None] = {"cap": None, "asked": None}
+_THREAD_CALLS: dict[str, Any] = {}
 
 
-def count_thread_settings() -> None:
-    """Wrap ``torch.set_num_threads`` (torch's and ``torch._C``'s name for it) to count its calls, once per process.
-    On a busy CPU the worker fits torch's threads to the cores it gets (`WorkerState.fit_threads`), to 1 say: a
-    candidate's ``set_num_threads(1)`` then leaves the value `global_state` reads as it was, but is still a change of
-    the threads the reference runs on (the same candidate on an idle machine): the count shows it."""
-    if getattr(torch.set_num_threads, "_forge_counted", False):
-        return
-    original = torch._C.set_num_threads
+def thread_view(threads: int, fitted: int | None) -> None:
+    """Run torch on `fitted` threads while code in the process sees `threads` (the worker's own count), or, with
+    `fitted` None, on `threads` with nothing hidden. Wraps ``torch.set_num_threads`` and ``torch.get_num_threads``
+    (torch's and ``torch._C``'s names) once per process: under a fit, ``get_num_threads`` answers the count last
+    asked for (at first `threads`) and ``set_num_threads(n)`` runs torch on ``min(n, fitted)``. So the fit the worker
+    makes on a busy CPU (`WorkerState.fit_threads`) is invisible to candidate code: one that restores the count it
+    read is honest as on an idle machine, one that leaves it lower is a change `global_state` sees, as there."""
+    if not _THREAD_CALLS:
+        _THREAD_CALLS["set"], _THREAD_CALLS["get"] = torch._C.set_num_threads, torch.get_num_threads
 
-    def set_num_threads(n: int) -> None:
-        _THREAD_SETTINGS[0] += 1
-        original(n)
+        def set_num_threads(n: int) -> None:
+            cap = _THREAD_VIEW["cap"]
+            if cap is None:
+                _THREAD_CALLS["set"](n)
+                return
+            _THREAD_CALLS["set"](min(int(n), cap))  # n < 1 raises as torch's own does
+            _THREAD_VIEW["asked"] = int(n)
 
-    set_num_threads._forge_counted = True  # type: ignore[attr-defined]
-    torch.set_num_threads = torch._C.set_num_threads = set_num_threads  # type: ignore[assignment]
+        def get_num_threads() -> int:
+            asked = _THREAD_VIEW["asked"]
+            return _THREAD_CALLS["get"]() if _THREAD_VIEW["cap"] is None or asked is None else asked
+
+        for name, fn in (("set_num_threads", set_num_threads), ("get_num_threads", get_num_threads)):
+            setattr(torch, name, fn)
+            setattr(torch._C, name, fn)
+    _THREAD_VIEW["cap"], _THREAD_VIEW["asked"] = (None, None) if fitted is None else (fitted, threads)
+    _THREAD_CALLS["set"](threads if fitted is None else fitted)
+
+
+def threads_running() -> int:
+    """The threads torch runs its parallel ops on now (under a `thread_view` fit, not what code sees)."""
+    return (_THREAD_CALLS.get("get") or torch.get_num_threads)()
 
 
 def global_state(kernels_of: list[str] | None = None) -> dict[str, tuple[str, Any]]:
@@ -560,7 +579,7 @@ def global_state(kernels_of: list[str] | None = None) -> dict[str, tuple[str, An
     module = sys.modules["torch.nn.modules.module"]
     state: dict[str, tuple[str, Any]] = {
         "torch.get_num_threads()": ("global_state", torch.get_num_threads()),
-        "torch.set_num_threads() calls": ("global_state", _THREAD_SETTINGS[0]),
+        "torch's threads running": ("global_state", threads_running()),
         "torch.get_num_interop_threads()": ("global_state", torch.get_num_interop_threads()),
         "torch.get_default_dtype()": ("global_state", torch.get_default_dtype()),
         "torch.get_float32_matmul_precision()": ("global_state", torch.get_float32_matmul_precision()),

@@ -173,18 +173,19 @@ class WorkerState:
     threads0: int | None = None  # torch's intra-op threads as the worker started (`fit_threads`)
 
     def fit_threads(self, torch: Any) -> Any:
-        """(CPU, before an evaluation that times.) torch's threads put back as the worker started, then fitted to
-        the cores the worker gets now (`child.fit_cpu_threads`): on a busy machine, threads spinning for a core
-        another of them needs make the reference's parallel ops many times slower, a single-threaded candidate not."""
+        """(CPU, before an evaluation that times.) torch's threads fitted to the cores the worker gets now
+        (`child.fit_cpu_threads`, from the worker's own count each time): on a busy machine, threads spinning for a
+        core another of them needs make the reference's parallel ops many times slower, a single-threaded
+        candidate's not. The fit is hidden from the code that runs (`harness.checks.thread_view`)."""
         from ...child import fit_cpu_threads
-        from ..harness.checks import count_thread_settings
+        from ..harness.checks import thread_view
 
-        count_thread_settings()
         if self.threads0 is None:
             self.threads0 = torch.get_num_threads()
-        elif torch.get_num_threads() != self.threads0:
-            torch.set_num_threads(self.threads0)
-        return fit_cpu_threads(torch)
+        thread_view(self.threads0, None)
+        share = fit_cpu_threads(torch)
+        thread_view(self.threads0, share.fitted)
+        return share
 
     def take_judged(self, key: str, data: Any, sealed: Any) -> Any:
         """The judge's sets as a request or `JudgedSets` brings them (`judged_data`), kept for the next request of
