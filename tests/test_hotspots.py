@@ -281,6 +281,97 @@ def test_hot_instances_are_captured_with_their_constructor_and_state(function_re
     assert set(state) == {"norm.weight", "norm.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
 
 
+CONFIGS = textwrap.dedent(
+    """
+    import argparse
+    import enum
+    from dataclasses import dataclass, field
+    from typing import NamedTuple
+
+    import torch
+    import torch.nn as nn
+
+
+    class Act(enum.Enum):
+        GELU = "gelu"
+        RELU = "relu"
+
+
+    @dataclass
+    class BlockConfig:  # as nanoGPT's GPTConfig: a dataclass every block is built from
+        dim: int = 32
+        hidden: int = 64
+        act: Act = Act.GELU
+        dropout: float = 0.0
+        scale: float = field(default=1.0, init=False)
+
+
+    class Dims(NamedTuple):
+        dim: int
+        out: int
+
+
+    class Block(nn.Module):
+        def __init__(self, cfg: BlockConfig):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(cfg.dim, cfg.hidden), nn.Linear(cfg.hidden, cfg.dim)
+            self.act = nn.GELU() if cfg.act is Act.GELU else nn.ReLU()
+            self.scale = cfg.scale
+
+        def forward(self, x):
+            return x + self.scale * self.fc2(self.act(self.fc1(x)))
+
+
+    class Head(nn.Module):
+        def __init__(self, dims: Dims, args: argparse.Namespace):
+            super().__init__()
+            self.proj = nn.Linear(dims.dim, dims.out, bias=args.bias)
+
+        def forward(self, x):
+            return self.proj(x)
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            cfg = BlockConfig(act=Act.RELU)
+            cfg.scale = 0.5  # set after its constructor
+            self.blocks = nn.Sequential(Block(cfg), Block(BlockConfig()))
+            self.head = Head(Dims(32, 4), argparse.Namespace(bias=False, seed=3))
+
+        def forward(self, x):
+            return self.head(self.blocks(x))
+
+
+    def build():
+        torch.manual_seed(0)
+        return Net().eval(), (torch.randn(4, 8, 32),)
+    """
+)
+
+
+def test_dataclass_namedtuple_enum_and_namespace_configs_are_written_back(tmp_path):
+    """Constructors that take a dataclass config (a field set after it was built included), a NamedTuple, an
+    enum member or parsed arguments are written back as source, and the extracted tasks pass `forge eval`."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'cfgs'\n")
+    (tmp_path / "cfgmodel.py").write_text(CONFIGS)
+    options = HotspotOptions(device="cpu", warmup=2, iterations=2, top=3, classes=("Block", "Head"))
+    report = find_hotspots(parse_entry("cfgmodel.py:build", tmp_path), tmp_path, options)
+    caps = {i.name: i.capture for i in report.instances if i.capture is not None}
+    assert {"Net.blocks.0", "Net.head"} <= set(caps), sorted(caps)
+    for name, cap in caps.items():
+        assert cap.init_missing is None, (name, cap.init_missing)
+    first = caps["Net.blocks.0"].init_source
+    assert "BlockConfig(dim=32, hidden=64, act=" in first and ".RELU" in first, first
+    assert "with_attributes(" in first and "'scale': 0.5" in first, first
+    head = caps["Net.head"].init_source
+    assert "Dims(dim=32, out=4)" in head and "argparse.Namespace(bias=False, seed=3)" in head, head
+    extraction = extract_tasks(report, tmp_path, out_dir=tmp_path / "tasks", classes=["Block", "Head"])
+    assert len(extraction.tasks) >= 2 and not extraction.skipped, extraction.skipped
+    for task in extraction.tasks:
+        eval_against_itself(task.path, tmp_path / f"cand_{task.path.stem}.py", "cpu", tmp_path)
+
+
 def test_a_constructor_that_cannot_be_written_back_is_reported_with_its_reason(function_report, workspace):
     opaque = next(i for i in function_report.instances if i.name == "Net.opaque")
     assert opaque.capture is not None and opaque.capture.calls  # its inputs were captured

@@ -341,6 +341,7 @@ def test_a_whole_forward_compile_that_beats_the_replacements_is_chosen_without_t
     assert why.startswith("the whole model compiled in mode 'default' without it is faster: "), why
     alone = check.model_modes[1]
     assert check.speedup == alone["speedup"] > check.modules_speedup and alone["ci"][0] > 1.0
+    assert check.reps == alone["reps"]  # the forwards said beside the chosen speedup are the ones it was timed on
 
 
 @pytest.fixture()

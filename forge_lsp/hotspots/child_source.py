@@ -2,7 +2,8 @@
 
 `CtorRecorder` wraps ``nn.Module.__new__`` for the run and keeps each module's constructor arguments;
 `SourceWriter` writes a module's constructor call, with the imports it needs, from them (literals, dtypes,
-devices, importable classes and functions, modules, configs with ``from_dict``), or says why it cannot
+devices, importable classes and functions, enum members, modules, configs with ``from_dict``, dataclass and
+NamedTuple configs, namespaces of parsed arguments), or says why it cannot
 (`SourceError`). `constant` writes a call's non-tensor argument; `patching` compares calls with it, wherever
 patches are installed. `importable` and `module_file` say how a class can be reached from an extracted task: by
 its module's name, or by its file.
@@ -10,11 +11,15 @@ its module's name, or by its file.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import enum
 import functools
 import importlib.util
 import inspect
 import os
 import sys
+import types
 import weakref
 from pathlib import Path
 from typing import Any
@@ -49,8 +54,9 @@ class SourceError(Exception):
 
 
 class SourceWriter:
-    """Python source for values: literals, dtypes, devices, importable classes and functions, modules with a
-    recorded constructor, and objects with ``to_dict()`` whose class has ``from_dict`` (configs)."""
+    """Python source for values: literals, dtypes, devices, importable classes and functions, enum members, modules
+    with a recorded constructor, objects with ``to_dict()`` whose class has ``from_dict`` (configs), dataclass and
+    NamedTuple instances (``GPTConfig(n_embd=768, ...)``), and ``SimpleNamespace``/``argparse.Namespace``."""
 
     def __init__(self, torch: Any, ctors: CtorRecorder, workspace: Path) -> None:
         self.torch, self.ctors, self.workspace = torch, ctors, workspace
@@ -70,6 +76,11 @@ class SourceWriter:
         if isinstance(v, torch.device):
             self.imports.add("import torch")
             return f"torch.device({str(v)!r})"
+        if isinstance(v, enum.Enum):  # Activation.GELU
+            return f"{self.reference(type(v), where)}.{v.name}"
+        if isinstance(v, tuple) and hasattr(type(v), "_fields"):  # a NamedTuple config, not a bare tuple
+            fields = {f: getattr(v, f) for f in type(v)._fields}  # type: ignore[attr-defined]
+            return f"{self.reference(type(v), where)}({self.keywords(fields, where, depth)})"
         if isinstance(v, (list, tuple)):
             items = [self.value(x, f"{where}[{i}]", depth + 1) for i, x in enumerate(v)]
             if isinstance(v, list):
@@ -106,7 +117,39 @@ class SourceWriter:
                 self.imports.add("from forge_lsp.hotspots.support import with_attributes")
                 text = f"with_attributes({text}, {self.value(private, where, depth + 1)})"
             return text
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):  # GPTConfig(n_embd=768, ...)
+            init = {f.name for f in dataclasses.fields(v) if f.init}
+            state = self.attributes(v, where)
+            cls = self.reference(type(v), where)
+            text = f"{cls}({self.keywords({k: x for k, x in state.items() if k in init}, where, depth)})"
+            rest = {k: x for k, x in state.items() if k not in init}  # set after its constructor: set again
+            if rest:
+                self.imports.add("from forge_lsp.hotspots.support import with_attributes")
+                text = f"with_attributes({text}, {self.value(rest, where, depth + 1)})"
+            return text
+        if type(v) in (types.SimpleNamespace, argparse.Namespace):  # a script's parsed arguments as its config
+            module = "types" if isinstance(v, types.SimpleNamespace) else "argparse"
+            self.imports.add(f"import {module}")
+            return f"{module}.{type(v).__name__}({self.keywords(self.attributes(v, where), where, depth)})"
         raise SourceError(f"{where} is a {type(v).__module__}.{type(v).__qualname__}")
+
+    @staticmethod
+    def attributes(v: Any, where: str) -> dict[str, Any]:
+        """An object's instance attributes (its fields and what was set on it since)."""
+        try:
+            return dict(vars(v))
+        except TypeError:  # __slots__
+            names = [n for c in type(v).__mro__ for n in getattr(c, "__slots__", ()) if hasattr(v, n)]
+            if not names:
+                raise SourceError(f"{where} is a {type(v).__qualname__} whose attributes cannot be read") from None
+            return {n: getattr(v, n) for n in names}
+
+    def keywords(self, values: dict[str, Any], where: str, depth: int) -> str:
+        """``name=value, ...`` for a constructor call; a name that is not an identifier cannot be written so."""
+        for k in values:
+            if not (isinstance(k, str) and k.isidentifier()):
+                raise SourceError(f"{where} has an attribute {k!r} that is not a name")
+        return ", ".join(f"{k}={self.value(x, f'{where}.{k}', depth + 1)}" for k, x in values.items())
 
     def module(self, mod: Any, where: str, depth: int = 0) -> str:
         recorded = self.ctors.args.get(mod)

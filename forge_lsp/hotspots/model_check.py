@@ -366,6 +366,7 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
             result["model_blocks"] = best.get("blocks")
             result["after_ms"], result["speedup"], result["ci"] = best["after_ms"], best["speedup"], best["ci"]
             result["before_ms"] = best["before_ms"]
+            result["reps"] = best.get("reps", result["reps"])  # the forwards the chosen configuration was timed on
             result["outputs"] = best["outputs"]
             result["outcome"] = "kept"
         elif outcome != "kept" and any(m.get("decision") == INCONCLUSIVE for m in result["model_modes"]):
@@ -455,7 +456,7 @@ def _model_modes(
 
             d = decide(sample, reps, budget_s)
             row["before_ms"], row["after_ms"], row["speedup"], row["ci"] = d.before_ms, d.after_ms, d.speedup, d.ci
-            row["decision"], row["says"] = d.outcome, d.says()
+            row["decision"], row["says"], row["reps"] = d.outcome, d.says(), d.pairs
         except PatchError as exc:  # a mode that does not apply to this model (no convolution, not on a GPU)
             said = str(exc).strip()
             for part in mode.split("+"):
