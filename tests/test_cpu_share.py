@@ -73,7 +73,7 @@ def test_a_child_on_a_busy_cpu_runs_with_the_cores_it_gets():
 
 def test_one_thread_is_never_fitted():
     got = _fit(1)
-    assert got["share"]["fitted"] is None and got["now"] == 1 and 0.0 < got["share"]["cores"] <= 1.5, got
+    assert got["share"] == {"threads": 1, "cores": None, "fitted": None} and got["now"] == 1, got  # not probed
 
 
 def test_an_evaluation_on_a_busy_cpu_times_both_sides_with_the_threads_it_gets(tmp_path):

@@ -379,7 +379,8 @@ def test_under_load_a_replacement_no_faster_is_never_kept_and_the_check_says_why
         assert "inconclusive: timing noise of" in why
     assert check.speedup is None  # nothing kept: no speedup claimed
     # the threads it was timed with, fitted to the cores the check's process got (fewer on a busy CPU)
-    assert check.cpu is not None and check.cpu.cores > 0 and (check.cpu.fitted or check.cpu.threads) >= 1, check.cpu
+    assert check.cpu is not None and (check.cpu.fitted or check.cpu.threads) >= 1, check.cpu
+    assert (check.cpu.cores or 0.0) > 0 or check.cpu.threads == 1, check.cpu  # probed unless one thread
 
 
 def test_a_model_wide_outcome_is_kept_only_with_a_patch_and_inconclusive_is_said():
