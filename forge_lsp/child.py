@@ -126,10 +126,9 @@ class CpuShare(BaseModel):
     fitted: int | None = None
 
     def says(self) -> str:
-        if self.cores is None:
-            return f"{self.threads} CPU thread{'s' if self.threads != 1 else ''}"
+        """What a timing made under the fit says of it; "" where nothing was fitted (nothing to say)."""
         if self.fitted is None:
-            return f"{self.threads} CPU thread{'s' if self.threads != 1 else ''}, {self.cores:.1f} cores free"
+            return ""
         return (
             f"the CPU is busy: {self.threads} threads got {self.cores:.1f} cores, so this run used {self.fitted} "
             f"thread{'s' if self.fitted != 1 else ''} (threads that spin waiting for a core they do not get make "

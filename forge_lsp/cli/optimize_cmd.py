@@ -545,7 +545,7 @@ def run_model_wide(args: argparse.Namespace) -> int:
                 )
         if check.fp32_note:
             out.print(f"  not judged against fp32: {check.fp32_note}", highlight=False)
-        if check.cpu is not None and check.cpu.fitted is not None:
+        if check.cpu is not None and check.cpu.says():
             out.print(f"  {check.cpu.says()}", highlight=False)
         if check.speedup is not None and check.ci:
             out.print(

@@ -84,7 +84,7 @@ def run(req: HotspotRequest) -> HotspotReport:
     if device.startswith("cuda"):
         report.device_name = torch.cuda.get_device_name(torch.device(device))
     share = fit_cpu_threads(torch) if device == "cpu" else None
-    if share is not None and share.fitted is not None:
+    if share is not None and share.says():
         report.notes.append(share.says())
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     report.timer = "device" if device.startswith("cuda") else "cpu"

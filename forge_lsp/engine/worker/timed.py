@@ -51,7 +51,7 @@ class Timed(Verification):
         refresher = InputRefresher([ref_in, cand_in], draw=draw, pool=pool, permutable=permutable, seed=None)
         if how:
             notes.append(how)
-        if self.cpu_share is not None and self.cpu_share.fitted is not None:
+        if self.cpu_share is not None and self.cpu_share.says():
             notes.append(self.cpu_share.says())
         last: dict[str, Any] = {}
 
