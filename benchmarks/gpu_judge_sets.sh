@@ -4,6 +4,7 @@
 # GPU cases, then the GPU tests named in GPU_TESTS. Logs and JSON under $OUT; the short tables last.
 #   EVAL_BUDGET / ADV_BUDGET / PYTEST_BUDGET   seconds for each part (defaults 110 / 240 / 150); 0 skips that part
 #   SKIP_PIPES=1   no second evaluation run with the sets on the pipes
+#   ADV_K          a pytest -k expression choosing among the adversarial and judge cases (default: all)
 export PYTHONUNBUFFERED=1
 run_eval() {  # $1: FORGE_JUDGE_SEALED
   FORGE_JUDGE_SEALED=$1 timeout "${EVAL_BUDGET:-110}" python3 benchmarks/eval_speed.py --fast-only \
@@ -12,7 +13,7 @@ run_eval() {  # $1: FORGE_JUDGE_SEALED
 [ "${EVAL_BUDGET:-110}" != 0 ] && run_eval 1
 if [ "${ADV_BUDGET:-240}" != 0 ]; then
   timeout -s INT -k 20 "${ADV_BUDGET:-240}" python3 -m pytest -q -m "gpu and not slow" -p no:cacheprovider -rf \
-    --tb=short tests/test_adversarial.py tests/test_judge.py > "$OUT/adversarial.log" 2>&1
+    --tb=short ${ADV_K:+-k "$ADV_K"} tests/test_adversarial.py tests/test_judge.py > "$OUT/adversarial.log" 2>&1
 fi
 if [ "${PYTEST_BUDGET:-150}" != 0 ] && [ -n "$GPU_TESTS" ]; then
   # shellcheck disable=SC2086
