@@ -82,9 +82,11 @@ def add_parsers(sub) -> None:
         metavar="MODES",
         help="--model-wide: whole-model modes to try, the replacements in place, each checked end to end "
         "(comma-separated: torch.compile modes default, max-autotune-no-cudagraphs, reduce-overhead; channels_last; "
-        "cuda_graphs; blocks (the hot blocks compiled one by one); several joined with '+', e.g. "
-        "channels_last+default; 'none' for none; default with offline candidates on: default, reduce-overhead, "
-        "channels_last, channels_last+default, cuda_graphs, blocks on a GPU; default, channels_last on the CPU)",
+        "cuda_graphs; blocks (the hot blocks compiled one by one); eager_casts (with a compile: eager's bf16/fp16 "
+        "roundings kept); several joined with '+', e.g. channels_last+default; 'none' for none; default with offline "
+        "candidates on: default, reduce-overhead, channels_last, channels_last+default, cuda_graphs, "
+        "channels_last+cuda_graphs, blocks on a GPU; default, channels_last on the CPU; a compile that leaves "
+        "eager's accuracy in bf16/fp16 is tried again with eager_casts)",
     )
     p.add_argument(
         "--module-budget",

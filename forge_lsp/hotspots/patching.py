@@ -88,8 +88,12 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
 #: models), the forward replayed as a CUDA graph per input signature (launch-bound forwards), and each instance of
 #: the hot block classes compiled on its own (a region per block, rather than the whole forward)
 TRANSFORMS = ("channels_last", "cuda_graphs", "blocks")
+#: a modifier of a compile (whole forward or blocks): inductor keeps eager's rounding to bf16/fp16 between the ops it
+#: fuses (``emulate_precision_casts``), so a compiled low-precision model computes what eager computes, where a plain
+#: compile's fused ops skip those roundings and can land far from eager's outputs (ResNet-50 in bf16)
+EAGER_CASTS = "eager_casts"
 #: the single modes; a mode may join several with "+" (e.g. "channels_last+default"), see `mode_error`
-MODEL_MODES = COMPILE_MODES + TRANSFORMS
+MODEL_MODES = COMPILE_MODES + TRANSFORMS + (EAGER_CASTS,)
 
 
 def mode_error(mode: str) -> str | None:
@@ -109,7 +113,20 @@ def mode_error(mode: str) -> str | None:
         return f"{mode!r}: 'blocks' compiles regions, not with a whole-forward compile"
     if "cuda_graphs" in parts and "reduce-overhead" in parts:
         return f"{mode!r}: reduce-overhead records CUDA graphs itself"
+    if EAGER_CASTS in parts and not compiled and "blocks" not in parts:
+        return f"{mode!r}: {EAGER_CASTS} modifies a compile (a torch.compile mode, or blocks)"
     return None
+
+
+def compiler(torch: Any, mode: str | None, parts: list[str]) -> Any:
+    """``torch.compile`` in `mode` (None: the default), with eager's roundings kept when `parts` say so: torch.compile
+    takes a mode or options, not both, so the mode's own options are joined to ``emulate_precision_casts``."""
+    if EAGER_CASTS not in parts:
+        return lambda fn: torch.compile(fn, mode=mode)
+    from torch._inductor import list_mode_options
+
+    options = {**list_mode_options(mode or "default"), "emulate_precision_casts": True}
+    return lambda fn: torch.compile(fn, options=options)
 
 
 def compile_model(model: Any, mode: str, blocks: list[str] | tuple[str, ...] = ()) -> None:
@@ -118,7 +135,8 @@ def compile_model(model: Any, mode: str, blocks: list[str] | tuple[str, ...] = (
     `uncompile_model` undoes it. A torch.compile mode compiles the forward. "channels_last" puts the parameters in
     channels_last and each 4-D tensor argument too (the conversion is part of every call). "cuda_graphs" replays
     the forward as a CUDA graph recorded per input signature (`_GraphedForward`). "blocks" compiles each instance
-    of the classes `blocks` names (``module.QualName`` keys) on its own. With "reduce-overhead" or "cuda_graphs"
+    of the classes `blocks` names (``module.QualName`` keys) on its own. "eager_casts" makes a compile keep eager's
+    low-precision roundings (`compiler`). With "reduce-overhead" or "cuda_graphs"
     each call's outputs are copied out, since the next replay reuses the graph's output memory. Raises
     `PatchError` for a mode that does not apply to this model (no convolution, not on a GPU, no such block)."""
     torch = _torch()
@@ -140,11 +158,11 @@ def compile_model(model: Any, mode: str, blocks: list[str] | tuple[str, ...] = (
     if "channels_last" in parts:
         model.to(memory_format=torch.channels_last)
     for m in compiled_blocks:
-        m.__dict__["forward"] = torch.compile(type(m).forward.__get__(m))
+        m.__dict__["forward"] = compiler(torch, None, parts)(type(m).forward.__get__(m))
     forward = type(model).forward.__get__(model)
     compile_mode = next((p for p in parts if p in COMPILE_MODES), None)
     if compile_mode is not None:
-        forward = torch.compile(forward, mode=compile_mode)
+        forward = compiler(torch, compile_mode, parts)(forward)
     if compile_mode == "reduce-overhead":
         inner = forward
 

@@ -41,10 +41,19 @@ if TYPE_CHECKING:
     from .optimize import ModuleOptimization, OptimizeResult
 
 #: whole-model modes tried on top of the kept replacements when none are asked for (offline candidates on): on a
-#: GPU the forward compiled whole (with and without CUDA graphs), channels_last (alone and compiled, convolutional
-#: models only), replayed as CUDA graphs without compiling, and the hot blocks compiled one by one; on the CPU the
-#: forward compiled and channels_last
-GPU_MODES = ("default", "reduce-overhead", "channels_last", "channels_last+default", "cuda_graphs", "blocks")
+#: GPU the forward compiled whole (with and without CUDA graphs), channels_last (alone, compiled, and replayed as CUDA
+#: graphs; convolutional models only), replayed as CUDA graphs without compiling, and the hot blocks compiled one by
+#: one; on the CPU the forward compiled and channels_last. A compile that leaves eager's accuracy on a bf16/fp16
+#: model is tried again keeping eager's roundings ("+eager_casts", `hotspots.model_check`)
+GPU_MODES = (
+    "default",
+    "reduce-overhead",
+    "channels_last",
+    "channels_last+default",
+    "cuda_graphs",
+    "channels_last+cuda_graphs",
+    "blocks",
+)
 CPU_MODES = ("default", "channels_last")
 
 
@@ -660,6 +669,7 @@ def mode_says(mode: str) -> str:
         "channels_last": "parameters and 4-D inputs in channels_last",
         "cuda_graphs": "the forward replayed as CUDA graphs",
         "blocks": "each hot block compiled on its own",
+        "eager_casts": "eager's bf16/fp16 roundings kept in the compiled code",
     }
     return ", ".join(words.get(p, f"torch.compile(mode={p!r})") for p in mode.split("+"))
 
