@@ -28,6 +28,28 @@ def test_the_range_profiler_reads_only_counters_the_launch_records_and_pc_sample
     assert set(RANGE_METRICS) < set(METRICS)
 
 
+def test_every_counter_a_finding_reads_is_collected_in_the_process_and_the_costly_breakdowns_are_not():
+    """The findings (`analyze`, `roofline`) read the same counters on both paths: each counter of the metric set they
+    name is one the range profiler collects; the speed-of-light breakdowns, 7 of GH100's 12 replay passes, no finding
+    reads, and they are left to ncu's path."""
+    import re
+    from pathlib import Path
+
+    from forge_lsp.profiler import analyze as analyze_mod
+    from forge_lsp.profiler import roofline
+    from forge_lsp.profiler.inprocess import SPEED_OF_LIGHT_BREAKDOWNS
+
+    named = set()
+    for module in (analyze_mod, roofline):
+        named |= set(re.findall(r'"((?:sm|smsp|dram|lts|l1tex|gpu)__[a-z0-9_.]+)"', Path(module.__file__).read_text()))
+    counters = {
+        m for m in named & set(METRICS) if "issue_stalled" not in m and m != "sm__maximum_warps_per_active_cycle_pct"
+    }
+    assert len(counters) >= 15 and counters <= set(RANGE_METRICS), counters - set(RANGE_METRICS)
+    assert not named & set(SPEED_OF_LIGHT_BREAKDOWNS)
+    assert not set(SPEED_OF_LIGHT_BREAKDOWNS) & set(RANGE_METRICS) and set(SPEED_OF_LIGHT_BREAKDOWNS) < set(METRICS)
+
+
 def test_counters_of_a_kernels_launches_add_up_and_its_rates_are_weighted_by_duration():
     names, durations = ["a", "b", "a"], [1000.0, 500.0, 3000.0]
     ranges = [

@@ -23,10 +23,25 @@ from .metrics import METRICS, STALL_PREFIX
 from .model import KernelProfile
 from .pcsamples import THEORETICAL_OCCUPANCY, KernelRecord, PcSample, SmLimits, kernel_profiles
 
+#: ncu's speed-of-light breakdowns: each the maximum over dozens of units' throughputs, so each needs counters of its
+#: own: on GH100 they take 7 of the 12 replay passes the set needs with them, 5 without (`benchmarks/offline_passes.py`,
+#: CUPTI's host API), at about 0.07 s a pass. No finding reads them (the roofline places a kernel from its DRAM bytes,
+#: FLOPs and tensor pipes); ncu's path still shows them.
+SPEED_OF_LIGHT_BREAKDOWNS = (
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+)
+
 #: the counters the range profiler reads: ncu's metric set less what the launch records give (``launch__*``, the
-#: theoretical occupancy computed from them) and the per-issue stall ratios, which the PC samples stand in for
+#: theoretical occupancy computed from them), the per-issue stall ratios, which the PC samples stand in for, and the
+#: speed-of-light breakdowns no finding reads
 RANGE_METRICS: list[str] = [
-    m for m in METRICS if not m.startswith("launch__") and m != THEORETICAL_OCCUPANCY and not m.startswith(STALL_PREFIX)
+    m
+    for m in METRICS
+    if not m.startswith("launch__")
+    and m != THEORETICAL_OCCUPANCY
+    and not m.startswith(STALL_PREFIX)
+    and m not in SPEED_OF_LIGHT_BREAKDOWNS
 ]
 
 
