@@ -7,7 +7,10 @@
 export PYTHONUNBUFFERED=1
 [ "${MODE_TEST:-1}" != 0 ] && timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider -rf tests/test_model_wide.py -k cuda_graphs \
   > "$OUT/gpu-tests.log" 2>&1
-timeout $((${FORGE_TIMEOUT:-420} + 60)) python3 benchmarks/model_wide.py --device cuda:0 \
+# the script's own limit: each model and dtype's forge run plus its torch.compile timing (a limit of one run's
+# killed the second model of a list)
+runs=$(( $(echo "${MODELS:-resnet}" | tr ',' '\n' | wc -l) * $(echo "${DTYPES:-bfloat16}" | tr ',' '\n' | wc -l) ))
+timeout $(( (${FORGE_TIMEOUT:-420} + 60) * runs )) python3 benchmarks/model_wide.py --device cuda:0 \
   --models "${MODELS:-resnet}" --dtypes "${DTYPES:-bfloat16}" --top "${TOP:-1}" \
   --module-budget "${MODULE_BUDGET:-60}" --forge-timeout "${FORGE_TIMEOUT:-420}" \
   --model-modes "${MODES:-channels_last,channels_last+default,blocks,cuda_graphs}" \

@@ -213,7 +213,9 @@ def main() -> int:
         )
         alone = f"{check['modules_speedup']:.2f}x" if check.get("modules_speedup") else "-"
         modes = ", ".join(
-            f"{m['mode']} {m['speedup']:.2f}x" if m.get("ok") and m.get("speedup") else f"{m['mode']} failed"
+            f"{m['mode']} {m['speedup']:.2f}x"
+            if m.get("ok") and m.get("speedup")
+            else f"{m['mode']} {'not tried' if str(m.get('why', '')).startswith('not tried') else 'refused'}"
             for m in check.get("model_modes", [])
         )
         chosen = check.get("model_mode")
