@@ -88,6 +88,7 @@ def collect(
         raise cupti.CuptiError("cuptiActivityEnable", -1, "the call launched no kernel CUPTI recorded")
     try:
         sampler = cupti.PcSampler(ctx)
+        mark("cupti_pc_setup")  # enabling and configuring it: a part that could be done before the request
         try:
             sampler.start()
             run()
@@ -101,6 +102,7 @@ def collect(
     mark("cupti_pc_sampling")
     try:
         profiler = cupti.RangeProfiler(ctx, cupti.host_config(ctx, device_index, list(metrics or RANGE_METRICS)))
+        mark("cupti_counters_setup")  # the profiler initialized, the host side built, the counter image made
         try:
             out.unsupported, out.passes = profiler.host.unsupported, profiler.host.passes
             profiler.start()

@@ -12,6 +12,7 @@ breakdown and event timing) as JSON next to the request. The request is a `Profi
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -124,7 +125,13 @@ def serve_spare(device: str) -> int:
     request = read_request(ProfileRequest, line)
     if not isinstance(request, ProfileCall) or request.mode != "cupti" or request.device != device:
         raise SystemExit(f"a spare for {device} profiles calls in the process only, not {request!r}")
-    return run_call(request, Path(line), started)
+    code = run_call(request, Path(line), started)
+    # The result is written and closed, and the parent waits for this process to end: end it now, without the
+    # interpreter's teardown (torch's and CUPTI's exit handlers, every module's finalizers), which is no part of the
+    # profile. The driver releases the CUDA context as the process goes; what it started is killed after it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def run_call(request: ProfileCall, request_file: Path, started: Started) -> int:
