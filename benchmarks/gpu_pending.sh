@@ -5,16 +5,24 @@
 # files in GPU_TESTS (default: every GPU test but the adversarial suite's and the judge's). Logs and JSON under $OUT;
 # the short tables last.
 #   EVAL_BUDGET / EXPLAIN_BUDGET / PYTEST_BUDGET   seconds (defaults 150 / 120 / 300); 0 skips that part
+#   EVAL_ARGS     eval_speed.py's options (default: --skip-inline --sanitize); EVAL_RUNS: how many times (default 1)
+#   JUDGE_CASES   explain cases whose Judge profile is timed too (default 0); EXPLAIN_PATHS (default cupti,ncu)
+#   COUNTERS=1    first, the counters pass by metric group (`benchmarks/counter_passes.py`)
 export PYTHONUNBUFFERED=1
 [ "${IPC_PROBE:-0}" != 0 ] && timeout 90 python3 benchmarks/ipc_probe.py > "$OUT/ipc-probe.log" 2>&1
+[ "${COUNTERS:-0}" != 0 ] && timeout 90 python3 benchmarks/counter_passes.py --out "$OUT/counter-passes.json" \
+  > "$OUT/counter-passes.log" 2>&1
 if [ "${EVAL_BUDGET:-150}" != 0 ]; then
-  timeout "${EVAL_BUDGET:-150}" python3 benchmarks/eval_speed.py --skip-inline --sanitize --out "$OUT/eval-speed.json" \
-    > "$OUT/eval-speed.log" 2>&1
+  for run in $(seq "${EVAL_RUNS:-1}"); do
+    # shellcheck disable=SC2086
+    timeout "${EVAL_BUDGET:-150}" python3 benchmarks/eval_speed.py ${EVAL_ARGS:---skip-inline --sanitize} \
+      --out "$OUT/eval-speed-$run.json" > "$OUT/eval-speed-$run.log" 2>&1
+  done
 fi
 if [ "${EXPLAIN_BUDGET:-120}" != 0 ]; then
   timeout "$((${EXPLAIN_BUDGET:-120} + 40))" python3 benchmarks/explain_speed.py --budget "${EXPLAIN_BUDGET:-120}" \
-    --cases "${EXPLAIN_CASES:-level2_76}" --paths cupti,ncu --judge-cases 0 --out "$OUT/explain-speed.json" \
-    > "$OUT/explain-speed.log" 2>&1
+    --cases "${EXPLAIN_CASES:-level2_76}" --paths "${EXPLAIN_PATHS:-cupti,ncu}" --judge-cases "${JUDGE_CASES:-0}" \
+    --out "$OUT/explain-speed.json" > "$OUT/explain-speed.log" 2>&1
 fi
 if [ "${PYTEST_BUDGET:-300}" != 0 ]; then
   default=$(grep -l "mark.gpu\|pytestmark = .*gpu" tests/test_*.py | grep -v -e test_adversarial -e test_judge | tr '\n' ' ')
@@ -25,8 +33,9 @@ if [ "${PYTEST_BUDGET:-300}" != 0 ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 [ -f "$OUT/ipc-probe.log" ] && tail -5 "$OUT/ipc-probe.log"
-[ -f "$OUT/eval-speed.log" ] && grep -A40 "== forge eval speed" "$OUT/eval-speed.log" | cut -c1-200
-[ -f "$OUT/explain-speed.log" ] && tail -12 "$OUT/explain-speed.log" | cut -c1-200
+[ -f "$OUT/counter-passes.log" ] && tail -9 "$OUT/counter-passes.log"
+for f in "$OUT"/eval-speed-*.log; do [ -f "$f" ] && grep -A16 "== forge eval speed" "$f" | cut -c1-200; done
+[ -f "$OUT/explain-speed.log" ] && tail -14 "$OUT/explain-speed.log" | cut -c1-300
 if [ -f "$OUT/gpu-tests.log" ]; then
   grep -E "^(FAILED|ERROR)" "$OUT/gpu-tests.log" | cut -c1-220 | head -20; tail -1 "$OUT/gpu-tests.log"
 fi
