@@ -195,3 +195,21 @@ def test_a_cancelled_profile_kills_its_process_and_says_cancelled(tmp_path, cach
     assert time.monotonic() - t0 < 20  # not the 90 s its warm-up calls would take
     profiled = [c for c in live_children() if "forge_lsp.profiler.target" in " ".join(map(str, getattr(c, "args", [])))]
     assert not profiled  # other tests' workers may live on in this process: only the profiled one must be gone
+
+
+def test_a_profiles_inputs_are_drawn_on_the_gpu_and_on_the_host_where_the_task_cannot_draw_there(tmp_path):
+    """The profiled process draws the task's inputs under the GPU as the default device (`target._drawn`); where the
+    task's code cannot run so, they are drawn on the host, seeded alike. Here no CUDA is built into torch, so every
+    factory call under a CUDA device fails, and the host's draw is what comes back, equal to a seeded host draw."""
+    import torch
+
+    from forge_lsp.engine.harness.loading import exec_module
+    from forge_lsp.profiler.target import _drawn
+
+    task = load_task(FIXTURES / "softmax_small.py")
+    mod = exec_module(task.source, "task", "task")
+    drawn = _drawn(torch, torch.device("cuda:0"), task, mod)
+    torch.manual_seed(task.seed + 1)
+    host = list(mod.get_inputs())
+    assert len(drawn) == len(host) and all(torch.equal(a, b) for a, b in zip(drawn, host, strict=True))
+    assert _drawn(torch, torch.device("cpu"), task, mod)[0].device.type == "cpu"
