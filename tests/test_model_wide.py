@@ -957,6 +957,13 @@ def test_of_two_faster_configurations_the_one_faster_in_milliseconds_is_raced_an
     table = rows()
     assert pick(table, race) is table[0] and table[0]["race"]["outcome"] == "slower"
 
+    def no_room(a, b):
+        raise RuntimeError("CUDA out of memory")
+
+    table = rows()  # a race that cannot run (two more copies of the model do not fit): the best ratio stays, said
+    assert pick(table, no_room) is table[0] and "race" not in table[0]
+    assert table[0]["note"] == "reduce-overhead ran fewer milliseconds but could not be timed against it (RuntimeError)"
+
     race, raced = race_of(0, 0, 0)  # the best ratio is also the fewest milliseconds: no race
     table = [_row("default", 2.72, 3.5), _row("reduce-overhead", 2.54, 3.78)]
     assert pick(table, race) is table[0] and raced == [] and "note" not in table[0]
