@@ -354,7 +354,16 @@ def test_a_model_wide_result_is_reported_with_its_module_runs(runs, browser, tmp
             modules_speedup=1.1,
             modules_ci=[1.05, 1.15],
             model_modes=[
-                {"mode": "default", "ok": True, "compile_s": 9.5, "speedup": 1.25, "ci": [1.2, 1.3]},
+                {
+                    "mode": "default",
+                    "ok": True,
+                    "compile_s": 9.5,
+                    "before_ms": 4.0,
+                    "after_ms": 3.2,
+                    "speedup": 1.25,
+                    "ci": [1.2, 1.3],
+                    "note": "against max-autotune-no-cudagraphs, timed head to head: default faster: 1.05×",
+                },
                 {"mode": "reduce-overhead", "ok": False, "why": "RuntimeError: no CUDA graphs on the CPU"},
             ],
             model_mode="default",
@@ -380,6 +389,8 @@ def test_a_model_wide_result_is_reported_with_its_module_runs(runs, browser, tmp
     # the whole forward compiled on top: each mode, its outcome, the one chosen; the instances carried over
     modes = page.page.text_content("#model-wide table.modes")
     assert "default" in modes and "chosen" in modes and "no CUDA graphs on the CPU" in modes, modes
+    assert "4.00 → 3.20" in modes, modes  # each mode's milliseconds, the original's beside it
+    assert "default: against max-autotune-no-cudagraphs, timed head to head: default faster: 1.05×" in body
     assert "the replacements alone: 1.10×" in body and "carried over to 1 more instance(s)" in body, body
     assert "s4: not carried over" in body
     page.page.locator(f"#model-wide a[href='{run}.html']").click()

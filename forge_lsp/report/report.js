@@ -519,14 +519,17 @@
         box.append(h("p", { class: "muted", text: `the replacements alone: ${C.modules_speedup ? slowdown(C.modules_speedup) : "none kept"}; ` +
           "each mode checked end to end and timed against an untouched copy of the model, in rounds until its 99% interval decides; chosen only when above 1" }));
         box.append(h("table", { class: "modes" },
-          h("thead", {}, h("tr", {}, ["torch.compile mode", "outputs", "compile s", "speedup", "99% CI", "decision", ""].map((t) => h("th", { text: t })))),
+          h("thead", {}, h("tr", {}, ["torch.compile mode", "outputs", "compile s", "ms per forward", "speedup", "99% CI", "decision", ""].map((t) => h("th", { text: t })))),
           h("tbody", {}, C.model_modes.map((m) => h("tr", {}, h("td", { text: m.replacements === false ? `${m.mode} (without the replacements)` : m.mode }),
             h("td", { class: m.ok ? "ok" : "bad", text: m.ok ? "match" : (m.why || "failed") }),
             h("td", { class: "num", text: m.compile_s !== undefined && m.compile_s !== null ? String(m.compile_s) : "" }),
+            h("td", { class: "num", text: m.after_ms ? `${num(m.before_ms, 2)} → ${num(m.after_ms, 2)}` : "" }),
             h("td", { class: "num", text: m.speedup ? slowdown(m.speedup) : "–" }),
             h("td", { class: "num", text: m.ci ? fci(m.ci) : "" }),
             h("td", { text: m.decision || "" }),
             h("td", { text: (marked ? m.chosen : m.mode === C.model_mode) ? "chosen" : "" }))))));
+        // what a row's figures alone do not say: the blocks left eager, a head-to-head race between two faster ones
+        for (const m of C.model_modes.filter((row) => row.note)) box.append(h("p", { class: "muted", text: `${m.mode}: ${m.note}` }));
       }
     }
     for (const m of M.modules) {
