@@ -10,7 +10,7 @@ from test_pcsamples import H200, PEAKS
 
 from forge_lsp.profiler.analyze import analyze
 from forge_lsp.profiler.cubin import LineTable, Row
-from forge_lsp.profiler.cupti import KernelActivity, PcRecord
+from forge_lsp.profiler.cupti import CuptiError, KernelActivity, PcRecord
 from forge_lsp.profiler.inprocess import RANGE_METRICS, Collected, kernels_of, range_metrics_by_kernel
 from forge_lsp.profiler.metrics import METRICS, PCSAMP_PREFIX
 
@@ -191,3 +191,100 @@ def test_scattered_stores_that_move_a_sliver_of_the_dram_traffic_rank_below_the_
     scattered = next(f for f in findings if f.rule == "uncoalesced_global_access")
     assert scattered.evidence["lsu_share_of_dram_bytes"] == pytest.approx(2 * 32e3 * 32 / 1e8)
     assert scattered.severity < findings[0].severity
+
+
+class _FakeCupti:
+    """CUPTI as `collect` uses it, on the CPU: the launches of the call `run` makes (`launches` of them each time), a
+    PC sampler that can refuse, and a range profiler that keeps a range per launch up to the room it was given."""
+
+    def __init__(self, launches: int, sampler_refuses: bool = False) -> None:
+        self.launches, self.sampler_refuses, self.max_ranges, self.passes_seen = launches, sampler_refuses, None, []
+        fake = self
+
+        class KernelActivities:
+            def enable(self):
+                fake.passes_seen.append("records")
+
+            def collect(self):
+                return [launch(f"k{i % 3}", 1000 * i, 500) for i in range(fake.launches)]
+
+        class PcSampler:
+            def __init__(self, ctx):
+                if fake.sampler_refuses:
+                    raise CuptiError("cuptiPCSamplingEnable", 1, "not supported on this device")
+
+            def start(self):
+                fake.passes_seen.append("pc")
+
+            def stop(self):
+                return [PcRecord(7, "k0", 16, {"smsp__pcsamp_warps_issue_stalled_long_scoreboard": 5})]
+
+            def close(self):
+                pass
+
+        class Host:
+            unsupported, passes = [], 5
+
+        class RangeProfiler:
+            def __init__(self, ctx, host, *, max_ranges=256):
+                self.host, fake.max_ranges = host, max_ranges
+
+            def start(self):
+                fake.passes_seen.append("counters")
+
+            def stop(self):
+                kept = min(fake.launches, fake.max_ranges)
+                return [(f"k{i % 3}", {"dram__bytes_read.sum": 1.0}) for i in range(kept)]
+
+            def close(self):
+                pass
+
+        self.KernelActivities, self.PcSampler, self.RangeProfiler = KernelActivities, PcSampler, RangeProfiler
+        self.host_config = lambda ctx, index, metrics: Host()
+
+
+def _collect_with(monkeypatch, fake: _FakeCupti):
+    from forge_lsp.profiler import cupti, inprocess
+
+    for name in ("KernelActivities", "PcSampler", "RangeProfiler", "host_config"):
+        monkeypatch.setattr(cupti, name, getattr(fake, name))
+    calls, stages = [], {}
+
+    class Modules:
+        def by_crc(self, wanted):
+            return {crc: b"" for crc in wanted}
+
+    out = inprocess.collect(
+        lambda: calls.append(1), lambda: None, ctx=1, device_index=0, modules=Modules(), stages=stages
+    )
+    return out, calls, stages
+
+
+def test_the_counters_pass_has_a_range_for_every_launch_of_a_long_forward(monkeypatch):
+    """A forward of 300 launches (a whole model's) gets 300 ranges, one per launch, each matched to its record, where
+    room for a fixed 256 dropped the last 44 launches' counters; the call runs once per pass, and each pass's set-up
+    is a stage of its own."""
+    from forge_lsp.profiler.inprocess import RANGE_MARGIN
+
+    fake = _FakeCupti(launches=300)
+    out, calls, stages = _collect_with(monkeypatch, fake)
+    assert fake.max_ranges == 300 + RANGE_MARGIN and len(out.ranges) == 300 and len(out.activities) == 300
+    assert fake.passes_seen == ["records", "pc", "counters"] and len(calls) == 3 and out.passes == 5
+    assert list(stages) == [
+        "cupti_records",
+        "cupti_pc_setup",
+        "cupti_pc_sampling",
+        "cupti_counters_setup",
+        "cupti_counters",
+    ]
+    by_kernel = range_metrics_by_kernel([a.name for a in out.activities], [500.0] * 300, out.ranges)
+    assert by_kernel["k0"]["dram__bytes_read.sum"] == 100.0  # every launch of k0 counted, none dropped
+
+
+def test_a_pc_sampler_that_refuses_is_noted_and_the_counters_still_run(monkeypatch):
+    fake = _FakeCupti(launches=4, sampler_refuses=True)
+    out, calls, _ = _collect_with(monkeypatch, fake)
+    assert out.pcs == [] and out.notes == [
+        "PC sampling: cuptiPCSamplingEnable failed: not supported on this device (1)"
+    ]
+    assert fake.passes_seen == ["records", "counters"] and len(calls) == 2 and len(out.ranges) == 4

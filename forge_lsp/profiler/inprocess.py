@@ -45,6 +45,10 @@ RANGE_METRICS: list[str] = [
 ]
 
 
+#: ranges the counters pass makes room for beyond the launches the records saw (a call that launches a few more)
+RANGE_MARGIN = 16
+
+
 @dataclass
 class Collected:
     """What the three passes gave, before it is read as kernel profiles."""
@@ -101,7 +105,10 @@ def collect(
         out.notes.append(f"PC sampling: {exc}")
     mark("cupti_pc_sampling")
     try:
-        profiler = cupti.RangeProfiler(ctx, cupti.host_config(ctx, device_index, list(metrics or RANGE_METRICS)))
+        host = cupti.host_config(ctx, device_index, list(metrics or RANGE_METRICS))
+        # a range per launch: room for every launch the records saw (a forward of hundreds of kernels has hundreds of
+        # ranges), and no counter image sized for more than the call makes
+        profiler = cupti.RangeProfiler(ctx, host, max_ranges=len(out.activities) + RANGE_MARGIN)
         mark("cupti_counters_setup")  # the profiler initialized, the host side built, the counter image made
         try:
             out.unsupported, out.passes = profiler.host.unsupported, profiler.host.passes
