@@ -7,18 +7,18 @@
 #   EVAL_BUDGET / EXPLAIN_BUDGET / PYTEST_BUDGET   seconds (defaults 150 / 120 / 300); 0 skips that part
 #   EVAL_ARGS     eval_speed.py's options (default: --skip-inline --sanitize); EVAL_RUNS: how many times (default 1)
 #   JUDGE_CASES   explain cases whose Judge profile is timed too (default 0); EXPLAIN_PATHS (default cupti,ncu)
-#   COUNTERS=1    first, the counters pass by metric group (`benchmarks/counter_passes.py`)
+#   COUNTERS=1    after the evaluation timings, the counters pass by metric group (`benchmarks/counter_passes.py`)
 export PYTHONUNBUFFERED=1
 [ "${IPC_PROBE:-0}" != 0 ] && timeout 90 python3 benchmarks/ipc_probe.py > "$OUT/ipc-probe.log" 2>&1
-[ "${COUNTERS:-0}" != 0 ] && timeout 90 python3 benchmarks/counter_passes.py --out "$OUT/counter-passes.json" \
-  > "$OUT/counter-passes.log" 2>&1
-if [ "${EVAL_BUDGET:-150}" != 0 ]; then
+if [ "${EVAL_BUDGET:-150}" != 0 ]; then  # first: nothing profiled on the device before it times
   for run in $(seq "${EVAL_RUNS:-1}"); do
     # shellcheck disable=SC2086
     timeout "${EVAL_BUDGET:-150}" python3 benchmarks/eval_speed.py ${EVAL_ARGS:---skip-inline --sanitize} \
       --out "$OUT/eval-speed-$run.json" > "$OUT/eval-speed-$run.log" 2>&1
   done
 fi
+[ "${COUNTERS:-0}" != 0 ] && timeout 90 python3 benchmarks/counter_passes.py --out "$OUT/counter-passes.json" \
+  > "$OUT/counter-passes.log" 2>&1
 if [ "${EXPLAIN_BUDGET:-120}" != 0 ]; then
   timeout "$((${EXPLAIN_BUDGET:-120} + 40))" python3 benchmarks/explain_speed.py --budget "${EXPLAIN_BUDGET:-120}" \
     --cases "${EXPLAIN_CASES:-level2_76}" --paths "${EXPLAIN_PATHS:-cupti,ncu}" --judge-cases "${JUDGE_CASES:-0}" \
