@@ -311,18 +311,28 @@ class ModelNew(nn.Module):
         self.ptr, self.sum = x.data_ptr(), s
         if self.run >= 6 and not nudged and not self.done:
             self.done = True
+            open(FIRED, "a").write("fired")  # the test tells a cheat never triggered from one that escaped
             return self.out
         self.out = x * 2.0 + 1.0
         return self.out
 """
 
 
-def test_every_timed_call_of_a_big_output_is_looked_at(adv_evaluator):
+def test_every_timed_call_of_a_big_output_is_looked_at(adv_evaluator, tmp_path):
     """Big outputs are compared in full on a share of the timed calls only; every other call is compared at random
     elements. One stale result, on one timed call neither first, nudged nor last, is caught (the share alone: one
-    time in eight)."""
-    case = Case("c15", "stale-once", BIG_SCALE, _STALE_ONCE, "", C15, "inplace", {"min_reps": 10, "max_reps": 10})
-    v = evaluate(adv_evaluator, case)
+    time in eight). The cheat triggers on the same buffer's sixth new contents in a row, which the order of the
+    evaluation's calls does not always give (about one run in ten here, more under load): a run in which it never
+    fired is correct, rightly, and is tried again; one in which it fired must be caught."""
+    fired = tmp_path / "fired"
+    source = f"FIRED = {str(fired)!r}\n" + _STALE_ONCE
+    case = Case("c15", "stale-once", BIG_SCALE, source, "", C15, "inplace", {"min_reps": 10, "max_reps": 10})
+    for _ in range(4):
+        v = evaluate(adv_evaluator, case)
+        if fired.exists():
+            break
+        assert v.status is Status.correct, summary(v)  # it never cheated: nothing wrong to see
+    assert fired.exists(), "the stale result never triggered in four evaluations"
     assert v.status is Status.incorrect and v.failed_check == "timed_outputs_match", summary(v)
     failed = next(c for c in v.checks if c.name == "timed_outputs_match")
     assert "[timed call " in failed.detail and "elements outside" in failed.detail, failed
