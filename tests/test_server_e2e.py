@@ -563,7 +563,8 @@ async def test_an_answer_from_captured_inputs_is_accepted_into_the_users_class(
     token = f"forge/{started['job']}"
     await until(lambda: any(r.kind == "end" for r in client.progress_reports.get(token, [])), 300, "optimize")
     job = await job_of(client, started["job"])
-    assert job["status"] == "done" and job["proposal"]["className"] == "SlowBlock", job
+    # a job with no proposal says why in itself (its verdicts, its timing): shown when this fails
+    assert job["status"] == "done" and (job.get("proposal") or {}).get("className") == "SlowBlock", job
     lenses = await client.text_document_code_lens_async(
         t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
     )
