@@ -93,6 +93,12 @@ def workspace(tmp_path) -> Path:
     return tmp_path
 
 
+def run_probe(probe: str, says: str, timeout: float = 600) -> None:
+    """Run `probe` in a fresh Python, as a user's script would use forge's output; it must end well, saying `says`."""
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0 and says in proc.stdout, proc.stderr[-3000:]
+
+
 def _patches(
     workspace: Path, sources: dict[str, str], entry: str = "slownet.py:build", cls: str = "SlowBlock"
 ) -> tuple:
@@ -456,8 +462,7 @@ def test_model_wide_optimizes_the_hot_module_checks_the_model_and_writes_a_patch
         print("applied")
         """
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "applied" in proc.stdout, proc.stderr[-3000:]
+    run_probe(probe, "applied", timeout=300)
 
 
 def test_cli_model_wide_says_when_nothing_is_faster(workspace):
@@ -637,8 +642,7 @@ def test_the_whole_forward_compiled_on_top_is_checked_timed_and_written_into_the
         print("compiled in place")
         """
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and "compiled in place" in proc.stdout, proc.stderr[-3000:]
+    run_probe(probe, "compiled in place")
 
 
 CONVNET = textwrap.dedent(
@@ -755,8 +759,7 @@ def test_whole_model_transforms_are_checked_end_to_end_and_written_into_the_patc
         print("transformed in place and back")
         """
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and "transformed in place and back" in proc.stdout, proc.stderr[-3000:]
+    run_probe(probe, "transformed in place and back")
 
 
 DRIFTS = textwrap.dedent(
@@ -838,8 +841,7 @@ def test_blocks_whose_compiled_outputs_drift_are_left_eager_and_the_patch_compil
         print("compiled a and c")
         """
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and "compiled a and c" in proc.stdout, proc.stderr[-3000:]
+    run_probe(probe, "compiled a and c")
 
 
 ROUNDS = textwrap.dedent(
@@ -900,8 +902,7 @@ def test_a_compile_that_leaves_eagers_bf16_outputs_is_tried_again_keeping_eagers
         print("eager's roundings kept")
         """
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and "eager's roundings kept" in proc.stdout, proc.stderr[-3000:]
+    run_probe(probe, "eager's roundings kept")
 
 
 def _row(mode: str, speedup: float, after_ms: float, **extra) -> dict:
@@ -994,8 +995,7 @@ def test_a_race_times_two_configurations_each_on_its_own_copy_of_the_model():
         print("raced", d.says())
         """
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and "raced" in proc.stdout, proc.stderr[-3000:]
+    run_probe(probe, "raced")
 
 
 @pytest.mark.gpu

@@ -349,10 +349,7 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
         def race(a: dict[str, Any], b: dict[str, Any]) -> Decision:
             return _race(torch, req, original, kept, args, kwargs, a, b, reps, budget_s)
 
-        top = max(
-            (m["speedup"] for m in result["model_modes"] if m.get("ok") and m.get("decision") == FASTER), default=0
-        )
-        best = pick(result["model_modes"], race) if top > (speedup or 1.0) else None
+        best = pick(result["model_modes"], race, floor=speedup or 1.0)
         if best is not None:
             best["chosen"] = True
             if best.get("replacements") is False:  # the mode alone beat the replacements with it and them alone
@@ -378,17 +375,19 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
     return result
 
 
-def pick(rows: list[dict[str, Any]], race: Callable[[dict[str, Any], dict[str, Any]], Decision]) -> dict | None:
+def pick(
+    rows: list[dict[str, Any]], race: Callable[[dict[str, Any], dict[str, Any]], Decision], floor: float = 1.0
+) -> dict | None:
     """The whole-model configuration to keep among `rows` (`_model_modes`): of those decidedly faster than the model
     as it is, the one with the best speedup, unless another ran faster in milliseconds. Each speedup is against the
     original timed beside that configuration, and the original's own time moves with what runs beside it (a
     launch-bound forward after a compiled one), so the lowest ratio can be the fastest forward. Then the two are
     timed against each other (`race(a, b)`: b's speedup over a) and b is kept only when that interval says it is
-    faster; both rows say how the race went."""
+    faster; both rows say how the race went. None when no ratio beats `floor` (the replacements' own speedup)."""
     faster = [m for m in rows if m.get("ok") and m.get("decision") == FASTER]
-    if not faster:
+    best = max(faster, key=lambda m: m["speedup"], default=None)
+    if best is None or best["speedup"] <= floor:
         return None
-    best = max(faster, key=lambda m: m["speedup"])
     rival = min((m for m in faster if m is not best), key=lambda m: m["after_ms"], default=None)
     if rival is None or rival["after_ms"] >= best["after_ms"]:
         return best
