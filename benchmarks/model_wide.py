@@ -7,7 +7,10 @@
 For each model and dtype: (1) `torch.compile(model)` vs eager in a fresh process (median of 30 forwards each,
 after warm-up; TF32 off), (2) `forge optimize ENTRY --model-wide --top N` (offline candidates, no model
 configured) with its end-to-end check (outputs against the original's, the forward timed with and without
-the kept replacements, alternating). Prints a short table last.
+the kept replacements, alternating), (3) head to head in one fresh process: eager, `torch.compile(model)` and
+the model with forge's `forge_patch.apply` (eager when forge kept nothing), each on its own copy, timed in turn
+for 40 rounds; forge's time over torch.compile's per round, its median with a bootstrap 95% interval. Prints a
+short table last.
 """
 
 from __future__ import annotations
@@ -44,6 +47,42 @@ eager = timed(model)
 compiled = torch.compile(model)
 c = timed(compiled)
 print(eager, c)
+"""
+
+HEAD_TO_HEAD = """
+import sys, json, random, statistics, time, importlib.util, torch
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path); m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m); return m
+m = load(sys.argv[1], "m")
+build = lambda: m.build(size=sys.argv[4], dtype=sys.argv[2], device=sys.argv[3])
+eager, args = build()
+compiled = torch.compile(build()[0])
+forge = build()[0]
+if sys.argv[5] != "-":
+    load(sys.argv[5], "forge_patch").apply(forge)
+ways = {"eager": eager, "compile": compiled, "forge": forge}
+def once(f):
+    if not torch.cuda.is_available():
+        t = time.perf_counter(); f(*args); return (time.perf_counter() - t) * 1e3
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); f(*args); e.record(); e.synchronize(); return s.elapsed_time(e)
+ms = {k: [] for k in ways}
+with torch.no_grad():
+    for f in ways.values():
+        for _ in range(5):
+            f(*args)
+    for r in range(40):
+        order = list(ways) if r % 2 == 0 else list(reversed(ways))
+        for k in order:
+            ms[k].append(once(ways[k]))
+ratio = [c / f for c, f in zip(ms["compile"], ms["forge"])]
+rng = random.Random(0)
+boot = sorted(statistics.median(rng.choices(ratio, k=len(ratio))) for _ in range(2000))
+print(json.dumps({"ms": {k: statistics.median(v) for k, v in ms.items()},
+                  "forge_over_compile": statistics.median(ratio), "ci95": [boot[50], boot[1949]]}))
 """
 
 
@@ -118,6 +157,20 @@ def _stages(run_id: str) -> dict:
         store.close()
 
 
+def _head_to_head(model: str, dtype: str, args: argparse.Namespace, patch_file: str | None) -> dict:
+    """Eager, `torch.compile(model)` and forge's answer timed in turn in one fresh process (`HEAD_TO_HEAD`)."""
+    cmd = [sys.executable, "-c", HEAD_TO_HEAD, str(ROOT / f"examples/models/{model}.py"), dtype, args.device]
+    try:
+        proc = subprocess.run(
+            cmd + [args.size, patch_file or "-"], capture_output=True, text=True, timeout=600, cwd=ROOT
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out after 600 s"}
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-800:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda:0")
@@ -190,6 +243,7 @@ def main() -> int:
                 row["module_runs"] = [_stages(m["run_id"]) for m in res["modules"] if m.get("run_id")]
                 row["outputs"] = check.get("outputs")
                 row["patch_file"] = res["patch_file"]
+                row["head_to_head"] = _head_to_head(model, dtype, args, res["patch_file"])
             row["forge_stdout"] = stdout[-3000:]
             row["forge_stderr"] = stderr[-3000:]
             rows.append(row)
@@ -200,9 +254,10 @@ def main() -> int:
         args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}, indent=1))
     print(
         "\n| model | dtype | eager ms | torch.compile(model) | forge: modules kept | modules alone "
-        "| whole forward | forge end to end (95% CI) | outputs | forge s |"
+        "| whole forward | forge end to end (95% CI) | outputs | forge s | same process: eager / compile / forge ms "
+        "| forge vs torch.compile (95% CI) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         check = r.get("check") or {}
         mods = "; ".join(
@@ -233,9 +288,22 @@ def main() -> int:
         print(
             f"| {r['model']} | {r['dtype']} | {r.get('eager_ms', 0):.2f} | {r.get('compiled_ms', 0):.2f} ms "
             f"({r.get('compile_speedup', 0):.2f}x) | {mods or '-'} | {alone} | {modes or '-'} | {e2e} | {match} "
-            f"| {r['forge_s']} |"
+            f"| {r['forge_s']} | {_h2h_cells(r.get('head_to_head'))} |"
         )
     return 0
+
+
+def _h2h_cells(h: dict | None) -> str:
+    if not h:
+        return "- | -"
+    if "error" in h:
+        return f"failed: {h['error'][-60:]!r} | -"
+    ms = h["ms"]
+    lo, hi = h["ci95"]
+    return (
+        f"{ms['eager']:.2f} / {ms['compile']:.2f} / {ms['forge']:.2f} "
+        f"| {h['forge_over_compile']:.3f}x ({lo:.3f}-{hi:.3f})"
+    )
 
 
 if __name__ == "__main__":

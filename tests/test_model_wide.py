@@ -971,12 +971,18 @@ def test_of_two_faster_configurations_the_one_faster_in_milliseconds_is_raced_an
     assert pick([{"mode": "default", "ok": False}], race) is None
 
 
-def test_a_race_times_two_configurations_each_on_its_own_copy_of_the_model():
+@pytest.mark.parametrize(
+    ("device", "b_mode"),
+    [("cpu", "default+eager_casts"), pytest.param("cuda", "reduce-overhead", marks=pytest.mark.gpu)],
+)
+def test_a_race_times_two_configurations_each_on_its_own_copy_of_the_model(device, b_mode):
     """`_race` on a real model: each configuration set up on its own deep copy (the original left untouched, a row
     without the replacements left without them), both compiled and timed alternating, decided by the same rule. In
-    a process of its own, as the model check runs it: torch.compile's state stays out of the test process."""
-    probe = textwrap.dedent(
-        """
+    a process of its own, as the model check runs it: torch.compile's state stays out of the test process. On a GPU,
+    against a mode that records CUDA graphs."""
+    probe = (
+        textwrap.dedent(
+            """
         import types, torch
         from forge_lsp.hotspots.model_check import _race
 
@@ -986,14 +992,17 @@ def test_a_race_times_two_configurations_each_on_its_own_copy_of_the_model():
                     x = torch.tanh(x * 1.01 + 0.1)
                 return x
 
-        original, args = Chain().eval(), (torch.randn(256, 1024),)
-        req = types.SimpleNamespace(device="cpu", blocks=())
-        a, b = {"mode": "default", "replacements": False}, {"mode": "default+eager_casts"}
+        original, args = Chain().eval().to(DEVICE), (torch.randn(256, 1024, device=DEVICE),)
+        req = types.SimpleNamespace(device=DEVICE, blocks=())
+        a, b = {"mode": "default", "replacements": False}, {"mode": B_MODE}
         d = _race(torch, req, original, [], args, {}, a, b, 10, 3.0)
         assert d.outcome in ("faster", "slower", "inconclusive") and d.pairs >= 10 and d.speedup is not None, d
         assert "forward" not in original.__dict__ and "_forge_compiled_mode" not in original.__dict__
         print("raced", d.says())
         """
+        )
+        .replace("DEVICE", repr(device))
+        .replace("B_MODE", repr(b_mode))
     )
     run_probe(probe, "raced")
 
