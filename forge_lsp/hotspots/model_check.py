@@ -398,8 +398,8 @@ def pick(
         best["note"] = f"{best['note']}; {said}" if best.get("note") else said
         return best
     winner, loser = (rival, best) if d.outcome == FASTER else (best, rival)
-    said = f"against {_row_name(best)}, timed head to head: {_row_name(rival)} {d.says()}"
-    for row in (winner, loser):
+    for row, other in ((winner, loser), (loser, winner)):  # each row names the other, not itself
+        said = f"timed head to head against {_row_name(other)}: {_row_name(rival)} {d.says()}"
         row["note"] = f"{row['note']}; {said}" if row.get("note") else said
     winner["race"] = {"against": _row_name(loser), **d.to_json()}
     return winner
