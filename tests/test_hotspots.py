@@ -3,6 +3,7 @@ to instances, classes and ops; hot instances are captured; extracted tasks pass 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -244,7 +245,10 @@ def test_a_model_a_script_runs_once_is_run_again_after_it_and_its_buffers_put_ba
     import torch
 
     (tmp_path / "once.py").write_text(ONCE)
-    report = find_hotspots(parse_entry("once.py", tmp_path), tmp_path, OPTIONS)
+    # Stem asked for by name: its share of this small model's time is near the 90% past which a lone instance is
+    # taken for a wrapper of the whole model and not ranked (under load it crossed it, and nothing was captured)
+    options = dataclasses.replace(OPTIONS, classes=("Stem",))
+    report = find_hotspots(parse_entry("once.py", tmp_path), tmp_path, options)
     assert (report.model, report.warmup, report.iterations) == ("Net", 1 + OPTIONS.warmup, OPTIONS.iterations)
     assert any(n.startswith("the script ran Net once") and "run again" in n for n in report.notes), report.notes
     assert not any("ran only once" in n or "could not be run again" in n for n in report.notes), report.notes
