@@ -6,6 +6,7 @@
 # the short tables last.
 #   EVAL_BUDGET / EXPLAIN_BUDGET / PYTEST_BUDGET   seconds (defaults 150 / 120 / 300); 0 skips that part
 #   EVAL_ARGS     eval_speed.py's options (default: --skip-inline --sanitize); EVAL_RUNS: how many times (default 1)
+#   EXPLAIN_CASES  name parts, comma-separated, or all (default level2_76)
 #   JUDGE_CASES   explain cases whose Judge profile is timed too (default 0); EXPLAIN_PATHS (default cupti,ncu)
 #   COUNTERS=1    after the evaluation timings, the counters pass by metric group (`benchmarks/counter_passes.py`)
 export PYTHONUNBUFFERED=1
@@ -20,8 +21,9 @@ fi
 [ "${COUNTERS:-0}" != 0 ] && timeout 90 python3 benchmarks/counter_passes.py --out "$OUT/counter-passes.json" \
   > "$OUT/counter-passes.log" 2>&1
 if [ "${EXPLAIN_BUDGET:-120}" != 0 ]; then
+  cases="${EXPLAIN_CASES:-level2_76}"; [ "$cases" = all ] && cases=""  # all: the flawed and the load_inline ones
   timeout "$((${EXPLAIN_BUDGET:-120} + 40))" python3 benchmarks/explain_speed.py --budget "${EXPLAIN_BUDGET:-120}" \
-    --cases "${EXPLAIN_CASES:-level2_76}" --paths "${EXPLAIN_PATHS:-cupti,ncu}" --judge-cases "${JUDGE_CASES:-0}" \
+    --cases "$cases" --paths "${EXPLAIN_PATHS:-cupti,ncu}" --judge-cases "${JUDGE_CASES:-0}" \
     --out "$OUT/explain-speed.json" > "$OUT/explain-speed.log" 2>&1
 fi
 if [ "${PYTEST_BUDGET:-300}" != 0 ]; then
