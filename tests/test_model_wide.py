@@ -99,6 +99,24 @@ def run_probe(probe: str, says: str, timeout: float = 600) -> None:
     assert proc.returncode == 0 and says in proc.stdout, proc.stderr[-3000:]
 
 
+def run_patched(folder: Path, patch: Path, module: str, checks: str, says: str) -> None:
+    """`run_probe` on the model `module.build()` (a file in `folder`) builds: its output `ref`, then `forge_patch.apply`
+    from the patch file `patch`, and its output `out` (both without autograd), then `checks` on them."""
+    probe = textwrap.dedent(
+        f"""
+        import sys, torch
+        sys.path.insert(0, {str(folder)!r}); sys.path.insert(0, {str(patch.parent)!r})
+        import {module}, forge_patch
+        model, (x,) = {module}.build()
+        with torch.no_grad():
+            ref = model(x)
+            forge_patch.apply(model)
+            out = model(x)
+        """
+    )
+    run_probe(probe + textwrap.dedent(checks) + f"print({says!r})\n", says)
+
+
 def _patches(
     workspace: Path, sources: dict[str, str], entry: str = "slownet.py:build", cls: str = "SlowBlock"
 ) -> tuple:
@@ -827,21 +845,11 @@ def test_blocks_whose_compiled_outputs_drift_are_left_eager_and_the_patch_compil
     if check.model_mode == "blocks":
         assert check.model_blocks == ["Net.a", "Net.c"]
     patch = write_patch_file(tmp_path / "out", entry, [], "blocks", tuple(row["blocks"]))
-    probe = textwrap.dedent(
-        f"""
-        import sys, torch
-        sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(patch.parent)!r})
-        import drifts, forge_patch
-        model, (x,) = drifts.build()
-        with torch.no_grad():
-            ref = model(x)
-            forge_patch.apply(model)
-            assert ["forward" in m.__dict__ for m in (model.a, model.b, model.c)] == [True, False, True]
-            torch.testing.assert_close(model(x), ref, atol=1e-5, rtol=1e-5)
-        print("compiled a and c")
+    checks = """
+        assert ["forward" in m.__dict__ for m in (model.a, model.b, model.c)] == [True, False, True]
+        torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
         """
-    )
-    run_probe(probe, "compiled a and c")
+    run_patched(tmp_path, patch, "drifts", checks, "compiled a and c")
 
 
 ROUNDS = textwrap.dedent(
@@ -887,22 +895,11 @@ def test_a_compile_that_leaves_eagers_bf16_outputs_is_tried_again_keeping_eagers
     assert again["decision"] in ("faster", "slower", "inconclusive") and again["speedup"] is not None, again
     assert "runs in bf16 only" in check.fp32_note, check.fp32_note
     patch = write_patch_file(tmp_path / "out", entry, [], "default+eager_casts")
-    probe = textwrap.dedent(
-        f"""
-        import sys, torch
-        sys.path.insert(0, {str(tmp_path)!r}); sys.path.insert(0, {str(patch.parent)!r})
-        import rounds, forge_patch
-        model, (x,) = rounds.build()
-        with torch.no_grad():
-            ref = model(x)
-            forge_patch.apply(model)
-            out = model(x)
+    checks = """
         assert "forward" in model.__dict__ and bool(ref.abs().max() > 1), ref.abs().max()
         assert torch.equal(out, ref), (out - ref).abs().max()
-        print("eager's roundings kept")
         """
-    )
-    run_probe(probe, "eager's roundings kept")
+    run_patched(tmp_path, patch, "rounds", checks, "eager's roundings kept")
 
 
 def _row(mode: str, speedup: float, after_ms: float, **extra) -> dict:
