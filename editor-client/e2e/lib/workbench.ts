@@ -142,19 +142,17 @@ export class Workbench {
   private async pickRow(label: string | RegExp, what: string, timeoutMs = 20_000): Promise<void> {
     const re = typeof label === "string" ? new RegExp(escapeRe(label)) : label;
     // Rows appear asynchronously (file search, command list); Enter before they do would pick nothing. The list
-    // may be re-rendered under the pointer (more search results, the history's rows): a row gone before the click
-    // lands is looked for again.
+    // is re-rendered under the pointer (more search results, the history's rows): the labels are read in one
+    // evaluation (a per-row read of a row that just went away waits for Playwright's 30 s default), and the row
+    // is clicked by its exact label, so a re-rendered list gives the same row or a retry, never another row.
     for (let attempt = 1; ; attempt++) {
-      const row = await until(`a quick-input row ${re} (${what})`, async () => {
-        const rows = this.page.locator(SEL.quickInputRow);
-        const n = await rows.count();
-        for (let i = 0; i < n; i++) {
-          const r = rows.nth(i);
-          const aria = (await r.getAttribute("aria-label").catch(() => null)) ?? (await r.innerText().catch(() => ""));
-          if (re.test(aria)) return r;
-        }
-        return undefined;
-      }, { timeoutMs, intervalMs: 100, lastSeen: () => this.quickInputRows().then((r) => JSON.stringify(r)) });
+      const found = await until(`a quick-input row ${re} (${what})`, async () =>
+        (await this.quickInputRows()).find((l) => re.test(l)),
+      { timeoutMs, intervalMs: 100, lastSeen: () => this.quickInputRows().then((r) => JSON.stringify(r)) });
+      const quoted = found.replace(/\\/g, "\\\\").replace(/"/g, '\\"');
+      const byLabel = this.page.locator(`${SEL.quickInputRow}[aria-label="${quoted}"]`);
+      // a row without an aria-label was found by its text
+      const row = (await byLabel.count()) ? byLabel.first() : this.page.locator(SEL.quickInputRow).filter({ hasText: found }).first();
       try {
         await row.click({ timeout: 5000 });
         break;
@@ -173,8 +171,7 @@ export class Workbench {
   async openFile(name: string): Promise<void> {
     await this.quickInputOpen("Control+P");
     await this.page.keyboard.type(name);
-    // file search can take longer than a command's row: it once took over 20 s right after a hot-spot run
-    // (k-model-wide-accept-undo, blocks.py), the row then shown as expected
+    // file search can take longer than a command's row right after a hot-spot run (k-model-wide-accept-undo)
     await this.pickRow(new RegExp(`^${escapeRe(name)}\\b`), `Quick Open ${name}`, 45_000);
     await until(`${name} to be the active editor tab`, async () => (await this.activeTabLabel()) === name,
       { timeoutMs: 15_000, lastSeen: () => this.tabs().then((t) => t.join(", ")) });
