@@ -1,5 +1,5 @@
 """The decision rule of model-wide runs (`hotspots.decide`): kept only when the 99% interval lies above 1, timed again
-while it holds 1, inconclusive (nothing kept) when the budget runs out. Noise of its own here: seeded generators
+while it holds 1, equal when it holds 1 within 1% of it, inconclusive (nothing kept) when the budget runs out. Noise of its own here: seeded generators
 for the timings and a clock that advances with each forward timed."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from forge_lsp.hotspots.decide import FASTER, INCONCLUSIVE, SLOWER, bootstrap, decide, outliers
+from forge_lsp.hotspots.decide import EQUAL, FASTER, INCONCLUSIVE, SLOWER, bootstrap, decide, outliers
 
 
 class NoisyMachine:
@@ -73,6 +73,24 @@ def test_a_clearly_slower_change_is_said_slower():
     d = decide(m.sample, reps=30, budget_s=60.0, clock=m.clock)
     assert d.outcome == SLOWER and d.ci is not None and d.ci[1] < 1.0
     assert d.says().startswith("slower: 0.")
+
+
+def test_no_change_on_a_quiet_machine_is_said_equal_before_the_budget():
+    """A tight interval around 1 is a decision (no difference worth a patch), not timing noise: the run says so and
+    stops timing, where it once timed 480 forwards each way and called it "inconclusive: timing noise of 0%"."""
+    m = NoisyMachine(1.0, 0.01, seed=6, stalls=0.0)
+    d = decide(m.sample, reps=30, budget_s=60.0, clock=m.clock)
+    assert d.outcome == EQUAL and d.ci is not None and 0.99 <= d.ci[0] <= 1.0 <= d.ci[1] <= 1.01
+    assert d.says().startswith("equal: no difference beyond ±1% — 1.00×"), d.says()
+    assert d.pairs < 480 and m.clock() < 60.0
+
+
+def test_a_small_real_speedup_is_not_taken_for_equal():
+    """3% faster on a quiet machine: decided faster, never stopped early as a tie."""
+    for seed in range(10):
+        m = NoisyMachine(1.03, 0.02, seed=seed, stalls=0.0)
+        d = decide(m.sample, reps=30, budget_s=60.0, clock=m.clock)
+        assert d.outcome == FASTER, d.says()
 
 
 def test_the_pairs_stop_at_the_most_allowed():

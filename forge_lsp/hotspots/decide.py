@@ -3,8 +3,9 @@
 `decide` times a change against the original in rounds of interleaved pairs (one call without, one with), and
 after each round computes the speedup (the median of the pairs' ratios) with its 99% interval (the sign test's,
 from the ratios' order statistics: exact whatever the noise's distribution). Above 1 the change is faster,
-below 1 slower; an interval that still holds 1 after the time budget (or the most pairs) is *inconclusive*, and
-the caller keeps nothing. Each round doubles the pairs timed so far, so a noisy machine is timed longer before
+below 1 slower; an interval that holds 1 within `EQUAL_WITHIN` of it is *equal* (timing longer could at most find
+a difference too small to keep); one that still holds 1, wider, after the time budget (or the most pairs) is
+*inconclusive*. On either of the last two the caller keeps nothing. Each round doubles the pairs timed so far, so a noisy machine is timed longer before
 anything is said. Pure: the sampler and the clock are passed in (`model_check` times forwards with them; tests
 give it noise of their own).
 """
@@ -21,7 +22,11 @@ from typing import Any
 from ..words import times
 
 #: the outcomes of `decide`
-FASTER, SLOWER, INCONCLUSIVE = "faster", "slower", "inconclusive"
+FASTER, SLOWER, EQUAL, INCONCLUSIVE = "faster", "slower", "equal", "inconclusive"
+
+#: an interval holding 1 and lying within this share of it both ways decides "equal": a change worth less than 1% is
+#: not worth a patch, and telling it apart from none would take forwards by the thousand
+EQUAL_WITHIN = 0.01
 
 
 #: the interval each look decides with: 99%, since a run looks again while it is undecided (a few looks at 95% each
@@ -69,7 +74,7 @@ def outliers(xs: list[float]) -> int:
 
 @dataclass
 class Decision:
-    outcome: str  # FASTER, SLOWER or INCONCLUSIVE
+    outcome: str  # FASTER, SLOWER, EQUAL or INCONCLUSIVE
     speedup: float | None
     ci: list[float] | None
     before_ms: float
@@ -94,6 +99,8 @@ class Decision:
         )
         if self.outcome == INCONCLUSIVE:
             return f"inconclusive: timing noise of {self.noise_pct:.0f}% — {figures}"
+        if self.outcome == EQUAL:
+            return f"equal: no difference beyond ±{EQUAL_WITHIN:.0%} — {figures}"
         return f"{self.outcome}: {figures}"
 
     def to_json(self) -> dict[str, Any]:
@@ -128,6 +135,9 @@ def decide(
             break
         if ci[1] < 1.0:
             outcome = SLOWER
+            break
+        if ci[0] >= 1 / (1 + EQUAL_WITHIN) and ci[1] <= 1 + EQUAL_WITHIN:
+            outcome = EQUAL
             break
         n = min(len(before), max_pairs - len(before))
         if n <= 0 or clock() - start >= budget_s:

@@ -26,7 +26,7 @@ from typing import Any
 from ..child import fit_cpu_threads
 from .child_entry import build_entry, build_script_entry, sync, user_traceback
 from .child_observe import flat_tensors
-from .decide import FASTER, INCONCLUSIVE, SLOWER, Decision, decide
+from .decide import EQUAL, FASTER, INCONCLUSIVE, SLOWER, Decision, decide
 from .patching import (
     COMPILE_MODES,
     EAGER_CASTS,
@@ -291,8 +291,9 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
         return decide(pairs(chosen), n, budget)
 
     decision = timed(kept, reps, budget_s) if kept else None
-    if kept and decision is not None and decision.outcome == SLOWER and len(kept) > 1:
+    if kept and decision is not None and decision.outcome in (SLOWER, EQUAL) and len(kept) > 1:
         # which of them: each alone, on half the budget; one not faster alone goes, and the rest is decided again
+        # (equal together: one may win what another loses)
         gone = []
         for patch in kept:
             alone = timed([patch], max(10, reps // 2), budget_s / 2)
@@ -303,7 +304,7 @@ def run(req: ModelCheckRequest) -> dict[str, Any]:
         decision = timed(kept, reps, budget_s) if kept and gone else decision
     if kept and decision is not None and not decision.faster:  # slower, or undecided: nothing is kept
         them = "it" if len(kept) == 1 else "them"
-        what = "slower" if decision.outcome == SLOWER else "not decidedly faster"
+        what = {SLOWER: "slower", EQUAL: "no faster"}.get(decision.outcome, "not decidedly faster")
         reverted += [
             {"cls": _label(p), "why": f"the whole model is {what} with {them}: {decision.says()}"} for p in kept
         ]

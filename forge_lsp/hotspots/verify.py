@@ -51,8 +51,8 @@ class ModelCheck(BaseModel):
     fp32_note: str | None = None
     #: on the CPU: the threads the check ran with, fitted to the cores it got (`child.fit_cpu_threads`)
     cpu: CpuShare | None = None
-    #: "kept" (replacements or a mode decidedly faster), "nothing_kept" (none faster, or they changed the outputs),
-    #: "inconclusive" (the 99% interval still held 1 at the time budget: nothing kept)
+    #: "kept" (replacements or a mode decidedly faster), "nothing_kept" (none faster, equal within 1%, or they
+    #: changed the outputs), "inconclusive" (the 99% interval still held 1, wider, at the time budget: nothing kept)
     outcome: str = "nothing_kept"
     #: the decision on the replacements (`decide.Decision`): outcome, speedup, ci, pairs, rounds, noise_pct, outliers
     decision: dict[str, Any] | None = None
