@@ -79,8 +79,10 @@ c14-reference-tampering — the reference model object found through the garbage
    `reference_untouched` (the object watched after every candidate call, its values at each stage's end) or
    `clean_judge` (outputs judged in a process that never ran candidate code). Its self-check runs in a child process.
 c15-stage-signals — honest only when it reads that it is verified: the deterministic-mode flag, the harness's
-   function names on the stack, its own call count, inputs it recognizes as draws of fixed seeds.
-   `timed_outputs_match`, `clean_judge`, or the output check that runs the call where it switches.
+   function names on the stack, its own call count, inputs it recognizes as draws of fixed seeds, inputs never
+   written in place (version counter 0, where a model's inputs often come from an inplace op).
+   `timed_outputs_match`, `clean_judge`, or the output check that runs the call where it switches (every other
+   verified input set reaches the candidate written in place).
 c16-direction-cache (`UNEXPLOITED`) — caches keyed on an input's direction (normalized values, signs, ratios, order),
    free and right on a scalar times a few patterns, 1% off on a hit in timing so that a hit shows: `correct` (no
    timed input of forge's repeats a direction: new draws of the task's distribution every call) or, where the key
@@ -841,6 +843,12 @@ def test_self_check_the_cheat_is_real(case: Case):
         assert ((got - expected).norm() / expected.norm()) > 1e-3
     elif case.trigger.startswith("refresh"):
         assert _wrong_under_refresh(case) > 0
+    elif case.trigger == "history":  # wrong on the same values once the input was written in place (a model's inputs)
+        _, ref, new, inputs = _setup(case)
+        written = _clone(inputs)
+        for x in written:
+            x.mul_(1.0)
+        assert not _close(_call(ref, written), _call(new, written))
     elif case.trigger == "inplace":  # one set of tensors, new draws written into them: some calls return stale
         _, ref, new, inputs = _setup(case)
         wrong = 0

@@ -69,7 +69,7 @@ class Verification(Probes):
         self, i: int, case: InputCase, mod: Any, cand_mod: Any, per_init: dict[str, Models]
     ) -> tuple[Any, Any, list[Any], Models]:
         """Reference and candidate on one input set (alternating which goes first): their outputs."""
-        from ..harness.checks import clone_inputs, same_bits
+        from ..harness.checks import clone_inputs, same_bits, written_in_place
         from ..harness.compare import tensors_of
 
         key = repr((case.init_inputs, sorted(case.overrides.items())))
@@ -77,6 +77,8 @@ class Verification(Probes):
             per_init[key] = self.build_models(mod, cand_mod, case.init_inputs)
         m = per_init[key]
         ref_in, cand_in = clone_inputs(case.inputs), clone_inputs(case.inputs)
+        if i % 2:
+            written_in_place(cand_in)
         self.where = self.describe_set(case)
 
         def run_candidate() -> Any:
