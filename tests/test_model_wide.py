@@ -1343,3 +1343,44 @@ def test_a_library_class_is_not_rewritten_and_says_why(workspace):
     result = ModelWideResult(report=report, modules=[mo], check=ModelCheck(kept=[cls.key]))
     (edit,) = class_edits(result, workspace)
     assert edit.new_text is None and "not defined in a file of the workspace" in edit.why
+
+
+@pytest.mark.integration
+def test_a_patched_instance_runs_the_original_under_autograd_and_follows_its_weights(workspace):
+    """The candidate was verified without autograd: with autograd recording (training, fine-tuning) the shadowed
+    forward runs the original, so gradients reach the instance's own parameters. Weights loaded into the model
+    after `apply` (a checkpoint, an optimizer step) are the ones the candidate computes with; weights no longer
+    dense send calls to the original."""
+    _, patches = _patches(workspace, {"fast:blocks.0": FAST})
+    probe = textwrap.dedent(
+        f"""
+        import sys, torch
+        sys.path.insert(0, {str(workspace)!r})
+        import slownet
+        from forge_lsp.hotspots.patching import install
+        model, (x,) = slownet.build(batch=2)
+        block = model.blocks[0]
+        install(model, {patches!r})
+        calls = block.__dict__["_forge_calls"]
+        original = lambda h: type(block).forward(block, h)
+        h = model.embed(x).detach()
+        with torch.no_grad():
+            torch.testing.assert_close(block(h), original(h), atol=1e-5, rtol=1e-5)
+        assert calls == {{"optimized": 1, "reference": 0}}, calls
+        y = block(h)  # autograd records: the original
+        assert calls["reference"] == 1 and y.grad_fn is not None, calls
+        y.sum().backward()
+        assert block.proj.weight.grad is not None
+        with torch.no_grad():  # new weights in place, as load_state_dict or an optimizer step writes them
+            for p in block.parameters():
+                p.mul_(1.5).add_(0.1)
+            torch.testing.assert_close(block(h), original(h), atol=1e-5, rtol=1e-5)
+        assert calls["optimized"] == 2, calls
+        with torch.no_grad():  # weights no longer dense (as a memory-format conversion leaves them): the original
+            block.proj.weight.data = block.proj.weight.data.t().contiguous().t()
+            torch.testing.assert_close(block(h), original(h), atol=1e-5, rtol=1e-5)
+        assert calls == {{"optimized": 2, "reference": 2}}, calls
+        print("followed")
+        """
+    )
+    run_probe(probe, "followed")

@@ -225,6 +225,13 @@ def test_inputs_outside_the_verified_domain_take_the_original_path(tmp_path, ext
         report["grad"] = [new.Model._forge_calls["reference"], y.requires_grad, torch.equal(y, ref(x))]
         y.sum().backward()
         report["grad_flows"] = opt.proj.weight.grad is not None
+        with torch.no_grad():  # a weight no longer dense (a memory-format conversion): verified on dense ones only
+            dense = opt.proj.weight.data
+            opt.proj.weight.data = dense.t().contiguous().t()
+            before = new.Model._forge_calls["reference"]
+            same = torch.equal(opt(x), ref(x))
+            report["strided_weight"] = [new.Model._forge_calls["reference"] - before, same]
+            opt.proj.weight.data = dense
         opt.double(); ref.double()
         with torch.no_grad():
             report["float64"] = [torch.equal(opt(x.double()), ref(x.double())), dict(new.Model._forge_calls)]
@@ -239,7 +246,8 @@ def test_inputs_outside_the_verified_domain_take_the_original_path(tmp_path, ext
         "empty": ["reference", True],
     }
     assert r["grad"] == [4, True, True] and r["grad_flows"]
-    assert r["float64"] == [True, {"optimized": 0, "reference": 5}]
+    assert r["strided_weight"] == [1, True]
+    assert r["float64"] == [True, {"optimized": 0, "reference": 6}]
     assert r["kwargs"] and r["launches"] == 0
 
 

@@ -69,7 +69,9 @@ def install(model: Any, patches: list[dict[str, Any]]) -> list[str]:
                 raise PatchError(f"the model has no module {name}")
             new = module.ModelNew()
             try:
-                new.load_state_dict(inst.state_dict(), strict=True)
+                # the instance's own parameter and buffer objects, not copies: weights loaded or trained into the
+                # model after `apply` are the ones the candidate computes with
+                new.load_state_dict(inst.state_dict(keep_vars=True), strict=True, assign=True)
             except RuntimeError as exc:
                 raise PatchError(f"{name}: its state does not load into the candidate: {exc}") from None
             ref = next(iter(inst.parameters()), None)
@@ -310,8 +312,9 @@ def rebuild(torch: Any, spec: Any, out: Any) -> Any:
 def _shadow(
     torch: Any, inst: Any, new: Any, call: list[CallArg], spec: Any = "tensor", domain: dict[str, Any] | None = None
 ) -> None:
-    """Shadow `inst.forward`: a call shaped like `call` whose tensors are inside `domain` goes to `new`, any other
-    to the original. Routes are counted in ``inst._forge_calls`` (eager calls: not those torch.compile traces). The
+    """Shadow `inst.forward`: a call shaped like `call` whose tensors are inside `domain`, and that autograd does not
+    record (the engine verifies without it), goes to `new`, any other to the original. Routes are counted in
+    ``inst._forge_calls`` (eager calls: not those torch.compile traces). The
     argument names and the domain's checks are worked out here, once, so that a call costs a few attribute reads per
     tensor."""
     from .child_source import constant
@@ -333,6 +336,8 @@ def _shadow(
     # a call torch.compile traces is not counted: a count read while tracing becomes a guard on its value, so a
     # model compiled whole would be compiled again at every call, then run eagerly past dynamo's recompile limit
     tracing = torch.compiler.is_compiling
+    grad_enabled = torch.is_grad_enabled
+    params = tuple(new.parameters())  # the instance's own (`install` shares them)
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         if matchable and len(args) == n_pos and tuple(kwargs) == kw_names:
@@ -343,7 +348,13 @@ def _shadow(
                 except Exception:  # noqa: BLE001 - a constant forge cannot write: not the captured call
                     same = False
                 tensors = [v for v, f in zip(values, flags, strict=True) if f]
-                if same and (inside is None or inside(tensors)):
+                # autograd recording: the original (the engine verifies without autograd; kernels may have no backward);
+                # so too weights made non-contiguous since (`model.to(memory_format=...)`): verified on dense ones
+                records = grad_enabled() and (
+                    any(t.requires_grad for t in tensors) or any(p.requires_grad for p in params)
+                )
+                dense = all(p.is_contiguous() for p in params)
+                if same and not records and dense and (inside is None or inside(tensors)):
                     if not tracing():
                         calls["optimized"] += 1
                     got = rebuild(torch, spec, new(*tensors))

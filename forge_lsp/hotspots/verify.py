@@ -129,9 +129,9 @@ PATCH_FILE = '''"""Verified replacements for the hot modules of `{entry}` (forge
     import forge_patch
     forge_patch.apply(model)   # the model the entry builds, on its device and in its dtype
 
-Each replaced instance keeps its parameters; calls shaped like the captured ones and inside the domain each
-candidate was verified on (its patch's "domain": dtypes, sizes, layouts, stream) go to the candidate, any other
-call to the original.{mode_doc} `remove(model)` undoes it. Needs forge-lsp importable.
+Each replaced instance keeps its parameters, and its candidate computes with those same tensors; calls shaped
+like the captured ones, inside the domain each candidate was verified on (its patch's "domain": dtypes, sizes,
+layouts, stream) and not recorded by autograd go to the candidate, any other call to the original.{mode_doc} `remove(model)` undoes it. Needs forge-lsp importable.
 """
 
 import pathlib
