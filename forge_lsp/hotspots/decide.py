@@ -5,8 +5,8 @@ after each round computes the speedup (the median of the pairs' ratios) with its
 from the ratios' order statistics: exact whatever the noise's distribution). Above 1 the change is faster,
 below 1 slower; an interval that holds 1 within `EQUAL_WITHIN` of it is *equal* (timing longer could at most find
 a difference too small to keep); one that still holds 1, wider, after the time budget (or the most pairs) is
-*inconclusive*. On either of the last two the caller keeps nothing. Each round doubles the pairs timed so far, so a noisy machine is timed longer before
-anything is said. Pure: the sampler and the clock are passed in (`model_check` times forwards with them; tests
+*inconclusive*. On either of the last two the caller keeps nothing. Each round doubles the pairs timed so far, so
+a noisy machine is timed longer before anything is said. Pure: the sampler and the clock are passed in (`model_check` times forwards with them; tests
 give it noise of their own).
 """
 

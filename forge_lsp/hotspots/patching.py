@@ -314,9 +314,8 @@ def _shadow(
 ) -> None:
     """Shadow `inst.forward`: a call shaped like `call` whose tensors are inside `domain`, and that autograd does not
     record (the engine verifies without it), goes to `new`, any other to the original. Routes are counted in
-    ``inst._forge_calls`` (eager calls: not those torch.compile traces). The
-    argument names and the domain's checks are worked out here, once, so that a call costs a few attribute reads per
-    tensor."""
+    ``inst._forge_calls`` (eager calls: not those torch.compile traces). The argument names and the domain's checks
+    are worked out here, once, so that a call costs a few attribute reads per tensor."""
     from .child_source import constant
 
     original = type(inst).forward.__get__(inst)
@@ -339,6 +338,13 @@ def _shadow(
     grad_enabled = torch.is_grad_enabled
     params = tuple(new.parameters())  # the instance's own (`install` shares them)
 
+    def as_verified(tensors: list[Any]) -> bool:
+        """Not recorded by autograd (the engine verifies without it; kernels may have no backward), and the weights
+        still dense (`model.to(memory_format=...)` since would leave them strided; verified on dense ones)."""
+        if grad_enabled() and (any(t.requires_grad for t in tensors) or any(p.requires_grad for p in params)):
+            return False
+        return all(p.is_contiguous() for p in params)
+
     def forward(*args: Any, **kwargs: Any) -> Any:
         if matchable and len(args) == n_pos and tuple(kwargs) == kw_names:
             values = args + tuple(kwargs.values()) if kwargs else args
@@ -348,13 +354,7 @@ def _shadow(
                 except Exception:  # noqa: BLE001 - a constant forge cannot write: not the captured call
                     same = False
                 tensors = [v for v, f in zip(values, flags, strict=True) if f]
-                # autograd recording: the original (the engine verifies without autograd; kernels may have no backward);
-                # so too weights made non-contiguous since (`model.to(memory_format=...)`): verified on dense ones
-                records = grad_enabled() and (
-                    any(t.requires_grad for t in tensors) or any(p.requires_grad for p in params)
-                )
-                dense = all(p.is_contiguous() for p in params)
-                if same and not records and dense and (inside is None or inside(tensors)):
+                if same and (inside is None or inside(tensors)) and as_verified(tensors):
                     if not tracing():
                         calls["optimized"] += 1
                     got = rebuild(torch, spec, new(*tensors))

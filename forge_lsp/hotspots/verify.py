@@ -131,7 +131,8 @@ PATCH_FILE = '''"""Verified replacements for the hot modules of `{entry}` (forge
 
 Each replaced instance keeps its parameters, and its candidate computes with those same tensors; calls shaped
 like the captured ones, inside the domain each candidate was verified on (its patch's "domain": dtypes, sizes,
-layouts, stream) and not recorded by autograd go to the candidate, any other call to the original.{mode_doc} `remove(model)` undoes it. Needs forge-lsp importable.
+layouts, stream) and not recorded by autograd go to the candidate, any other call to the original.{mode_doc}
+`remove(model)` undoes it. Needs forge-lsp importable.
 """
 
 import pathlib

@@ -18,8 +18,8 @@ What a rewrite of ``class Model`` produces, in place of the class (one contiguou
 The guard runs ``_ModelForge`` only for calls like the verified ones: positional arguments whose
 tensors have a verified device type, dtype, rank and sizes (in order), are contiguous (unless
 verified on any layout) and non-empty, the module's weights dense as verified, and no autograd (the engine
-verifies under ``torch.no_grad()``; the kernels may have no backward). A candidate verified on the device's default stream only (kernels
-on the legacy default stream) also needs a CUDA call made on that stream, with no CUDA graph being
+verifies under ``torch.no_grad()``; the kernels may have no backward). A candidate verified on the device's
+default stream only (kernels on the legacy default stream) also needs a CUDA call made on that stream, with no CUDA graph being
 captured. Anything else, or ``FORGE_DISABLE=1`` in the environment, runs the original forward. When the module holds dropout, batch norm or similar layers (or the original class
 mentions them or ``training``), the module mode must also be the verified one.
 

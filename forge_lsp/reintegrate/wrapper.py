@@ -161,8 +161,9 @@ class {name}({ref}):
                 h.get(k) is v and (d is None or v.dtype is d) for h, k, v, d in rt[2]):
             rt = self._forge_share(device)
         impl, _, _, usable, params, mode_sensitive = rt
+        # weights made non-contiguous since (`.to(memory_format=...)`): verified on dense ones
         if not usable or (grad and any(p.requires_grad for p in params)) or not all(p.is_contiguous() for p in params):
-            return None  # weights made non-contiguous since (`.to(memory_format=...)`): verified on dense ones
+            return None
         if mode_sensitive and self._forge_training is not None and self.training != self._forge_training:
             return None
         if impl.training != self.training:

@@ -29,7 +29,7 @@ def written_in_place(inputs: list[Any]) -> None:
         if isinstance(x, torch.Tensor):
             try:
                 increment_version(x)
-            except RuntimeError:  # an inference tensor has no version counter to read either
+            except RuntimeError:  # a tensor without a version counter (an inference tensor, in some torch releases)
                 pass
 
 
